@@ -1,0 +1,111 @@
+"""`globalstore kafka start|stop|status|logs`: the local single-node broker."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from globalstore.javaruntime import JavaError
+from globalstore.kafkajars import JarResolutionError
+from globalstore.localkafka import (
+    DEFAULT_HEAP,
+    DEFAULT_KAFKA_VERSION,
+    DEFAULT_PORT,
+    LocalKafka,
+    LocalKafkaError,
+    default_data_dir,
+)
+
+
+CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
+
+
+def _broker_options(command: CommandFunction) -> CommandFunction:
+    """--port and --data-dir, shared by every subcommand so they all find the same broker."""
+    options = [
+        click.option("--port", default=DEFAULT_PORT, show_default=True, help="Client port."),
+        click.option(
+            "--data-dir",
+            type=click.Path(path_type=Path),
+            default=default_data_dir,
+            show_default="~/.local/share/globalstore/kafka",
+            help="Topics, KRaft metadata and logs; survives restarts.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@click.group()
+def kafka() -> None:
+    """Run a local single-node Apache Kafka broker (KRaft) for development and tests."""
+
+
+@kafka.command()
+@_broker_options
+@click.option("--version", "kafka_version", default=DEFAULT_KAFKA_VERSION, show_default=True)
+@click.option("--heap", default=DEFAULT_HEAP, show_default=True, help="JVM heap, e.g. 512m.")
+@click.option("--fresh", is_flag=True, help="Wipe the data directory first.")
+@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for ready.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Extra broker setting (repeatable).")  # fmt: skip
+def start(
+    port: int, data_dir: Path, kafka_version: str, heap: str, fresh: bool, timeout: float,
+    overrides: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Start the broker (idempotent) and print its bootstrap address."""
+    extra = dict(_split_setting(item) for item in overrides)
+    broker = LocalKafka(port=port, data_dir=data_dir, version=kafka_version, heap=heap,
+                        extra_config=extra)  # fmt: skip
+    was_running = broker.status().running
+    began = time.monotonic()
+    try:
+        bootstrap = broker.start(fresh=fresh, timeout=timeout)
+    except (LocalKafkaError, JavaError, JarResolutionError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    note = (
+        "already running"
+        if was_running and not fresh
+        else f"ready in {time.monotonic() - began:.1f}s"
+    )
+    click.echo(f"Kafka {broker.status().version} {note}", err=True)
+    click.echo(bootstrap)
+
+
+@kafka.command()
+@_broker_options
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds before SIGKILL.")
+def stop(port: int, data_dir: Path, timeout: float) -> None:
+    """Stop the broker: SIGTERM, then SIGKILL after the timeout."""
+    stopped = LocalKafka(port=port, data_dir=data_dir).stop(timeout=timeout)
+    click.echo("stopped" if stopped else "not running")
+
+
+@kafka.command()
+@_broker_options
+def status(port: int, data_dir: Path) -> None:
+    """Tell whether the broker runs, with its pid, address, data dir and version."""
+    current = LocalKafka(port=port, data_dir=data_dir).status()
+    click.echo(current.describe())
+    if not current.running:
+        raise SystemExit(3)
+
+
+@kafka.command()
+@_broker_options
+@click.option("-n", "--lines", default=40, show_default=True)
+def logs(port: int, data_dir: Path, lines: int) -> None:
+    """Print the last lines of the broker's log."""
+    click.echo(LocalKafka(port=port, data_dir=data_dir).log_tail(lines))
+
+
+def _split_setting(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
+    return key.strip(), value.strip()

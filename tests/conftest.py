@@ -1,0 +1,61 @@
+"""Shared fixtures: one Kafka bootstrap address for the whole session, and unique topics.
+
+Where the broker comes from, in order: GLOBALSTORE_TEST_BOOTSTRAP (an existing cluster);
+a testcontainers Kafka container when a Docker engine answers; else the project's own
+local broker (globalstore.localkafka), started in a temporary data directory.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.kafka_source import kafka_bootstrap_source
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with kafka_bootstrap_source(tmp_path_factory.mktemp("kafka")) as bootstrap:
+        yield bootstrap
+
+
+@pytest.fixture(scope="session")
+def kafka_admin(kafka_bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+
+TopicFactory = Callable[..., str]
+
+
+@pytest.fixture
+def make_topic(kafka_admin: AdminClient, request: pytest.FixtureRequest) -> TopicFactory:
+    """Create a uniquely named topic: make_topic(partitions=3, compact=True, config={...})."""
+
+    def create(
+        partitions: int = 1,
+        compact: bool = True,
+        config: dict[str, str] | None = None,
+        prefix: str | None = None,
+    ) -> str:
+        base = prefix or request.node.name.split("[")[0].replace("test_", "")[:40]
+        name = f"{base}-{uuid.uuid4().hex[:10]}"
+        settings = {"cleanup.policy": "compact" if compact else "delete"}
+        settings.update(config or {})
+        futures = kafka_admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=settings)]
+        )
+        futures[name].result(timeout=30)
+        return name
+
+    return create
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Everything under tests/integration talks to a real broker: mark it so it can be selected.
+    for item in items:
+        if os.sep + "integration" + os.sep in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
