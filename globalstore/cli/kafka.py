@@ -20,7 +20,6 @@ from globalstore.localkafka import (
     default_data_dir,
 )
 
-
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 
 
