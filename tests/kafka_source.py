@@ -26,9 +26,14 @@ def kafka_bootstrap_source(scratch: Path) -> Iterator[str]:
         with kafka_container() as bootstrap:
             yield bootstrap
     else:
-        with LocalKafka(port=free_port(), data_dir=scratch / "broker", heap="768m") as broker:
+        broker = LocalKafka(port=free_port(), data_dir=scratch / "broker", heap="768m")
+        # Generous: a cold first run resolves the jars, and shared CI machines can be slow.
+        broker.start(timeout=180)
+        try:
             log.info("tests use the local broker at %s", broker.bootstrap)
             yield broker.bootstrap
+        finally:
+            broker.stop()
 
 
 def docker_engine_answers() -> bool:

@@ -7,6 +7,7 @@ import logging
 import click
 
 from globalstore.cli.kafka import kafka
+from globalstore.cli.store import register
 
 
 @click.group()
@@ -18,3 +19,4 @@ def main(verbose: int) -> None:
 
 
 main.add_command(kafka)
+register(main)
