@@ -1,0 +1,326 @@
+"""`globalstore restore|get|scan|count|status`: query a store from the shell.
+
+Every command opens the store at --path, restores it up to the topic's current end (that is
+what start() does) and then answers, so the answer is as fresh as the topic. Results go to
+stdout; progress and messages go to stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+import click
+import orjson
+from confluent_kafka import KafkaException
+
+from globalstore.errors import GlobalStoreError
+from globalstore.restore import RestoreListener
+from globalstore.store import GlobalStore, StoreStatus
+
+CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
+
+_LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
+_BAR_INTERVAL = 0.1  # seconds between redraws of the terminal progress bar
+_BAR_WIDTH = 30
+
+
+def _kafka_setting(
+    ctx: click.Context, param: click.Parameter, items: tuple[str, ...]
+) -> dict[str, str]:
+    settings = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def _store_options(command: CommandFunction) -> CommandFunction:
+    """The options every store command shares: where the topic is and where the store lives."""
+    options = [
+        click.option("--topic", required=True, help="The compacted topic the store copies."),
+        click.option(
+            "--bootstrap-servers",
+            default="127.0.0.1:9092",
+            show_default=True,
+            envvar="GLOBALSTORE_BOOTSTRAP",
+            show_envvar=True,
+            help="Kafka bootstrap address.",
+        ),
+        click.option(
+            "--path",
+            required=True,
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Store directory (created if missing).",
+        ),
+        click.option(
+            "--kafka-config",
+            "kafka_config",
+            multiple=True,
+            metavar="KEY=VALUE",
+            callback=_kafka_setting,
+            help="Extra librdkafka setting, e.g. security.protocol=SSL (repeatable).",
+        ),
+        click.option(
+            "--allow-uncompacted",
+            is_flag=True,
+            help="Accept a topic whose cleanup.policy lacks 'compact'.",
+        ),
+        click.option(
+            "--timeout",
+            default=60.0,
+            show_default=True,
+            help="Seconds to wait for the broker and the restore.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _open(
+    topic: str,
+    bootstrap_servers: str,
+    path: Path,
+    kafka_config: Mapping[str, str],
+    allow_uncompacted: bool,
+    timeout: float,
+    listener: RestoreListener | None = None,
+) -> GlobalStore:
+    """A started store, or a ClickException carrying the store's own explanation."""
+    store = GlobalStore(
+        topic=topic,
+        bootstrap_servers=bootstrap_servers,
+        path=path,
+        kafka_config=kafka_config,
+        allow_uncompacted=allow_uncompacted,
+        restore_listener=listener,
+    )
+    try:
+        return store.start(timeout=timeout)
+    except (GlobalStoreError, KafkaException) as exc:
+        # KafkaException: the client refused its settings (e.g. a bad --kafka-config);
+        # start() passes it on unwrapped.
+        raise _click_error(exc) from exc
+
+
+def _click_error(exc: Exception) -> click.ClickException:
+    return click.ClickException(f"{type(exc).__name__}: {exc}")
+
+
+class Progress(RestoreListener):
+    """Restore progress on stderr: a redrawn bar on a terminal, a line every few seconds
+    otherwise. Called from the store's thread, which is the only one writing meanwhile."""
+
+    def __init__(self, out: TextIO, tty: bool) -> None:
+        self.out = out
+        self.tty = tty
+        self.start: dict[int, int] = {}
+        self.end: dict[int, int] = {}
+        self.total = 0
+        self.began = 0.0
+        self.last_shown = 0.0
+
+    def on_restore_start(
+        self, topic: str, start_offsets: Mapping[int, int], end_offsets: Mapping[int, int]
+    ) -> None:
+        self.start, self.end = dict(start_offsets), dict(end_offsets)
+        self.total = sum(max(0, e - self.start.get(p, 0)) for p, e in self.end.items())
+        self.began = self.last_shown = time.monotonic()
+        self._write(f"restoring {topic}: {self.total:,} records to read")
+
+    def on_batch_restored(self, topic: str, positions: Mapping[int, int], records: int) -> None:
+        now = time.monotonic()
+        if now - self.last_shown < (_BAR_INTERVAL if self.tty else _LOG_INTERVAL):
+            return
+        self.last_shown = now
+        done = sum(max(0, min(positions.get(p, s), self.end[p]) - s) for p, s in self.start.items())
+        self._show(done, now - self.began)
+
+    def on_restore_end(self, topic: str, total_records: int, seconds: float) -> None:
+        if self.tty and self.total:
+            self._show(self.total, seconds)
+            self.out.write("\n")
+        rate = total_records / seconds if seconds > 0 else 0.0
+        self._write(f"restored {total_records:,} records in {seconds:.1f}s ({rate:,.0f} records/s)")
+
+    def _show(self, done: int, elapsed: float) -> None:
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - done) / rate if rate > 0 else None
+        eta_text = "?" if eta is None else str(datetime.timedelta(seconds=round(eta)))
+        pct = 100.0 * done / self.total if self.total else 100.0
+        text = f"{done:,}/{self.total:,} ({pct:.0f}%) {rate:,.0f} records/s ETA {eta_text}"
+        if self.tty:
+            filled = round(_BAR_WIDTH * pct / 100)
+            bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
+            self.out.write(f"\r[{bar}] {text}")
+            self.out.flush()
+        else:
+            self._write(f"restoring: {text}")
+
+    def _write(self, line: str) -> None:
+        if self.tty:
+            self.out.write("\r\x1b[K")  # clear a half-drawn bar first
+        self.out.write(line + "\n")
+        self.out.flush()
+
+
+@click.command()
+@_store_options
+def restore(
+    topic: str,
+    bootstrap_servers: str,
+    path: Path,
+    kafka_config: dict[str, str],
+    allow_uncompacted: bool,
+    timeout: float,
+) -> None:
+    """Restore (or catch up) the store at --path to the topic's current end, then exit."""
+    err = sys.stderr
+    progress = Progress(err, tty=err.isatty())
+    store = _open(
+        topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout, progress
+    )
+    with contextlib.closing(store):
+        click.echo(f"ready: {store.count():,} keys, position {_offsets(store.position())}")
+
+
+@click.command()
+@_store_options
+@click.option("--entry", is_flag=True, help="Also print the record's timestamp/partition/offset.")
+@click.argument("key")
+def get(
+    topic: str,
+    bootstrap_servers: str,
+    path: Path,
+    kafka_config: dict[str, str],
+    allow_uncompacted: bool,
+    timeout: float,
+    entry: bool,
+    key: str,
+) -> None:
+    """Print the JSON value of KEY; exit status 1 if the key is absent."""
+    with contextlib.closing(
+        _open(topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout)
+    ) as store:
+        try:
+            found = store.get_entry(key)
+        except GlobalStoreError as exc:
+            raise _click_error(exc) from exc
+    if found is None:
+        click.echo(f"key {key!r} not found", err=True)
+        sys.exit(1)
+    shown = dataclasses.asdict(found) if entry else found.value
+    click.echo(orjson.dumps(shown).decode("utf-8"))
+
+
+@click.command()
+@_store_options
+@click.option("--prefix", help="Only keys starting with this.")
+@click.option("--start", help="First key (inclusive).")
+@click.option("--end", help="Key to stop before (exclusive).")
+@click.option("--limit", type=click.IntRange(min=0), help="At most this many records.")
+@click.option("--reverse", is_flag=True, help="Descending key order.")
+def scan(
+    topic: str,
+    bootstrap_servers: str,
+    path: Path,
+    kafka_config: dict[str, str],
+    allow_uncompacted: bool,
+    timeout: float,
+    prefix: str | None,
+    start: str | None,
+    end: str | None,
+    limit: int | None,
+    reverse: bool,
+) -> None:
+    """Print records in key order as NDJSON lines: {"key": ..., "value": ...}."""
+    out = sys.stdout.buffer
+    with contextlib.closing(
+        _open(topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout)
+    ) as store:
+        items = store.items(prefix=prefix, start=start, end=end, reverse=reverse, limit=limit)
+        try:
+            for k, v in items:
+                out.write(orjson.dumps({"key": k, "value": v}) + b"\n")
+        except GlobalStoreError as exc:
+            raise _click_error(exc) from exc
+        finally:
+            out.flush()
+
+
+@click.command()
+@_store_options
+def count(
+    topic: str,
+    bootstrap_servers: str,
+    path: Path,
+    kafka_config: dict[str, str],
+    allow_uncompacted: bool,
+    timeout: float,
+) -> None:
+    """Print the number of live keys."""
+    with contextlib.closing(
+        _open(topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout)
+    ) as store:
+        click.echo(store.count())
+
+
+@click.command()
+@_store_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+def status(
+    topic: str,
+    bootstrap_servers: str,
+    path: Path,
+    kafka_config: dict[str, str],
+    allow_uncompacted: bool,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Print position, lag, key count, layout version and last restore time."""
+    with contextlib.closing(
+        _open(topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout)
+    ) as store:
+        report = store.status()
+    if as_json:
+        click.echo(orjson.dumps(dataclasses.asdict(report), option=orjson.OPT_NON_STR_KEYS))
+    else:
+        click.echo(_describe(report))
+
+
+def _describe(s: StoreStatus) -> str:
+    restored = (
+        "never"
+        if s.last_restore_at is None
+        else datetime.datetime.fromtimestamp(s.last_restore_at).isoformat(timespec="seconds")
+    )
+    rows = [
+        ("topic", s.topic),
+        ("path", s.path),
+        ("state", s.state),
+        ("position", _offsets(s.position)),
+        ("lag", f"{sum(s.lag.values()):,} records {_offsets(s.lag)}"),
+        ("keys", "unknown" if s.key_count is None else f"{s.key_count:,}"),
+        ("layout version", str(s.layout_version)),
+        ("last restore", restored),
+    ]
+    return "\n".join(f"{name + ':':<16}{value}" for name, value in rows)
+
+
+def _offsets(per_partition: Mapping[int, int]) -> str:
+    return " ".join(f"{p}:{o}" for p, o in sorted(per_partition.items())) or "-"
+
+
+def register(group: click.Group) -> None:
+    """Add the store commands to the `globalstore` group."""
+    for command in (restore, get, scan, count, status):
+        group.add_command(command)

@@ -1,0 +1,108 @@
+"""The topic contract shared by the pipelines (writer) and the store (reader), and the on-disk
+value layout of the store.
+
+Topic contract (contract 1):
+    key   = UTF-8 bytes of the entity id
+    value = UTF-8 JSON object, or null (a tombstone) to delete the key
+    header VALUE_FORMAT_HEADER = ASCII decimal of the value format version
+
+On-disk value, layout version 1 (contracts 3 and 5):
+    HEADER (22 bytes, big-endian) = layout version u8 | value format u8 | record timestamp
+    ms i64 | partition i32 | offset i64, followed by the record's value bytes unchanged.
+Keeping partition and offset lets a bad value be reported with where it came from, at query
+time, without validating every record while restoring.
+
+Layout version 0 (legacy, see migrate.py) stored the bare JSON bytes. A v1 value always starts
+with byte 0x01, which a JSON document never does, so the two can be told apart value by value.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from globalstore.errors import InvalidValue
+
+VALUE_FORMAT_HEADER = "globalstore.format"
+VALUE_FORMAT_VERSION = 1
+
+LAYOUT_VERSION = 1
+HEADER = struct.Struct(">BBqiq")
+HEADER_SIZE = HEADER.size
+_V1 = LAYOUT_VERSION
+UNKNOWN = -1  # timestamp/partition/offset of a legacy value that never recorded them
+_loads = orjson.loads
+
+
+def encode_key(entity_id: str) -> bytes:
+    """Key bytes for an entity id (topic contract)."""
+    return entity_id.encode("utf-8")
+
+
+def encode_value(value: Any) -> bytes | None:
+    """Record value bytes for a JSON object; None encodes a tombstone (topic contract)."""
+    return None if value is None else orjson.dumps(value)
+
+
+def format_headers() -> list[tuple[str, bytes]]:
+    """Record headers that declare the value format version (topic contract)."""
+    return [(VALUE_FORMAT_HEADER, str(VALUE_FORMAT_VERSION).encode("ascii"))]
+
+
+def pack(value: bytes, timestamp: int, partition: int, offset: int) -> bytes:
+    """On-disk bytes for one record value (layout v1)."""
+    return HEADER.pack(_V1, VALUE_FORMAT_VERSION, timestamp, partition, offset) + value
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A value with the record it came from. timestamp is Kafka's record timestamp in ms."""
+
+    key: str
+    value: Any
+    timestamp: int
+    partition: int
+    offset: int
+
+
+def origin(raw: bytes) -> tuple[int, int, int]:
+    """(timestamp, partition, offset) stored with a value; UNKNOWN for legacy values."""
+    if raw[:1] == b"\x01" and len(raw) >= HEADER_SIZE:
+        _, _, ts, partition, offset = HEADER.unpack_from(raw)
+        return ts, partition, offset
+    return UNKNOWN, UNKNOWN, UNKNOWN
+
+
+def decode(raw: bytes, key: bytes, topic: str) -> Any:
+    """The JSON value inside on-disk bytes, or InvalidValue naming the record it came from."""
+    # Fast path (every value written by this version): one check, one parse, no copy.
+    if len(raw) > HEADER_SIZE and raw[0] == _V1 and raw[1] == VALUE_FORMAT_VERSION:
+        try:
+            return _loads(memoryview(raw)[HEADER_SIZE:])
+        except orjson.JSONDecodeError as exc:
+            _, partition, offset = origin(raw)
+            raise InvalidValue(topic, key, partition, offset, f"not valid JSON: {exc}") from None
+    return _decode_other(raw, key, topic)
+
+
+def _decode_other(raw: bytes, key: bytes, topic: str) -> Any:
+    """Legacy layout 0 (bare JSON), empty values, unknown value formats."""
+    if raw[:1] == b"\x01":
+        if len(raw) < HEADER_SIZE or raw[1] > VALUE_FORMAT_VERSION:
+            _, partition, offset = origin(raw)
+            raise InvalidValue(topic, key, partition, offset, "unknown value format")
+        _, partition, offset = origin(raw)
+        raise InvalidValue(topic, key, partition, offset, "not valid JSON: empty value")
+    try:
+        return _loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidValue(topic, key, UNKNOWN, UNKNOWN, f"not valid JSON: {exc}") from None
+
+
+def decode_entry(raw: bytes, key: bytes, topic: str) -> Entry:
+    """Value plus the timestamp, partition and offset of the record that wrote it."""
+    ts, partition, offset = origin(raw)
+    return Entry(key.decode("utf-8"), decode(raw, key, topic), ts, partition, offset)

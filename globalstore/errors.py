@@ -1,0 +1,80 @@
+"""Every exception the store raises, in one tree.
+
+    GlobalStoreError
+    ├── RetriableError            the same call may succeed later; nothing is wrong with the data
+    │   ├── StoreNotReady         a query before start() reached the end offsets (contract 4)
+    │   └── StartTimeout          start() did not reach ready within its timeout
+    │       └── BrokerUnavailable no broker answered at the bootstrap address
+    └── FatalError                retrying the same call will not help; a person must act
+        ├── StoreLocked           another process holds the store directory
+        ├── StoreClosed           the store was closed (or its thread died: see __cause__)
+        ├── TopicNotFound         the topic does not exist
+        ├── TopicNotCompacted     the topic is not compacted and allow_uncompacted is False
+        ├── InvalidValue          a stored value is not valid JSON (or has an unknown format);
+        │                         names topic, partition and offset of the record
+        └── StorageError          RocksDB failed (disk full, I/O error, ...)
+
+Rebuilds (offsets out of range, store offline longer than delete.retention.ms, unknown or
+damaged layout) are not errors: the store repairs itself and logs a WARNING.
+"""
+
+from __future__ import annotations
+
+
+class GlobalStoreError(Exception):
+    """Base of every exception raised by globalstore."""
+
+
+class RetriableError(GlobalStoreError):
+    """The same call may succeed later without any change."""
+
+
+class FatalError(GlobalStoreError):
+    """Retrying will not help: configuration, environment or data must change."""
+
+
+class StoreNotReady(RetriableError):  # noqa: N818 - public names fixed by the API
+    """The store has not yet restored up to the end offsets captured at start."""
+
+
+class StartTimeout(RetriableError):  # noqa: N818 - public names fixed by the API
+    """start() did not finish restoring within its timeout."""
+
+
+class BrokerUnavailable(StartTimeout):
+    """No broker answered at the bootstrap address before the timeout."""
+
+
+class StoreLocked(FatalError):  # noqa: N818 - public names fixed by the API
+    """Another process (or another GlobalStore in this process) holds the store directory."""
+
+
+class StoreClosed(FatalError):  # noqa: N818 - public names fixed by the API
+    """The store is closed, or its background thread stopped on an error (see __cause__)."""
+
+
+class TopicNotFound(FatalError):  # noqa: N818 - public names fixed by the API
+    """The configured topic does not exist."""
+
+
+class TopicNotCompacted(FatalError):  # noqa: N818 - public names fixed by the API
+    """The topic's cleanup.policy lacks 'compact'; pass allow_uncompacted=True to accept it."""
+
+
+class StorageError(FatalError):
+    """RocksDB reported an error."""
+
+
+class InvalidValue(FatalError):  # noqa: N818 - public names fixed by the API
+    """A stored value cannot be decoded; says which record it came from."""
+
+    def __init__(self, topic: str, key: bytes, partition: int, offset: int, reason: str) -> None:
+        super().__init__(
+            f"invalid value for key {key!r} in topic {topic!r} "
+            f"partition {partition} offset {offset}: {reason}"
+        )
+        self.topic = topic
+        self.key = key
+        self.partition = partition
+        self.offset = offset
+        self.reason = reason

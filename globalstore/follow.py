@@ -1,0 +1,310 @@
+"""The store's background thread: plan, restore, then follow — with ONE poll loop.
+
+Restoring and following differ only in batch size, how key counts are kept, and what happens
+when the captured end offsets are reached (ready is signalled once). Everything else — consume,
+apply batch + offsets in one WriteBatch, watch partitions and broker health — is shared.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from globalstore import migrate, restore
+from globalstore.config import StoreConfig
+from globalstore.errors import BrokerUnavailable, FatalError, GlobalStoreError
+from globalstore.storage import K_APPLIED_AT, K_RESTORED_AT, Storage
+
+log = logging.getLogger(__name__)
+
+_PROGRESS_LOG_INTERVAL = 5.0
+_BROKER_RETRY_PAUSE = 0.5
+
+
+class State(enum.Enum):
+    CREATED = "created"
+    STARTING = "starting"  # reaching the broker, planning
+    RESTORING = "restoring"
+    RUNNING = "running"  # ready: restored to the captured end offsets, following
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Health:
+    """What the loop knows about the topic's end and the broker, shared with status()."""
+
+    def __init__(self) -> None:
+        self.high: dict[int, int] = {}
+        self.connected = False
+        self.ever_connected = False
+        self.in_sync_at: float | None = None  # monotonic time we last saw lag 0 while connected
+        self.last_error: str | None = None
+
+
+class StoreThread(threading.Thread):
+    """Owns the consumer. Call start(); wait on `ready`; stop() and join() to end."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        storage: Storage,
+        listener: restore.RestoreListener,
+        on_applied: Callable[[], None],
+        rpc_timeout: float = 5.0,
+    ) -> None:
+        super().__init__(name=f"globalstore-{config.topic}", daemon=True)
+        self.config = config
+        self.storage = storage
+        self.listener = listener
+        self.on_applied = on_applied
+        self.rpc_timeout = rpc_timeout  # per broker request while planning
+        self.state = State.CREATED
+        self.ready = threading.Event()  # set when RUNNING, or when FAILED (see .error)
+        self.error: BaseException | None = None
+        self.health = Health()
+        self.restored_at_ms: int | None = None
+        self.end_offsets: dict[int, int] = {}
+        self._stop_event = threading.Event()
+        self._eof: dict[int, int] = {}
+        self._restore_records = 0
+        self._restore_began = 0.0
+        self._exact_count = True
+        self._migrating = False
+        self._last_mark = time.monotonic()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    # -- thread body -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        consumer: Consumer | None = None
+        try:
+            self.state = State.STARTING
+            consumer = Consumer(self._consumer_config())
+            plan = self._plan_with_retries(consumer)
+            if plan is None:
+                return
+            self._begin(consumer, plan)
+            self._loop(consumer)
+        except BaseException as exc:  # surfaced through start()/status(), never swallowed
+            self.error = exc
+            self.health.last_error = f"{type(exc).__name__}: {exc}"
+            self.state = State.FAILED
+            if not isinstance(exc, GlobalStoreError):
+                log.exception("store thread for %s died", self.config.topic)
+        finally:
+            self.ready.set()
+            if consumer is not None:
+                consumer.close()
+
+    def _consumer_config(self) -> dict[str, Any]:
+        conf = self.config.consumer_config()
+        conf["stats_cb"] = self._on_stats
+        conf["error_cb"] = self._on_error
+        return conf
+
+    def _plan_with_retries(self, consumer: Consumer) -> restore.Plan | None:
+        """Retry while the broker is unreachable; start() decides when to give up."""
+        admin = AdminClient(self.config.admin_config())  # needed only here: dropped after
+        while not self._stop_event.is_set():
+            try:
+                info = restore.describe_topic(consumer, admin, self.config, self.rpc_timeout)
+                restore.check_compaction(info, self.config)
+                marks = restore.watermarks(consumer, self.config, info.partitions, self.rpc_timeout)
+            except BrokerUnavailable as exc:
+                self.health.last_error = str(exc)
+                self._stop_event.wait(_BROKER_RETRY_PAUSE)
+                continue
+            self.health.connected = self.health.ever_connected = True
+            return restore.plan(self.storage, info, marks, self.config)
+        return None
+
+    def _begin(self, consumer: Consumer, plan: restore.Plan) -> None:
+        self.end_offsets = dict(plan.end_offsets)
+        self.health.high = dict(plan.end_offsets)
+        self._exact_count = plan.exact_count
+        self._migrating = migrate.needs_migration(self.storage)
+        topic = self.config.topic
+        consumer.assign([TopicPartition(topic, p, o) for p, o in plan.start_offsets.items()])
+        self.state = State.RESTORING
+        self._restore_began = time.monotonic()
+        log.info(
+            "restoring %s into %s: %d records to reach end offsets %s%s",
+            topic,
+            self.storage.path,
+            plan.records_to_restore,
+            plan.end_offsets,
+            "" if plan.exact_count else " (bulk: keys recounted at the end)",
+        )
+        self.listener.on_restore_start(topic, plan.start_offsets, plan.end_offsets)
+        self._maybe_ready()
+
+    def _loop(self, consumer: Consumer) -> None:
+        next_metadata = time.monotonic() + self.config.metadata_interval
+        next_progress = time.monotonic() + _PROGRESS_LOG_INTERVAL
+        while not self._stop_event.is_set():
+            batch = self._next_batch(consumer)
+            applied = self.storage.apply(batch, self._exact_count, _now_ms())
+            for event in applied.events:
+                self._on_event(event)
+            if applied.records:
+                self.on_applied()
+            now = time.monotonic()
+            if self.state is State.RESTORING:
+                if applied.records:
+                    self._restore_records += applied.records
+                    positions, _ = self.storage.snapshot_state()
+                    self.listener.on_batch_restored(self.config.topic, positions, applied.records)
+                    if now >= next_progress:
+                        next_progress = now + _PROGRESS_LOG_INTERVAL
+                        self._log_progress(positions)
+                self._maybe_ready()
+            else:
+                self._track_sync(now, applied.records > 0)
+                if self._migrating:
+                    # Eager migration in small chunks, in this thread: never races an apply.
+                    self._migrating = not migrate.step(self.storage)
+            if now >= next_metadata:
+                next_metadata = now + self.config.metadata_interval
+                self._check_partitions(consumer)
+
+    def _next_batch(self, consumer: Consumer) -> list[Any]:
+        """Restoring: big batches. Following: return as soon as one record arrives, plus
+        whatever is already queued, so produce-to-visible latency stays a few ms."""
+        if self.state is State.RESTORING:
+            msgs: list[Any] = consumer.consume(self.config.restore_batch_size, 0.05)
+            return msgs
+        first = consumer.poll(self.config.poll_timeout)
+        if first is None:
+            return []
+        return [first, *consumer.consume(self.config.follow_batch_size, 0)]
+
+    # -- restore completion ------------------------------------------------------------------
+
+    def _maybe_ready(self) -> None:
+        positions, _ = self.storage.snapshot_state()
+        for p, end in self.end_offsets.items():
+            if max(positions.get(p, 0), self._eof.get(p, 0)) < end:
+                return
+        if not self._exact_count:
+            n = self.storage.recount()
+            self._exact_count = True
+            log.info("recounted %d live keys in %s after bulk restore", n, self.storage.path)
+        self.restored_at_ms = _now_ms()
+        self.storage.put_meta_int(K_RESTORED_AT, self.restored_at_ms)
+        seconds = time.monotonic() - self._restore_began
+        rate = self._restore_records / seconds if seconds > 0 else 0.0
+        log.info(
+            "restored %s: %d records in %.2fs (%.0f records/s); following",
+            self.config.topic,
+            self._restore_records,
+            seconds,
+            rate,
+        )
+        self.listener.on_restore_end(self.config.topic, self._restore_records, seconds)
+        self.state = State.RUNNING
+        self.health.in_sync_at = time.monotonic()
+        self.ready.set()
+
+    def _log_progress(self, positions: dict[int, int]) -> None:
+        done = sum(min(positions.get(p, 0), e) for p, e in self.end_offsets.items())
+        total = sum(self.end_offsets.values())
+        log.info(
+            "restoring %s: %d records so far, %d/%d offsets",
+            self.config.topic,
+            self._restore_records,
+            done,
+            total,
+        )
+
+    # -- events, health, partitions ----------------------------------------------------------
+
+    def _on_event(self, msg: Any) -> None:
+        err = msg.error()
+        if err.code() == KafkaError._PARTITION_EOF:
+            self._eof[msg.partition()] = msg.offset()
+            high = self.health.high
+            high[msg.partition()] = max(high.get(msg.partition(), 0), msg.offset())
+            return
+        if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,):
+            self.health.last_error = str(err)
+            log.error("consumer error on %s: %s", self.config.topic, err)
+            if err.fatal():
+                raise FatalError(f"fatal Kafka error on {self.config.topic}: {err}")
+            return
+        self.health.last_error = str(err)
+        log.warning("consumer error on %s: %s", self.config.topic, err)
+
+    def _track_sync(self, now: float, applied: bool) -> None:
+        h = self.health
+        if applied:
+            self._last_mark = now  # apply() wrote applied_at with the batch
+        if not h.connected:
+            return
+        positions, _ = self.storage.snapshot_state()
+        if all(max(positions.get(p, 0), self._eof.get(p, 0)) >= hi for p, hi in h.high.items()):
+            h.in_sync_at = now
+            # Record "in sync at this wall time" so a restart can tell a quiet topic from a
+            # long absence (the delete.retention.ms check in restore.plan).
+            if now - self._last_mark > self.config.heartbeat_interval:
+                self._last_mark = now
+                self.storage.put_meta_int(K_APPLIED_AT, _now_ms())
+
+    def _check_partitions(self, consumer: Consumer) -> None:
+        """Pick up partitions added to the topic while running."""
+        try:
+            md = consumer.list_topics(self.config.topic, timeout=1.0)
+        except KafkaException:
+            return  # the broker is away; health already says so
+        tmd = md.topics.get(self.config.topic)
+        if tmd is None or tmd.error is not None:
+            return
+        positions, _ = self.storage.snapshot_state()
+        known = set(self.health.high) | set(positions)
+        new = sorted(set(tmd.partitions) - known)
+        if new:
+            log.warning("topic %s grew: following new partitions %s", self.config.topic, new)
+            for p in new:
+                self.health.high[p] = 0
+            consumer.incremental_assign(
+                [TopicPartition(self.config.topic, p, OFFSET_BEGINNING) for p in new]
+            )
+
+    def _on_stats(self, raw: str) -> None:
+        """librdkafka statistics (every second): topic end offsets and broker states."""
+        stats = orjson.loads(raw)
+        parts = stats.get("topics", {}).get(self.config.topic, {}).get("partitions", {})
+        leaders = set()
+        for name, p in parts.items():
+            pid = int(name)
+            if pid < 0:
+                continue
+            leaders.add(p.get("leader", -1))
+            # ls_offset: the end a read_committed consumer can reach.
+            end = p.get("ls_offset", -1)
+            if end is not None and end >= 0:
+                self.health.high[pid] = max(self.health.high.get(pid, 0), end)
+        up = {b.get("nodeid") for b in stats.get("brokers", {}).values() if b.get("state") == "UP"}
+        connected = bool(leaders) and leaders <= up
+        self.health.connected = connected
+        if connected:
+            self.health.ever_connected = True
+
+    def _on_error(self, err: KafkaError) -> None:
+        self.health.last_error = str(err)
+        if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
+            self.health.connected = False
+        log.warning("kafka: %s", err)

@@ -1,0 +1,423 @@
+"""The only module that touches rocksdict: lock, open, apply a batch with its offsets, read, scan.
+
+On disk, in the store directory:
+    globalstore.lock   fcntl lock held while open (one process per directory)
+    RocksDB files      column family "default": key -> codec layout (header + value bytes)
+                       column family "meta":    layout version, topic, offsets, counters
+
+Every apply() is ONE WriteBatch holding the records and the next offset of each partition
+they came from (contract 2), so after a crash the stored offsets never run ahead of the data.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import struct
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import rocksdict
+
+from globalstore.codec import HEADER, LAYOUT_VERSION, VALUE_FORMAT_VERSION
+from globalstore.config import RocksDBOptions
+from globalstore.errors import StorageError, StoreLocked
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = "globalstore.lock"
+META_CF = "meta"
+_I64 = struct.Struct(">q")
+
+# Meta column family keys.
+K_LAYOUT = b"layout"
+K_TOPIC = b"topic"
+K_TOPIC_ID = b"topic_id"
+K_COUNT = b"count"  # absent while a bulk restore runs: recount at its end
+K_APPLIED_AT = b"applied_at"  # wall ms of the last batch (or heartbeat while in sync)
+K_RESTORED_AT = b"restored_at"  # wall ms when the last restore reached its end offsets
+K_MIGRATE_CURSOR = b"migrate.cursor"
+_OFFSET_PREFIX = b"offset:"
+# RocksDB open errors that mean "these files are damaged" (wipe and rebuild), as opposed to
+# errors of the environment (permissions, disk full) that a rebuild would not fix.
+_DAMAGE_SIGNS = ("Corruption", "No such file or directory", "Invalid argument")
+
+
+def offset_key(partition: int) -> bytes:
+    return _OFFSET_PREFIX + b"%d" % partition
+
+
+class DamagedLayoutError(Exception):
+    """The meta column family cannot be understood; the store must be rebuilt."""
+
+
+@dataclass
+class Meta:
+    """What the meta column family says about the data beside it."""
+
+    layout: int | None
+    topic: str | None = None
+    topic_id: str | None = None
+    offsets: dict[int, int] = field(default_factory=dict)
+    count: int | None = None
+    applied_at_ms: int | None = None
+    restored_at_ms: int | None = None
+
+
+@dataclass
+class Applied:
+    """Result of one apply(): non-message events the caller must look at."""
+
+    records: int = 0
+    events: list[Any] = field(default_factory=list)
+
+
+class _DirLock:
+    """An fcntl lock on a file in the store directory; released when the process dies."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._path = directory / LOCK_FILE
+        self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self._fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(self._fd)
+            raise StoreLocked(
+                f"store directory {directory} is in use by another process (pid {holder or '?'})"
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, str(os.getpid()).encode("ascii"), 0)
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+
+class Storage:
+    """A locked RocksDB database holding one topic's keys plus the meta column family."""
+
+    def __init__(self, path: Path | str, options: RocksDBOptions | None = None) -> None:
+        self.path = Path(path)
+        self._options = options or RocksDBOptions()
+        self._lock = _DirLock(self.path)
+        self._state_lock = threading.Lock()
+        self.positions: dict[int, int] = {}
+        self.count: int | None = None
+        self.layout: int | None = None
+        try:
+            self._open()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _db_dir(self) -> str:
+        return str(self.path / "db")
+
+    def _open(self) -> None:
+        try:
+            self._db = self._open_rdict()
+        except StoreLocked:
+            raise
+        except Exception as exc:
+            if not any(sign in str(exc) for sign in _DAMAGE_SIGNS):
+                raise StorageError(f"cannot open RocksDB in {self.path}: {exc}") from exc
+            # RocksDB cannot make sense of its own files: the topic is the source of truth.
+            log.warning("store %s is damaged (%s); wiping it to rebuild", self.path, exc)
+            shutil.rmtree(self._db_dir(), ignore_errors=True)
+            self._db = self._open_rdict()
+        self._meta_cf = self._db.get_column_family_handle(META_CF)
+        self._meta = self._db.get_column_family(META_CF)
+        self._get = self._db.get
+
+    def _open_rdict(self) -> rocksdict.Rdict:
+        opts = self._options.to_options()
+        try:
+            return rocksdict.Rdict(self._db_dir(), opts, column_families={META_CF: opts})
+        except Exception as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLocked(f"RocksDB in {self.path} is locked: {exc}") from exc
+            raise
+
+    def close(self) -> None:
+        self._close_db()
+        self._lock.release()
+
+    def _close_db(self) -> None:
+        # Every handle on the database must go before close(), or RocksDB keeps its LOCK.
+        db = self.__dict__.pop("_db", None)
+        for name in ("_meta", "_meta_cf", "_get"):
+            self.__dict__.pop(name, None)
+        if db is not None:
+            db.close()
+
+    def wipe(self) -> None:
+        """Drop every key and all meta; the caller restores from the beginning."""
+        self._close_db()
+        shutil.rmtree(self._db_dir(), ignore_errors=True)
+        self._open()
+        with self._state_lock:
+            self.positions = {}
+            self.count = None
+        self.layout = None
+
+    # -- meta --------------------------------------------------------------------------------
+
+    def read_meta(self) -> Meta:
+        """Parse the meta column family; DamagedLayoutError if any entry does not parse."""
+        try:
+            return self._parse_meta()
+        except (ValueError, struct.error, UnicodeDecodeError) as exc:
+            raise DamagedLayoutError(str(exc)) from exc
+
+    def _parse_meta(self) -> Meta:
+        m = self._meta
+        raw_layout = m.get(K_LAYOUT)
+        meta = Meta(layout=None if raw_layout is None else int(raw_layout))
+        meta.topic = _opt_str(m.get(K_TOPIC))
+        meta.topic_id = _opt_str(m.get(K_TOPIC_ID))
+        meta.count = _opt_i64(m.get(K_COUNT))
+        meta.applied_at_ms = _opt_i64(m.get(K_APPLIED_AT))
+        meta.restored_at_ms = _opt_i64(m.get(K_RESTORED_AT))
+        entries: Iterable[tuple[bytes, bytes]] = m.items(from_key=_OFFSET_PREFIX)  # type: ignore[assignment]
+        for key, value in entries:
+            if not key.startswith(_OFFSET_PREFIX):
+                break
+            meta.offsets[int(key[len(_OFFSET_PREFIX) :])] = _I64.unpack(value)[0]
+        return meta
+
+    def load(self, meta: Meta) -> None:
+        """Adopt positions and count from meta into memory."""
+        with self._state_lock:
+            self.positions = dict(meta.offsets)
+            self.count = meta.count
+        self.layout = meta.layout
+
+    def initialise(self, topic: str | None, topic_id: str | None) -> None:
+        """Mark an empty store as current layout, for this topic."""
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        wb.put(K_LAYOUT, str(LAYOUT_VERSION).encode(), self._meta_cf)
+        wb.put(K_COUNT, _I64.pack(0), self._meta_cf)
+        if topic is not None:
+            wb.put(K_TOPIC, topic.encode(), self._meta_cf)
+        if topic_id is not None:
+            wb.put(K_TOPIC_ID, topic_id.encode(), self._meta_cf)
+        self._write(wb)
+        with self._state_lock:
+            self.count = 0
+        self.layout = LAYOUT_VERSION
+
+    def put_meta(self, key: bytes, value: bytes | None) -> None:
+        if value is None:
+            self._meta.delete(key)
+        else:
+            self._meta.put(key, value)
+
+    def put_meta_int(self, key: bytes, value: int) -> None:
+        self._meta.put(key, _I64.pack(value))
+
+    def get_meta(self, key: bytes) -> bytes | None:
+        value: bytes | None = self._meta.get(key)
+        return value
+
+    def is_empty(self) -> bool:
+        for _ in self._db.keys():  # noqa: SIM118 - Rdict.__iter__ fails in raw mode
+            return False
+        return True
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def apply(self, messages: Sequence[Any], exact_count: bool, now_ms: int) -> Applied:
+        """Write a consumed batch and the offsets it covers in one WriteBatch.
+
+        exact_count=False (bulk restore) skips the per-key existence lookup and marks the
+        count unknown; recount() restores it.
+        """
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        out = Applied()
+        last: dict[int, int] = {}
+        if exact_count and self.count is not None:
+            new_count: int | None = self.count + _fill_counting(wb, messages, out, last, self._get)
+        else:
+            _fill_bulk(wb, messages, out, last)
+            new_count = None
+        if not last:
+            return out
+        meta_cf = self._meta_cf
+        for p, o in last.items():
+            wb.put(offset_key(p), _I64.pack(o + 1), meta_cf)
+        wb.put(K_APPLIED_AT, _I64.pack(now_ms), meta_cf)
+        if new_count is None:
+            wb.delete(K_COUNT, meta_cf)
+        else:
+            wb.put(K_COUNT, _I64.pack(new_count), meta_cf)
+        self._write(wb)
+        out.records = len(messages) - len(out.events)
+        with self._state_lock:
+            for p, o in last.items():
+                self.positions[p] = o + 1
+            self.count = new_count
+        return out
+
+    def recount(self) -> int:
+        """Count live keys with one keys-only scan and store the result."""
+        n = 0
+        for _ in self._db.keys():  # noqa: SIM118 - Rdict.__iter__ fails in raw mode
+            n += 1
+        self._meta.put(K_COUNT, _I64.pack(n))
+        with self._state_lock:
+            self.count = n
+        return n
+
+    def _write(self, wb: rocksdict.WriteBatch) -> None:
+        try:
+            self._db.write(wb)
+        except Exception as exc:
+            raise StorageError(f"RocksDB write failed in {self.path}: {exc}") from exc
+
+    def write_values(
+        self, pairs: Iterable[tuple[bytes, bytes]], meta: dict[bytes, bytes | None] | None = None
+    ) -> None:
+        """Rewrite values and meta entries in one batch (migrations, repairs)."""
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        for key, value in pairs:
+            wb.put(key, value)
+        for key, mvalue in (meta or {}).items():
+            if mvalue is None:
+                wb.delete(key, self._meta_cf)
+            else:
+                wb.put(key, mvalue, self._meta_cf)
+        self._write(wb)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def reader(self) -> Callable[[bytes], bytes | None]:
+        """RocksDB's own get, for the query hot path (valid until close)."""
+        get: Callable[[bytes], bytes | None] = self._get
+        return get
+
+    def get(self, key: bytes) -> bytes | None:
+        value: bytes | None = self._get(key)
+        return value
+
+    def scan(
+        self, lower: bytes | None, upper: bytes | None, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """(key, raw value) with lower <= key < upper, over one point-in-time view.
+
+        The RocksDB iterator is created before the first item is yielded, and an iterator
+        sees the database as of its creation, so a scan never mixes two batches. Bounds are
+        checked here: ReadOptions' iterate bounds are unreliable in rocksdict 0.3.29.
+        """
+        items: Iterable[tuple[bytes, bytes]]
+        # A scan reads each block once: keep it out of the block cache that point gets use.
+        ro = rocksdict.ReadOptions()
+        ro.fill_cache(False)  # type: ignore[call-arg]  # the stub lacks the flag
+        if reverse:
+            items = self._db.items(backwards=True, from_key=upper, read_opt=ro)  # type: ignore[assignment]
+        else:
+            items = self._db.items(from_key=lower, read_opt=ro)  # type: ignore[assignment]
+        return _bounded(items, lower, upper, reverse)
+
+    def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
+        """Up to `limit` (key, raw value) pairs from `start` on, for chunked migration."""
+        out: list[tuple[bytes, bytes]] = []
+        pairs: Iterable[tuple[bytes, bytes]] = self._db.items(from_key=start)  # type: ignore[assignment]
+        for pair in pairs:
+            if len(out) >= limit:
+                break
+            out.append(pair)
+        return out
+
+    def snapshot_state(self) -> tuple[dict[int, int], int | None]:
+        with self._state_lock:
+            return dict(self.positions), self.count
+
+
+def _fill_bulk(
+    wb: rocksdict.WriteBatch, messages: Sequence[Any], out: Applied, last: dict[int, int]
+) -> None:
+    """The restore hot loop: as few Python calls per record as possible."""
+    put, delete, pack, events = wb.put, wb.delete, HEADER.pack, out.events
+    for m in messages:
+        if m.error() is not None:
+            events.append(m)
+            continue
+        key = m.key()
+        p = m.partition()
+        o = m.offset()
+        last[p] = o
+        value = m.value()
+        if key is None:
+            continue  # a compacted topic cannot hold key-less records; ignore them
+        if value is None:
+            delete(key)
+        else:
+            put(key, pack(1, VALUE_FORMAT_VERSION, m.timestamp()[1], p, o) + value)
+
+
+def _fill_counting(
+    wb: rocksdict.WriteBatch,
+    messages: Sequence[Any],
+    out: Applied,
+    last: dict[int, int],
+    get: Callable[[bytes], bytes | None],
+) -> int:
+    """Like _fill_bulk, and return the change in live keys (one lookup per new key)."""
+    pack = HEADER.pack
+    seen: dict[bytes, bool] = {}  # key -> exists after the records so far in this batch
+    delta = 0
+    for m in messages:
+        if m.error() is not None:
+            out.events.append(m)
+            continue
+        key = m.key()
+        p = m.partition()
+        o = m.offset()
+        last[p] = o
+        if key is None:
+            continue
+        value = m.value()
+        existed = seen[key] if key in seen else get(key) is not None
+        seen[key] = value is not None
+        delta += (value is not None) - existed
+        if value is None:
+            wb.delete(key)
+        else:
+            wb.put(key, pack(1, VALUE_FORMAT_VERSION, m.timestamp()[1], p, o) + value)
+    return delta
+
+
+def _bounded(
+    items: Iterable[tuple[bytes, bytes]], lower: bytes | None, upper: bytes | None, reverse: bool
+) -> Iterator[tuple[bytes, bytes]]:
+    if reverse:
+        for key, value in items:
+            if upper is not None and key >= upper:
+                continue  # seek_for_prev lands on `upper` itself when it exists
+            if lower is not None and key < lower:
+                return
+            yield key, value
+    else:
+        for key, value in items:
+            if upper is not None and key >= upper:
+                return
+            yield key, value
+
+
+def _opt_str(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8")
+
+
+def _opt_i64(raw: bytes | None) -> int | None:
+    return None if raw is None else int(_I64.unpack(raw)[0])

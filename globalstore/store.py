@@ -1,0 +1,356 @@
+"""GlobalStore: the facade that wires storage, the restore/follow thread and queries."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from globalstore import codec
+from globalstore.config import RocksDBOptions, StoreConfig
+from globalstore.errors import (
+    BrokerUnavailable,
+    StartTimeout,
+    StoreClosed,
+    StoreNotReady,
+)
+from globalstore.follow import State, StoreThread
+from globalstore.restore import RestoreListener
+from globalstore.storage import Storage
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """A point-in-time report, cheap enough to poll for health checks."""
+
+    topic: str
+    path: str
+    state: str
+    ready: bool
+    position: dict[int, int]
+    lag: dict[int, int]
+    key_count: int | None
+    layout_version: int
+    last_restore_at: float | None  # wall-clock seconds since the epoch
+    connected: bool
+    staleness_seconds: float | None  # since the store last knew it held the topic's end
+    last_error: str | None
+
+
+class GlobalStore:
+    """A complete local RocksDB copy of one compacted topic, kept current in the background.
+
+    >>> with GlobalStore(topic="orders.current", bootstrap_servers="127.0.0.1:9092",
+    ...                  path="state/orders.current") as store:   # doctest: +SKIP
+    ...     store.get("order-17")
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        bootstrap_servers: str,
+        path: str | Path,
+        kafka_config: Mapping[str, Any] | None = None,
+        *,
+        allow_uncompacted: bool = False,
+        restore_listener: RestoreListener | None = None,
+        rocksdb: RocksDBOptions | None = None,
+        config: StoreConfig | None = None,
+    ) -> None:
+        self.config = config or StoreConfig(
+            topic=topic,
+            bootstrap_servers=bootstrap_servers,
+            path=Path(path),
+            kafka_config=dict(kafka_config or {}),
+            allow_uncompacted=allow_uncompacted,
+            rocksdb=rocksdb or RocksDBOptions(),
+        )
+        self._listener = restore_listener or RestoreListener()
+        self._storage: Storage | None = None
+        self._thread: StoreThread | None = None
+        self._applied = threading.Condition()
+        self._closed = False
+        # The point-lookup function: raises until ready, then RocksDB's get itself (hot path).
+        self._lookup: Callable[[bytes], bytes | None] = self._lookup_unavailable
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> GlobalStore:
+        """Restore up to the end offsets seen now, then return; following continues behind.
+
+        Raises BrokerUnavailable / StartTimeout after `timeout` seconds, or the fatal error
+        that stopped the restore (TopicNotCompacted, ...). After a failed start the directory
+        is released and start() may be called again.
+        """
+        if self._closed:
+            raise StoreClosed("store was closed; create a new GlobalStore")
+        if self._thread is not None:
+            raise RuntimeError("start() was already called")
+        self._storage = Storage(self.config.path, self.config.rocksdb)
+        # Short broker requests while planning, so a failed start() returns near its timeout.
+        rpc_timeout = min(5.0, max(0.5, timeout / 2))
+        thread = StoreThread(
+            self.config, self._storage, self._listener, self._notify_applied, rpc_timeout
+        )
+        self._thread = thread
+        thread.start()
+        thread.ready.wait(timeout)
+        if thread.state is State.RUNNING:
+            self._lookup = self._storage.reader()
+            return self
+        error = thread.error
+        reached = thread.state
+        health = thread.health
+        self._shutdown()
+        if error is not None:
+            raise error
+        where = self.config.bootstrap_servers
+        if not health.ever_connected:
+            raise BrokerUnavailable(
+                f"no Kafka broker answered at {where} within {timeout}s "
+                f"(last error: {health.last_error})"
+            )
+        raise StartTimeout(
+            f"store for {self.config.topic!r} at {where} did not finish restoring within "
+            f"{timeout}s (state {reached.value})"
+        )
+
+    def close(self) -> None:
+        """Stop following and close RocksDB. Idempotent."""
+        self._closed = True
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        self._lookup = self._lookup_unavailable
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.stop()
+            thread.join()
+        storage, self._storage = self._storage, None
+        if storage is not None:
+            storage.close()
+
+    def __enter__(self) -> GlobalStore:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def _ready_storage(self) -> Storage:
+        thread, storage = self._thread, self._storage
+        if thread is None or storage is None:
+            if self._closed:
+                raise StoreClosed(f"store for {self.config.topic!r} is closed")
+            raise StoreNotReady(f"store for {self.config.topic!r} has not been started")
+        state = thread.state
+        if state is State.RUNNING:
+            return storage
+        if state is State.FAILED:
+            if thread.restored_at_ms is not None:
+                return storage  # restored once: keep serving the last state; status() tells
+            raise StoreClosed(f"store thread for {self.config.topic!r} failed") from thread.error
+        raise StoreNotReady(f"store for {self.config.topic!r} is {state.value}")
+
+    def _lookup_unavailable(self, key: bytes) -> bytes | None:
+        return self._ready_storage().get(key)  # raises StoreNotReady / StoreClosed
+
+    def get(self, key: str) -> Any:
+        """The decoded JSON value of `key`, or None if absent. InvalidValue if undecodable."""
+        k = key.encode()
+        try:
+            raw = self._lookup(k)
+        except Exception:
+            self._raise_if_closed()
+            raise
+        return None if raw is None else codec.decode(raw, k, self.config.topic)
+
+    def get_entry(self, key: str) -> codec.Entry | None:
+        """Value plus record timestamp, partition and offset, or None if absent."""
+        k = key.encode()
+        try:
+            raw = self._lookup(k)
+        except Exception:
+            self._raise_if_closed()
+            raise
+        return None if raw is None else codec.decode_entry(raw, k, self.config.topic)
+
+    def _raise_if_closed(self) -> None:
+        # A query racing close() gets rocksdict's own error; say what happened instead.
+        if self._closed:
+            raise StoreClosed(f"store for {self.config.topic!r} was closed") from None
+
+    def items(
+        self,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[str, Any]]:
+        """(key, value) in key byte order over one point-in-time view; start inclusive, end
+        exclusive. Exhaust or close the iterator before close()."""
+        scan = self._scan(prefix, start, end, reverse, limit)  # the view is fixed here
+        return self._guarded(_decoded(scan, self.config.topic))
+
+    def keys(
+        self,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[str]:
+        """Keys with the same filters as items()."""
+        scan = self._scan(prefix, start, end, reverse, limit)
+        return self._guarded(k.decode() for k, _ in scan)
+
+    def _scan(
+        self,
+        prefix: str | None,
+        start: str | None,
+        end: str | None,
+        reverse: bool,
+        limit: int | None,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        lower, upper = _bounds(prefix, start, end)
+        scan = self._ready_storage().scan(lower, upper, reverse)
+        if limit is None:
+            return scan
+        return _take(scan, limit)
+
+    def _guarded(self, it: Iterator[_T]) -> Iterator[_T]:
+        try:
+            yield from it
+        except Exception:
+            self._raise_if_closed()
+            raise
+
+    def count(self) -> int:
+        """Number of live keys (kept as a counter, not scanned)."""
+        _, count = self._ready_storage().snapshot_state()
+        return count or 0
+
+    # -- progress ----------------------------------------------------------------------------
+
+    def position(self) -> dict[int, int]:
+        """{partition: next offset already applied}."""
+        storage = self._storage
+        return {} if storage is None else storage.snapshot_state()[0]
+
+    def lag(self) -> dict[int, int]:
+        """{partition: records between what is applied and the topic's last known end}."""
+        thread = self._thread
+        if thread is None:
+            return {}
+        positions = self.position()
+        high = dict(thread.health.high)
+        return {p: max(0, h - positions.get(p, 0)) for p, h in sorted(high.items())}
+
+    def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
+        """Block until every partition in `position` is applied at least that far.
+        Returns False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._applied:
+            while True:
+                current = self.position()
+                if all(current.get(p, 0) >= o for p, o in position.items()):
+                    return True
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                if self._closed:
+                    raise StoreClosed(f"store for {self.config.topic!r} is closed")
+                self._applied.wait(0.1 if remaining is None else min(remaining, 0.1))
+
+    def _notify_applied(self) -> None:
+        with self._applied:
+            self._applied.notify_all()
+
+    def status(self) -> StoreStatus:
+        """State, position, lag, key count, layout, last restore, staleness, last error."""
+        thread = self._thread
+        state = State.CLOSED if thread is None else thread.state
+        storage = self._storage
+        count = None if storage is None else storage.snapshot_state()[1]
+        health = None if thread is None else thread.health
+        staleness = None
+        if health is not None and health.in_sync_at is not None:
+            staleness = (
+                0.0
+                if health.connected and not any(self.lag().values())
+                else (time.monotonic() - health.in_sync_at)
+            )
+        restored = (
+            None
+            if thread is None or thread.restored_at_ms is None
+            else (thread.restored_at_ms / 1000)
+        )
+        return StoreStatus(
+            topic=self.config.topic,
+            path=str(self.config.path),
+            state=state.value,
+            ready=state is State.RUNNING,
+            position=self.position(),
+            lag=self.lag(),
+            key_count=count,
+            layout_version=codec.LAYOUT_VERSION
+            if storage is None or storage.layout is None
+            else storage.layout,
+            last_restore_at=restored,
+            connected=bool(health and health.connected),
+            staleness_seconds=staleness,
+            last_error=None if health is None else health.last_error,
+        )
+
+
+def _bounds(
+    prefix: str | None, start: str | None, end: str | None
+) -> tuple[bytes | None, bytes | None]:
+    """Byte bounds [lower, upper) from a prefix and/or a start/end key range."""
+    lower = None if start is None else start.encode("utf-8")
+    upper = None if end is None else end.encode("utf-8")
+    if prefix:
+        p = prefix.encode("utf-8")
+        lower = p if lower is None else max(lower, p)
+        succ = _successor(p)
+        if succ is not None:
+            upper = succ if upper is None else min(upper, succ)
+    return lower, upper
+
+
+def _successor(prefix: bytes) -> bytes | None:
+    """Smallest byte string greater than every string starting with prefix (None: no bound)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def _decoded(scan: Iterator[tuple[bytes, bytes]], topic: str) -> Iterator[tuple[str, Any]]:
+    decode = codec.decode
+    for k, raw in scan:
+        yield k.decode(), decode(raw, k, topic)
+
+
+def _take(it: Iterator[tuple[bytes, bytes]], limit: int) -> Iterator[tuple[bytes, bytes]]:
+    if limit <= 0:
+        return
+    for n, pair in enumerate(it, 1):
+        yield pair
+        if n >= limit:
+            return

@@ -1,0 +1,53 @@
+"""Helpers shared by the store integration tests: producing records the way the pipeline does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import Producer
+
+from globalstore.codec import encode_key, encode_value, format_headers
+
+Record = tuple[str, Any]  # (key, JSON value or None for a tombstone)
+
+
+def producer(bootstrap: str, **extra: Any) -> Producer:
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "linger.ms": 20,
+        "batch.size": 1 << 20,
+        "queue.buffering.max.messages": 1_000_000,
+        "compression.type": "lz4",
+    }
+    conf.update(extra)
+    return Producer(conf)
+
+
+def produce(
+    bootstrap: str, topic: str, records: Iterable[Record], partition: int | None = None
+) -> None:
+    """Produce (key, value) records and wait until all are acknowledged."""
+    p = producer(bootstrap)
+    headers = format_headers()
+    for key, value in records:
+        kwargs: dict[str, Any] = {
+            "key": encode_key(key),
+            "value": encode_value(value),
+            "headers": headers,
+        }
+        if partition is not None:
+            kwargs["partition"] = partition
+        while True:
+            try:
+                p.produce(topic, **kwargs)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(30) == 0, "records left unacknowledged"
+
+
+def produce_raw(bootstrap: str, topic: str, key: bytes, value: bytes | None) -> None:
+    p = producer(bootstrap)
+    p.produce(topic, key=key, value=value)
+    assert p.flush(30) == 0

@@ -1,0 +1,63 @@
+"""Broker down while following: keep serving the last state, report staleness, reconnect.
+
+The shared test broker cannot be stopped, so this test runs its own broker (LocalKafka) in a
+temporary directory and stops/starts it under the store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from globalstore import GlobalStore, StoreConfig
+from globalstore.localkafka import LocalKafka, free_port
+from tests.integration.store_support import produce
+
+
+def _eventually(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for: {what}")
+        time.sleep(0.1)
+
+
+def test_store_keeps_serving_and_reconnects(tmp_path: Path) -> None:
+    broker = LocalKafka(port=free_port(), data_dir=tmp_path / "broker", heap="384m")
+    bootstrap = broker.start(fresh=True, timeout=120)
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("outage", 2, 1, config={"cleanup.policy": "compact"})])[
+            "outage"
+        ].result(timeout=30)
+        produce(bootstrap, "outage", [("a", 1), ("b", 2)])
+        config = StoreConfig(
+            topic="outage",
+            bootstrap_servers=bootstrap,
+            path=tmp_path / "s",
+            kafka_config={"reconnect.backoff.max.ms": 500},
+        )
+        with GlobalStore("outage", bootstrap, tmp_path / "s", config=config) as store:
+            assert store.status().connected
+            assert store.status().staleness_seconds == 0.0
+
+            broker.stop()
+            _eventually(lambda: not store.status().connected, 30, "store notices the outage")
+            time.sleep(1.5)
+            status = store.status()
+            assert status.state == "running" and status.ready
+            assert status.staleness_seconds is not None and status.staleness_seconds >= 1.0
+            assert status.last_error is not None
+            assert store.get("a") == 1 and store.count() == 2  # still serving
+
+            broker.start(timeout=120)
+            produce(bootstrap, "outage", [("c", 3)])
+            _eventually(lambda: store.get("c") == 3, 60, "record produced after restart")
+            _eventually(lambda: store.status().connected, 30, "store reports reconnection")
+            _eventually(lambda: store.status().staleness_seconds == 0.0, 30, "staleness reset")
+    finally:
+        broker.stop()

@@ -1,0 +1,239 @@
+"""Hazards a real deployment meets: each one ends in a rebuild, a clear error, or recovery."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from globalstore import (
+    BrokerUnavailable,
+    GlobalStore,
+    InvalidValue,
+    StartTimeout,
+    StoreConfig,
+    StoreLocked,
+    TopicNotCompacted,
+    TopicNotFound,
+)
+from globalstore.storage import K_LAYOUT, Storage
+from tests.integration.store_support import produce, produce_raw
+
+REBUILD = "rebuilding store"
+
+
+def _rebuild_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and REBUILD in r.getMessage()
+    ]
+
+
+def _snapshot(store: GlobalStore) -> dict[str, object]:
+    return dict(store.items())
+
+
+def test_deleted_records_below_stored_offsets_force_rebuild(
+    kafka_bootstrap: str,
+    kafka_admin: AdminClient,
+    make_topic,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # delete_records needs the delete policy beside compact (Kafka refuses it on compact only).
+    topic = make_topic(partitions=1, config={"cleanup.policy": "compact,delete"})
+    produce(kafka_bootstrap, topic, [(f"old{i}", i) for i in range(10)])
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert store.count() == 10
+    produce(kafka_bootstrap, topic, [(f"new{i}", i) for i in range(5)])
+    futures = kafka_admin.delete_records([TopicPartition(topic, 0, 12)])
+    for f in futures.values():
+        f.result(timeout=30)
+
+    caplog.set_level(logging.WARNING)
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert _snapshot(store) == {"new2": 2, "new3": 3, "new4": 4}
+        assert store.count() == 3
+        assert store.position() == {0: 15}
+    warnings = _rebuild_warnings(caplog)
+    assert len(warnings) == 1 and "outside the topic's range" in warnings[0]
+
+
+def test_recreated_topic_forces_rebuild(
+    kafka_bootstrap: str,
+    kafka_admin: AdminClient,
+    make_topic,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(20)])
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert store.count() == 20
+    kafka_admin.delete_topics([topic])[topic].result(timeout=30)
+    deadline = time.monotonic() + 30
+    while True:  # deletion completes asynchronously
+        try:
+            kafka_admin.create_topics(
+                [NewTopic(topic, 2, 1, config={"cleanup.policy": "compact"})]
+            )[topic].result(timeout=30)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    produce(kafka_bootstrap, topic, [("fresh", 1)])
+
+    caplog.set_level(logging.WARNING)
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert _snapshot(store) == {"fresh": 1}
+        assert store.count() == 1
+    assert len(_rebuild_warnings(caplog)) == 1
+
+
+def test_offline_longer_than_delete_retention_rebuilds(
+    kafka_bootstrap: str,
+    make_topic,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    topic = make_topic(partitions=1, config={"delete.retention.ms": "1500"})
+    produce(kafka_bootstrap, topic, [("a", 1), ("b", 2)])
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert store.count() == 2
+    caplog.set_level(logging.WARNING)
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s"):
+        pass  # back within the retention: resume
+    assert _rebuild_warnings(caplog) == []
+
+    time.sleep(2.0)
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert _snapshot(store) == {"a": 1, "b": 2}
+    warnings = _rebuild_warnings(caplog)
+    assert len(warnings) == 1 and "delete.retention.ms" in warnings[0]
+
+
+def test_uncompacted_topic_is_refused_unless_allowed(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1, compact=False)
+    produce(kafka_bootstrap, topic, [("a", 1)])
+    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s")
+    with pytest.raises(TopicNotCompacted, match="allow_uncompacted"):
+        store.start(timeout=20)
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", allow_uncompacted=True) as store:
+        assert store.get("a") == 1
+
+
+def test_missing_topic_is_a_clear_error(kafka_bootstrap: str, tmp_path: Path) -> None:
+    store = GlobalStore("no-such-topic-xyz-42", kafka_bootstrap, tmp_path / "s")
+    with pytest.raises(TopicNotFound, match="no-such-topic-xyz-42"):
+        store.start(timeout=20)
+
+
+def test_partitions_added_while_running_are_followed(
+    kafka_bootstrap: str, kafka_admin: AdminClient, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("a", 1)])
+    config = StoreConfig(
+        topic=topic, bootstrap_servers=kafka_bootstrap, path=tmp_path / "s", metadata_interval=0.3
+    )
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", config=config) as store:
+        kafka_admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+        time.sleep(1.0)  # let the producer's metadata see the new partitions
+        produce(kafka_bootstrap, topic, [("on-p2", 2)], partition=2)
+        deadline = time.monotonic() + 20
+        while store.get("on-p2") is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.get("on-p2") == 2
+        assert set(store.position()) >= {0, 2}
+        assert store.count() == 2
+
+
+def test_broker_down_at_start_names_the_bootstrap(tmp_path: Path) -> None:
+    store = GlobalStore("t", "127.0.0.1:1", tmp_path / "s")
+    began = time.monotonic()
+    with pytest.raises(BrokerUnavailable, match=r"127\.0\.0\.1:1") as info:
+        store.start(timeout=2)
+    assert isinstance(info.value, StartTimeout)
+    assert time.monotonic() - began < 10
+    # The store released its directory, and start() may be retried on the same object.
+    Storage(tmp_path / "s").close()
+    with pytest.raises(BrokerUnavailable):
+        store.start(timeout=1)
+
+
+def test_two_processes_on_one_directory(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:
+    topic = make_topic(partitions=1)
+    code = (
+        "import sys\nfrom globalstore import GlobalStore, StoreLocked\n"
+        f"s = GlobalStore({topic!r}, {kafka_bootstrap!r}, {str(tmp_path / 's')!r})\n"
+        "try:\n    s.start(timeout=20)\nexcept StoreLocked as e:\n    print('LOCKED:', e)\n"
+        "    sys.exit(3)\nsys.exit(0)\n"
+    )
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s"):
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parents[2],
+            timeout=60,
+            check=False,
+        )
+        with pytest.raises(StoreLocked):
+            GlobalStore(topic, kafka_bootstrap, tmp_path / "s").start(timeout=5)
+    assert out.returncode == 3, out.stderr
+    assert "in use by another process" in out.stdout
+
+
+@pytest.mark.parametrize("layout", [b"99", b"not-a-number"])
+def test_unknown_or_damaged_layout_rebuilds(
+    kafka_bootstrap: str,
+    make_topic,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    layout: bytes,
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("a", 1), ("b", 2)])
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s"):
+        pass
+    storage = Storage(tmp_path / "s")
+    storage.put_meta(K_LAYOUT, layout)
+    storage.write_values([(b"a", b"\x63garbage-from-the-future")])
+    storage.close()
+
+    caplog.set_level(logging.WARNING)
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert _snapshot(store) == {"a": 1, "b": 2}
+        assert store.status().layout_version == 1
+    assert len(_rebuild_warnings(caplog)) == 1
+
+
+def test_invalid_json_is_stored_and_reported_at_query(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("good", 1)])
+    produce_raw(kafka_bootstrap, topic, b"bad", b"{not json")
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert store.get("good") == 1
+        assert store.count() == 2
+        with pytest.raises(InvalidValue) as info:
+            store.get("bad")
+        assert (info.value.topic, info.value.partition, info.value.offset) == (topic, 0, 1)
+        assert f"topic {topic!r} partition 0 offset 1" in str(info.value)
+        with pytest.raises(InvalidValue):
+            list(store.items())
+        assert list(store.keys()) == ["bad", "good"]
+        produce(kafka_bootstrap, topic, [("bad", {"fixed": True})])
+        assert store.wait_for({0: 3}, timeout=10)
+        assert store.get("bad") == {"fixed": True}

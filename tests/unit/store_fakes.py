@@ -1,0 +1,41 @@
+"""Stand-ins for consumed Kafka messages, for unit tests of the storage layer only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Msg:
+    k: bytes | None
+    v: bytes | None
+    p: int = 0
+    o: int = 0
+    ts: int = 1_000
+    err: Any = None
+
+    def error(self) -> Any:
+        return self.err
+
+    def key(self) -> bytes | None:
+        return self.k
+
+    def value(self) -> bytes | None:
+        return self.v
+
+    def partition(self) -> int:
+        return self.p
+
+    def offset(self) -> int:
+        return self.o
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self.ts)
+
+
+def batch(*records: tuple[str, str | None], p: int = 0, start: int = 0) -> list[Msg]:
+    return [
+        Msg(k.encode(), None if v is None else v.encode(), p, start + i)
+        for i, (k, v) in enumerate(records)
+    ]

@@ -1,0 +1,51 @@
+"""Settings: librdkafka passthrough, the consumer contract, RocksDB options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import rocksdict
+
+from globalstore import RocksDBOptions, StoreConfig
+
+
+def _config(**kw: object) -> StoreConfig:
+    return StoreConfig(topic="t", bootstrap_servers="h:1", path=Path("p"), **kw)  # type: ignore[arg-type]
+
+
+def test_consumer_reads_committed_and_never_commits() -> None:
+    conf = _config().consumer_config()
+    assert conf["bootstrap.servers"] == "h:1"
+    assert conf["enable.auto.commit"] is False
+    assert conf["isolation.level"] == "read_committed"
+    assert conf["enable.partition.eof"] is True
+    assert conf["group.id"] != _config().consumer_config()["group.id"]  # throwaway per store
+
+
+def test_kafka_config_passes_through_and_wins() -> None:
+    config = _config(kafka_config={"security.protocol": "SSL", "fetch.wait.max.ms": 100})
+    assert config.consumer_config()["security.protocol"] == "SSL"
+    assert config.consumer_config()["fetch.wait.max.ms"] == 100
+    admin = config.admin_config()
+    assert admin["security.protocol"] == "SSL"
+    assert "group.id" not in admin and "isolation.level" not in admin
+
+
+def test_config_is_frozen() -> None:
+    config = _config()
+    with pytest.raises(AttributeError):
+        config.topic = "other"  # type: ignore[misc]
+
+
+def test_rocksdb_options_build_a_raw_mode_database(tmp_path: Path) -> None:
+    opts = RocksDBOptions(compression="zstd", bloom_bits_per_key=0).to_options()
+    db = rocksdict.Rdict(str(tmp_path / "db"), opts)
+    db[b"k"] = b"v"  # raw mode accepts and returns bytes, nothing pickled
+    assert db[b"k"] == b"v"
+    db.close()
+
+
+def test_unknown_compression_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown compression"):
+        RocksDBOptions(compression="brotli").to_options()

@@ -1,0 +1,125 @@
+"""Storage on a real RocksDB in a tmp dir: atomic batches with offsets, counts, scans, locks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from globalstore import StoreLocked
+from globalstore.codec import LAYOUT_VERSION, origin
+from globalstore.storage import K_COUNT, K_LAYOUT, DamagedLayoutError, Storage
+from tests.unit.store_fakes import Msg, batch
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Storage:
+    s = Storage(tmp_path / "db")
+    s.initialise("t", None)
+    yield s
+    s.close()
+
+
+def test_apply_writes_records_and_next_offsets_together(storage: Storage, tmp_path: Path) -> None:
+    storage.apply(batch(("a", '{"x":1}'), ("b", '{"x":2}'), p=0, start=10), True, 5)
+    storage.apply(batch(("c", '{"x":3}'), p=3, start=7), True, 6)
+    assert storage.positions == {0: 12, 3: 8}
+    raw = storage.get(b"b")
+    assert raw is not None and origin(raw) == (1_000, 0, 11)
+    storage.close()
+
+    reopened = Storage(tmp_path / "db")
+    meta = reopened.read_meta()
+    assert meta.offsets == {0: 12, 3: 8}
+    assert meta.count == 3 and meta.layout == LAYOUT_VERSION and meta.applied_at_ms == 6
+    reopened.close()
+
+
+def test_tombstones_and_overwrites_keep_exact_count(storage: Storage) -> None:
+    storage.apply(batch(("a", "1"), ("b", "2"), ("a", "3"), ("c", None)), True, 1)
+    assert storage.count == 2
+    storage.apply(batch(("a", None), ("a", "4"), ("b", None), ("b", None), start=4), True, 1)
+    assert storage.count == 1
+    assert storage.get(b"b") is None and storage.get(b"a") is not None
+
+
+def test_bulk_apply_marks_count_unknown_until_recount(storage: Storage) -> None:
+    storage.apply(batch(("a", "1"), ("b", "2"), ("a", None)), False, 1)
+    assert storage.count is None and storage.get_meta(K_COUNT) is None
+    assert storage.recount() == 1
+    assert storage.read_meta().count == 1
+
+
+def test_error_events_are_returned_not_written(storage: Storage) -> None:
+    eof = Msg(None, None, 0, 99, err="EOF")
+    out = storage.apply([*batch(("a", "1")), eof], True, 1)
+    assert out.records == 1 and out.events == [eof]
+    assert storage.positions == {0: 1}
+
+
+def test_scan_is_a_point_in_time_view(storage: Storage) -> None:
+    storage.apply(batch(*[(f"k{i}", "1") for i in range(100)]), True, 1)
+    view = storage.scan(None, None, False)
+    # Writes after the scan began (an update, a delete, a new key) must not show up in it.
+    storage.apply(batch(("k5", "2"), ("k50", None), ("k99x", "3"), start=100), True, 2)
+    seen = dict(view)
+    assert len(seen) == 100 and b"k50" in seen and b"k99x" not in seen
+    assert seen[b"k5"].endswith(b"1")
+
+
+@pytest.mark.parametrize(
+    ("lower", "upper", "reverse", "expected"),
+    [
+        (b"b", b"d", False, [b"b", b"bb", b"c"]),
+        (b"b", b"d", True, [b"c", b"bb", b"b"]),
+        (None, b"bb", True, [b"b", b"a"]),
+        (b"c", None, False, [b"c", b"d"]),
+        (None, None, True, [b"d", b"c", b"bb", b"b", b"a"]),
+    ],
+)
+def test_scan_bounds(storage: Storage, lower, upper, reverse, expected) -> None:  # type: ignore[no-untyped-def]
+    storage.apply(batch(*[(k, "1") for k in ["a", "b", "bb", "c", "d"]]), True, 1)
+    assert [k for k, _ in storage.scan(lower, upper, reverse)] == expected
+
+
+def test_second_open_in_same_process_is_locked(storage: Storage, tmp_path: Path) -> None:
+    with pytest.raises(StoreLocked, match="in use"):
+        Storage(tmp_path / "db")
+
+
+def test_second_process_is_locked(storage: Storage, tmp_path: Path) -> None:
+    code = (
+        "import sys\nfrom globalstore.storage import Storage\nfrom globalstore import StoreLocked\n"
+        f"try:\n    Storage({str(tmp_path / 'db')!r})\nexcept StoreLocked as e:\n"
+        "    print('LOCKED', e); sys.exit(0)\nsys.exit(1)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[2],
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "LOCKED" in out.stdout
+
+
+def test_damaged_meta_is_reported(storage: Storage) -> None:
+    storage.put_meta(K_LAYOUT, b"\xff garbage")
+    with pytest.raises(DamagedLayoutError):
+        storage.read_meta()
+
+
+def test_unreadable_rocksdb_files_are_wiped_on_open(tmp_path: Path) -> None:
+    s = Storage(tmp_path / "db")
+    s.apply(batch(("a", "1")), False, 1)
+    s.close()
+    for f in (tmp_path / "db" / "db").glob("CURRENT"):
+        f.write_text("MANIFEST-999999\n")  # points at a manifest that does not exist
+    s = Storage(tmp_path / "db")
+    try:
+        assert s.read_meta().layout is None and s.is_empty()
+    finally:
+        s.close()
