@@ -7,6 +7,7 @@ import logging
 import click
 
 from globalstore.cli.kafka import kafka
+from globalstore.cli.pipeline import pipeline
 from globalstore.cli.store import register
 
 
@@ -19,4 +20,5 @@ def main(verbose: int) -> None:
 
 
 main.add_command(kafka)
+main.add_command(pipeline)
 register(main)

@@ -1,0 +1,162 @@
+"""A realistic raw order-event stream, shared by the tests, the benchmark and the demo.
+
+Couriers pick orders up and move toward the drop-off; most orders are delivered, some
+cancelled, some still under way. Events reach the topic out of order (each one is delayed
+by a random transport lag), some are sent twice, and a few records are broken on purpose,
+each labelled with the dead-letter reason the pipeline must give it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from confluent_kafka import Producer
+
+from pipelines.spec import DEFAULT_MAX_RECORD_BYTES
+
+CITY = (52.52, 13.405)  # pickups and drop-offs scatter around this point
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    key: bytes | None
+    value: bytes
+    bad_reason: str | None = None  # the reason the pipeline must dead-letter it with
+
+
+@dataclass(frozen=True)
+class StreamShape:
+    orders: int = 1000
+    couriers: int = 200
+    start_ms: int = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    order_spacing_ms: int = 1_000
+    max_moves: int = 6
+    delivered: float = 0.7
+    cancelled: float = 0.1
+    max_lag_ms: int = 120_000  # transport delay: how far events get out of order
+    duplicates: float = 0.03
+    bad_every: int = 50  # one broken record per this many good ones (0: none)
+
+
+def iso_utc(millis: int) -> str:
+    return datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def generate(shape: StreamShape, seed: int = 0, first_order: int = 0) -> list[RawRecord]:
+    """The raw stream in arrival order (good, duplicated and broken records mixed)."""
+    rng = random.Random(seed)
+    arrivals: list[tuple[int, RawRecord]] = []
+    for number in range(first_order, first_order + shape.orders):
+        for event in order_events(rng, shape, number):
+            arrival = event["_ms"] + rng.randrange(shape.max_lag_ms + 1)
+            record = _encode(event)
+            arrivals.append((arrival, record))
+            if rng.random() < shape.duplicates:
+                arrivals.append((arrival + rng.randrange(shape.max_lag_ms + 1), record))
+    arrivals.sort(key=lambda pair: pair[0])
+    return _with_broken_records([record for _, record in arrivals], shape.bad_every, rng)
+
+
+def order_events(rng: random.Random, shape: StreamShape, number: int) -> list[dict[str, Any]]:
+    """One order's events in event-time order (with an internal `_ms` timestamp)."""
+    order_id = f"o-{number:07d}"
+    courier = f"c-{rng.randrange(shape.couriers):04d}"
+    lat, lon = _near_city(rng)
+    to_lat, to_lon = _near_city(rng)
+    t = shape.start_ms + number * shape.order_spacing_ms
+    steps = [("CREATED", lat, lon)]
+    outcome = rng.random()
+    if outcome < shape.cancelled:
+        steps.append(("CANCELLED", lat, lon))
+    else:
+        moves = rng.randint(1, shape.max_moves)
+        steps.append(("PICKED_UP", lat, lon))
+        for i in range(1, moves + 1):
+            f = i / (moves + 1)
+            steps.append(("IN_TRANSIT", lat + (to_lat - lat) * f, lon + (to_lon - lon) * f))
+        if outcome < shape.cancelled + shape.delivered:
+            steps.append(("DELIVERED", to_lat, to_lon))
+        else:  # still under way: drop a random tail of the journey
+            steps = steps[: rng.randint(1, len(steps))]
+    events = []
+    for status, at_lat, at_lon in steps:
+        t += rng.randint(20_000, 90_000)
+        events.append(
+            {"order_id": order_id, "courier_id": courier, "status": status,
+             "lat": round(at_lat, 6), "lon": round(at_lon, 6), "event_time": iso_utc(t), "_ms": t}
+        )  # fmt: skip
+    return events
+
+
+def _near_city(rng: random.Random) -> tuple[float, float]:
+    return CITY[0] + rng.uniform(-0.1, 0.1), CITY[1] + rng.uniform(-0.15, 0.15)
+
+
+def _encode(event: dict[str, Any]) -> RawRecord:
+    body = {k: v for k, v in event.items() if not k.startswith("_")}
+    return RawRecord(event["order_id"].encode(), orjson.dumps(body))
+
+
+def broken_records(order_id: str = "o-broken") -> list[RawRecord]:
+    """One record per way a raw record can be bad, each with its expected reason."""
+    good = {"order_id": order_id, "courier_id": "c-0001", "status": "IN_TRANSIT",
+            "lat": 52.5, "lon": 13.4, "event_time": "2026-01-01T00:00:00.000Z"}  # fmt: skip
+
+    def variant(reason: str, **changes: Any) -> RawRecord:
+        body = {k: v for k, v in {**good, **changes}.items() if v is not _MISSING}
+        return RawRecord(order_id.encode(), orjson.dumps(body), reason)
+
+    return [
+        RawRecord(order_id.encode(), b'{"order_id": "o-1", "status": ', "not_json"),
+        RawRecord(order_id.encode(), b"[1, 2, 3]", "not_object"),
+        variant("missing:lat", lat=_MISSING),
+        variant("missing:courier_id", courier_id=None),
+        variant("wrong_type:lat", lat="52.5"),
+        variant("wrong_type:order_id", order_id=17),
+        variant("unknown_status", status="LOST"),
+        variant("lat_out_of_range", lat=91.5),
+        variant("lon_out_of_range", lon=-180.5),
+        variant("bad_timestamp:event_time", event_time="yesterday"),
+        variant("empty:order_id", order_id=""),
+        variant("oversize", note="x" * DEFAULT_MAX_RECORD_BYTES),
+    ]
+
+
+_MISSING = object()
+
+
+def _with_broken_records(
+    records: list[RawRecord], every: int, rng: random.Random
+) -> list[RawRecord]:
+    if every <= 0:
+        return records
+    kinds = broken_records()
+    mixed: list[RawRecord] = []
+    for i, record in enumerate(records):
+        mixed.append(record)
+        if i % every == every - 1:
+            mixed.append(rng.choice(kinds))
+    return mixed
+
+
+def produce(bootstrap_servers: str, topic: str, records: Iterable[RawRecord]) -> int:
+    """Write records in order; return how many. Batched for throughput, flushed at the end."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "compression.type": "lz4"}
+    )
+    count = 0
+    for record in records:
+        while True:
+            try:
+                producer.produce(topic, record.value, record.key)
+                break
+            except BufferError:  # local queue full: let deliveries drain
+                producer.poll(0.1)
+        count += 1
+    producer.flush(60)
+    return count

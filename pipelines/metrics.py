@@ -1,0 +1,93 @@
+"""Count what each micro-batch did, log it, and add it up into a run summary.
+
+The counts come from Spark's observe() metrics, reported in each query progress event.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, fields
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as sf
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+log = logging.getLogger(__name__)
+
+CLEAN_METRICS = "clean"
+SINK_METRICS = "sink"
+
+
+@dataclass
+class RunSummary:
+    batches: int = 0
+    clean: int = 0
+    dead_lettered: int = 0
+    upserts: int = 0
+    tombstones: int = 0
+
+    def describe(self) -> str:
+        return ", ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
+
+def observe_clean(clean: DataFrame) -> DataFrame:
+    return clean.observe(CLEAN_METRICS, sf.count(sf.lit(1)).alias("clean"))
+
+
+def observe_sink(records: DataFrame, target_topic: str) -> DataFrame:
+    to_target = sf.col("topic") == target_topic
+    return records.observe(
+        SINK_METRICS,
+        _count_if(~to_target).alias("dead_lettered"),
+        _count_if(to_target & sf.col("value").isNotNull()).alias("upserts"),
+        _count_if(to_target & sf.col("value").isNull()).alias("tombstones"),
+    )
+
+
+def _count_if(condition: Column) -> Column:
+    return sf.sum(sf.when(condition, 1).otherwise(0))
+
+
+class SummaryListener(StreamingQueryListener):
+    """Accumulates the observed metrics of one query (by id) into a RunSummary."""
+
+    def __init__(self, query_name: str) -> None:
+        self.query_name = query_name
+        self.query_id: str | None = None
+        self.summary = RunSummary()
+        self.terminated = threading.Event()
+        self._lock = threading.Lock()
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's name
+        # Events of one query arrive in order, so the id is known before its progress.
+        if event.name == self.query_name:
+            self.query_id = str(event.id)
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802 - Spark's name
+        progress = event.progress
+        if str(progress.id) != self.query_id or progress.numInputRows == 0:
+            return
+        observed = progress.observedMetrics
+        batch = RunSummary(batches=1)
+        if CLEAN_METRICS in observed:
+            batch.clean = observed[CLEAN_METRICS]["clean"] or 0
+        if SINK_METRICS in observed:
+            for name in ("dead_lettered", "upserts", "tombstones"):
+                setattr(batch, name, observed[SINK_METRICS][name] or 0)
+        with self._lock:
+            for f in fields(RunSummary):
+                setattr(
+                    self.summary, f.name, getattr(self.summary, f.name) + getattr(batch, f.name)
+                )
+        log.info("batch %s: %s", progress.batchId, batch.describe())
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - Spark's name
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 - Spark's name
+        # Events arrive asynchronously: this one comes after the query's last progress, so
+        # a summary read once it is set is complete.
+        if str(event.id) == self.query_id:
+            self.terminated.set()

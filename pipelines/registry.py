@@ -1,0 +1,16 @@
+"""Pipelines runnable by name (`globalstore pipeline run NAME`)."""
+
+from __future__ import annotations
+
+from pipelines.orders import ORDERS
+from pipelines.spec import Pipeline
+
+PIPELINES: dict[str, Pipeline] = {pipeline.name: pipeline for pipeline in (ORDERS,)}
+
+
+def get_pipeline(name: str) -> Pipeline:
+    try:
+        return PIPELINES[name]
+    except KeyError:
+        known = ", ".join(sorted(PIPELINES))
+        raise KeyError(f"unknown pipeline {name!r}; known pipelines: {known}") from None

@@ -1,0 +1,67 @@
+"""Build the SparkSession every pipeline runs in (spark-submit or the Python launcher).
+
+Under spark-submit the submitted configuration wins: defaults are only filled in where
+nothing was given, so `--master yarn` or `--conf spark.sql.shuffle.partitions=64` hold.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+import pyspark
+from pyspark import SparkConf
+from pyspark.sql import SparkSession
+
+from globalstore.kafkajars import maven_repo
+
+SCALA_BINARY = "2.13"
+KAFKA_CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{pyspark.__version__}"
+# The connector depends on spark-token-provider-kafka of the same version, which the
+# Maven Central we reach does not carry for 4.0.1 and later. The connector only needs its
+# small config-updater classes (delegation tokens stay unused), so the transitive
+# dependency is excluded and the last published release is added as a plain jar.
+TOKEN_PROVIDER = f"org.apache.spark:spark-token-provider-kafka-0-10_{SCALA_BINARY}"
+TOKEN_PROVIDER_VERSION = "4.0.0"
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def token_provider_jar_url() -> str:
+    group, artifact = TOKEN_PROVIDER.split(":")
+    version = TOKEN_PROVIDER_VERSION
+    return f"{maven_repo()}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+
+
+def session_defaults(master: str, shuffle_partitions: int) -> dict[str, str]:
+    return {
+        "spark.master": master,
+        "spark.app.name": "globalstore-pipeline",
+        "spark.jars.packages": KAFKA_CONNECTOR,
+        "spark.jars.excludes": TOKEN_PROVIDER,
+        "spark.jars": token_provider_jar_url(),
+        # Stateful operators keep their state in RocksDB: bounded JVM heap, big state OK.
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        # Spark's default of 200 shuffle partitions is 200 state-store instances per batch;
+        # it is fixed in the checkpoint at the first run, so choose it deliberately.
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        # Timestamps in the output are rendered in UTC whatever the machine's zone.
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+    }
+
+
+def build_session(
+    master: str = "local[*]",
+    shuffle_partitions: int = 4,
+    extra: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Return the (shared) SparkSession; `extra` overrides the defaults, spark-submit wins."""
+    # Python workers must import pandas/pyarrow from this interpreter's environment, not
+    # whatever `python3` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = SparkConf()  # under spark-submit this already holds the submitted settings
+    for key, value in {**session_defaults(master, shuffle_partitions), **(extra or {})}.items():
+        conf.setIfMissing(key, value)
+    return SparkSession.builder.config(conf=conf).getOrCreate()

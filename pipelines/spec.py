@@ -1,0 +1,50 @@
+"""What a pipeline author writes: the fields to validate and the transform."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+
+DEFAULT_MAX_RECORD_BYTES = 16 * 1024
+"""Raw records larger than this are dead-lettered unparsed (a sane event is ~200 bytes)."""
+
+
+class Kind(enum.Enum):
+    """JSON type a raw field must have, and the Spark type it is converted to."""
+
+    STRING = "string"
+    NUMBER = "double"
+    TIMESTAMP = "timestamp"  # an ISO-8601 string, e.g. 2026-01-02T03:04:05.678Z
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A check on a typed, present field; `reason` is written to the dead-letter record."""
+
+    check: Callable[[Column], Column]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: Kind
+    rules: tuple[Rule, ...] = ()
+
+
+Transform = Callable[[DataFrame], DataFrame]
+"""Clean typed rows in; rows of (key: string, value: struct or null for delete) out."""
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    name: str
+    fields: tuple[Field, ...]
+    transform: Transform
+    source_topic: str
+    target_topic: str
+    dead_letter_topic: str
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES

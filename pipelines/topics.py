@@ -1,0 +1,49 @@
+"""Make sure the pipeline's output topics exist with the right cleanup policy."""
+
+from __future__ import annotations
+
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
+
+ADMIN_TIMEOUT_S = 30.0
+
+
+class TopicNotCompactedError(RuntimeError):
+    """The target topic exists but would delete old values instead of compacting them."""
+
+
+def ensure_topics(bootstrap_servers: str, source: str, target: str, dead_letter: str) -> None:
+    """Create target (compacted) and dead-letter topics if missing; refuse a bad target.
+
+    New topics get the source topic's partition count so output parallelism follows input.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    existing = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+    partitions = len(existing[source].partitions) if source in existing else 1
+    if target in existing:
+        _require_compacted(admin, target)
+    else:
+        _create(admin, target, partitions, {"cleanup.policy": "compact"})
+    if dead_letter not in existing:
+        _create(admin, dead_letter, partitions, {"cleanup.policy": "delete"})
+
+
+def _require_compacted(admin: AdminClient, topic: str) -> None:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=ADMIN_TIMEOUT_S)
+    policy = configs["cleanup.policy"].value or ""
+    if "compact" not in policy.split(","):
+        raise TopicNotCompactedError(
+            f"target topic {topic!r} has cleanup.policy={policy!r}; the transformed topic must "
+            "be compacted (it is the stores' only changelog). Set cleanup.policy=compact on it "
+            "or choose another --target-topic."
+        )
+
+
+def _create(admin: AdminClient, topic: str, partitions: int, config: dict[str, str]) -> None:
+    # replication_factor=-1: the cluster's default.replication.factor decides.
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=-1, config=config)
+    try:
+        admin.create_topics([new])[topic].result(timeout=ADMIN_TIMEOUT_S)
+    except Exception as exc:  # another process may have created it in between
+        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise

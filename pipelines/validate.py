@@ -1,0 +1,65 @@
+"""Parse raw Kafka records as JSON and name the first reason each one is unusable.
+
+Everything here is Spark SQL (the VARIANT functions), so validation never leaves the JVM.
+The JSON type of each field is checked strictly: "12.5" is not a number and 12 is not a
+string, because a producer that sends the wrong type has a bug worth seeing.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as sf
+
+from pipelines.spec import Field, Kind
+
+REASON = "_reason"
+"""Column holding the dead-letter reason; null means the record is clean."""
+
+SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset")
+
+# schema_of_variant names of the JSON types each kind accepts.
+_JSON_TYPES = {
+    Kind.STRING: "^STRING$",
+    Kind.NUMBER: "^(TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|DECIMAL.*)$",
+    Kind.TIMESTAMP: "^STRING$",
+}
+
+
+def validate(raw: DataFrame, fields: tuple[Field, ...], max_record_bytes: int) -> DataFrame:
+    """Raw Kafka rows -> source columns, one typed column per field, and REASON."""
+    oversize = sf.octet_length("value") > max_record_bytes
+    doc = sf.when(~oversize, sf.try_parse_json(sf.col("value").cast("string")))
+    parsed = raw.select(*SOURCE_COLUMNS, oversize.alias("_oversize"), doc.alias("_doc"))
+    checks = [
+        sf.when(sf.col("value").isNull(), sf.lit("empty")),
+        sf.when(sf.col("_oversize"), sf.lit("oversize")),
+        sf.when(sf.col("_doc").isNull(), sf.lit("not_json")),
+        sf.when(~sf.schema_of_variant("_doc").startswith("OBJECT"), sf.lit("not_object")),
+    ]
+    for field in fields:
+        checks.extend(_field_checks(field))
+    typed = [_typed(field).alias(field.name) for field in fields]
+    return parsed.select(*SOURCE_COLUMNS, *typed, sf.coalesce(*checks).alias(REASON))
+
+
+def _field_checks(field: Field) -> list[Column]:
+    json_type = sf.schema_of_variant(sf.try_variant_get("_doc", _path(field), "variant"))
+    checks = [
+        # An explicit JSON null counts as missing: the field carries no value either way.
+        sf.when(json_type.isNull() | (json_type == "VOID"), sf.lit(f"missing:{field.name}")),
+        sf.when(~json_type.rlike(_JSON_TYPES[field.kind]), sf.lit(f"wrong_type:{field.name}")),
+    ]
+    if field.kind is Kind.TIMESTAMP:
+        checks.append(sf.when(_typed(field).isNull(), sf.lit(f"bad_timestamp:{field.name}")))
+    checks.extend(sf.when(~rule.check(_typed(field)), sf.lit(rule.reason)) for rule in field.rules)
+    return checks
+
+
+def _typed(field: Field) -> Column:
+    if field.kind is Kind.TIMESTAMP:
+        return sf.try_to_timestamp(sf.try_variant_get("_doc", _path(field), "string"))
+    return sf.try_variant_get("_doc", _path(field), field.kind.value)
+
+
+def _path(field: Field) -> str:
+    return f"$['{field.name}']"

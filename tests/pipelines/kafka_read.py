@@ -1,0 +1,77 @@
+"""Read a whole topic with a plain consumer, the way a test checks what a job wrote."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, TopicPartition
+
+
+@dataclass(frozen=True)
+class Record:
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, bytes]
+    partition: int
+    offset: int
+
+
+def read_topic(
+    bootstrap: str, topic: str, after: dict[int, int] | None = None, timeout_s: float = 30.0
+) -> list[Record]:
+    """Every record from `after` (next offset per partition; default: start) to the end."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "tests", "enable.auto.commit": False}
+    )
+    try:
+        ends = end_offsets(consumer, topic)
+        starts = after or {}
+        assigned = [
+            TopicPartition(topic, p, starts.get(p, 0)) for p in ends if ends[p] > starts.get(p, 0)
+        ]
+        consumer.assign(assigned)
+        records: list[Record] = []
+        remaining = {tp.partition for tp in assigned}
+        while remaining:
+            message = consumer.poll(timeout_s)
+            assert message is not None, f"timed out reading {topic}"
+            assert message.error() is None, message.error()
+            records.append(
+                Record(
+                    message.key(),
+                    message.value(),
+                    dict(message.headers() or []),
+                    message.partition(),
+                    message.offset(),
+                )
+            )
+            if message.offset() + 1 >= ends[message.partition()]:
+                remaining.discard(message.partition())
+        return records
+    finally:
+        consumer.close()
+
+
+def end_offsets(consumer_or_bootstrap: Consumer | str, topic: str) -> dict[int, int]:
+    consumer = (
+        Consumer({"bootstrap.servers": consumer_or_bootstrap, "group.id": "tests"})
+        if isinstance(consumer_or_bootstrap, str)
+        else consumer_or_bootstrap
+    )
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    return {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+        for p in partitions
+    }
+
+
+def compacted(records: list[Record]) -> dict[str, bytes]:
+    """Latest value per key, tombstones deleting: what compaction converges to."""
+    content: dict[str, bytes] = {}
+    for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+        key = (record.key or b"").decode()
+        if record.value is None:
+            content.pop(key, None)
+        else:
+            content[key] = record.value
+    return content

@@ -1,0 +1,198 @@
+"""Raw topic -> orders pipeline -> compacted topic, on real Kafka and real Spark.
+
+The expected active orders are recomputed here in plain Python from the raw events, per
+run (each batch run is one micro-batch), without using the pipeline's code.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from pyspark.sql import SparkSession
+
+from globalstore import GlobalStore
+from globalstore.codec import VALUE_FORMAT_HEADER, VALUE_FORMAT_VERSION
+from pipelines import skeleton
+from pipelines.generate import RawRecord, StreamShape, generate, produce
+from pipelines.orders import ORDERS
+from pipelines.records import DLQ_OFFSET_HEADER, DLQ_PARTITION_HEADER, DLQ_REASON_HEADER
+from tests.pipelines.kafka_read import compacted, end_offsets, read_topic
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+LIFECYCLE = ["CREATED", "PICKED_UP", "IN_TRANSIT", "DELIVERED", "CANCELLED"]
+ENDED = "ended"
+
+
+def millis(event: dict[str, Any]) -> int:
+    return int(
+        datetime.fromisoformat(event["event_time"].replace("Z", "+00:00")).timestamp() * 1000
+    )
+
+
+def iso(ms: int) -> str:
+    return datetime.utcfromtimestamp(ms / 1000).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class ExpectedOrders:
+    """The spec of docs/pipelines.md, written out independently."""
+
+    def __init__(self) -> None:
+        self.orders: dict[str, Any] = {}
+
+    def run(self, records: list[RawRecord]) -> None:
+        by_order: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for record in records:
+            if record.bad_reason is None:
+                event = orjson.loads(record.value)
+                by_order[event["order_id"]].append(event)
+        for order_id, events in by_order.items():
+            events.sort(key=lambda e: (millis(e), -LIFECYCLE.index(e["status"])))
+            for event in events:
+                self._accept(order_id, event)
+
+    def _accept(self, order_id: str, event: dict[str, Any]) -> None:
+        current = self.orders.get(order_id)
+        if current == ENDED or (current is not None and millis(event) <= current["_last"]):
+            return
+        if event["status"] in ("DELIVERED", "CANCELLED"):
+            self.orders[order_id] = ENDED
+            return
+        self.orders[order_id] = {
+            "order_id": order_id,
+            "courier_id": event["courier_id"],
+            "status": event["status"],
+            "location": {"lat": float(event["lat"]), "lon": float(event["lon"])},
+            "updates": 1 if current is None else current["updates"] + 1,
+            "first_seen": event["event_time"] if current is None else current["first_seen"],
+            "last_seen": iso(millis(event)),
+            "_last": millis(event),
+        }
+
+    def active(self) -> dict[str, dict[str, Any]]:
+        return {
+            order_id: {k: v for k, v in order.items() if not k.startswith("_")}
+            for order_id, order in self.orders.items()
+            if order != ENDED
+        }
+
+
+def delivered(order: dict[str, Any]) -> RawRecord:
+    event = {
+        "order_id": order["order_id"],
+        "courier_id": order["courier_id"],
+        "status": "DELIVERED",
+        **order["location"],
+        "event_time": "2026-06-01T00:00:00.000Z",
+    }
+    return RawRecord(order["order_id"].encode(), orjson.dumps(event))  # fmt: skip
+
+
+def decoded(content: dict[str, bytes]) -> dict[str, dict[str, Any]]:
+    return {key: orjson.loads(value) for key, value in content.items()}
+
+
+@pytest.fixture
+def options(make_topic: Callable[..., str], kafka_bootstrap: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+    return skeleton.RunOptions(
+        bootstrap_servers=kafka_bootstrap,
+        source_topic=make_topic(partitions=2, compact=False, prefix="orders-raw"),
+        target_topic=f"orders-current-{uuid.uuid4().hex[:10]}",  # created by the job
+        dead_letter_topic=f"orders-dlq-{uuid.uuid4().hex[:10]}",
+        checkpoint_dir=tmp_path / "checkpoint",
+    )
+
+
+def test_batch_runs_produce_the_compacted_active_orders(
+    spark: SparkSession, options: skeleton.RunOptions, tmp_path: Path
+) -> None:
+    shape = StreamShape(orders=150, bad_every=40)
+    first = generate(shape, seed=1)
+    produce(options.bootstrap_servers, options.source_topic, first)
+    expected = ExpectedOrders()
+    expected.run(first)
+
+    summary = skeleton.run(spark, ORDERS, options)
+
+    target = read_topic(options.bootstrap_servers, options.target_topic)
+    assert decoded(compacted(target)) == expected.active()
+    assert all(r.headers[VALUE_FORMAT_HEADER] == str(VALUE_FORMAT_VERSION).encode() for r in target)
+    bad = [r for r in first if r.bad_reason is not None]
+    dlq = read_topic(options.bootstrap_servers, options.dead_letter_topic)
+    assert sorted((r.value, r.headers[DLQ_REASON_HEADER].decode()) for r in dlq) == sorted(
+        (r.value, r.bad_reason) for r in bad
+    )
+    assert all(DLQ_PARTITION_HEADER in r.headers and DLQ_OFFSET_HEADER in r.headers for r in dlq)
+    assert (summary.dead_lettered, summary.clean) == (len(bad), len(first) - len(bad))
+
+    # More events: new orders and the end of some old ones. Only those keys are written.
+    marks = end_offsets(options.bootstrap_servers, options.target_topic)
+    ending = sorted(expected.active())[:5]
+    second = generate(StreamShape(orders=20, bad_every=0), seed=2, first_order=1000)
+    second += [delivered(expected.active()[order_id]) for order_id in ending]
+    produce(options.bootstrap_servers, options.source_topic, second)
+    before = expected.active()
+    expected.run(second)
+    skeleton.run(spark, ORDERS, options)
+
+    after = expected.active()
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    new_records = read_topic(options.bootstrap_servers, options.target_topic, after=marks)
+    assert {(r.key or b"").decode() for r in new_records} == changed
+    assert {(r.key or b"").decode() for r in new_records if r.value is None} == set(ending)
+    everything = read_topic(options.bootstrap_servers, options.target_topic)
+    assert decoded(compacted(everything)) == after
+    assert _restored_store(options, tmp_path) == after
+
+
+def _restored_store(options: skeleton.RunOptions, tmp_path: Path) -> dict[str, Any]:
+    """What a GlobalStore restored from the pipeline's output holds."""
+    store = GlobalStore(
+        topic=options.target_topic,
+        bootstrap_servers=options.bootstrap_servers,
+        path=str(tmp_path / "store"),
+    )
+    try:
+        store.start(60)
+        return dict(store.items())
+    finally:
+        store.close()
+
+
+def test_stream_mode_shows_new_events_within_seconds(
+    spark: SparkSession, options: skeleton.RunOptions
+) -> None:
+    produce(options.bootstrap_servers, options.source_topic, generate(StreamShape(orders=5), 3))
+    running = skeleton.start(
+        spark, ORDERS, options.__class__(**{**vars(options), "mode": "stream"})
+    )
+    try:
+        _wait_for(lambda: running.summary.batches > 0, timeout_s=90)  # warm-up batch done
+        fresh = RawRecord(b"o-9999999", orjson.dumps({
+            "order_id": "o-9999999", "courier_id": "c-1", "status": "CREATED", "lat": 1.0,
+            "lon": 2.0, "event_time": "2026-01-01T00:00:00.000Z"}))  # fmt: skip
+        produced_at = time.monotonic()
+        produce(options.bootstrap_servers, options.source_topic, [fresh])
+        _wait_for(lambda: "o-9999999" in _current(options), timeout_s=10)
+        assert time.monotonic() - produced_at < 10
+    finally:
+        running.stop()
+
+
+def _current(options: skeleton.RunOptions) -> dict[str, bytes]:
+    return compacted(read_topic(options.bootstrap_servers, options.target_topic))
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"condition not met within {timeout_s} s"
+        time.sleep(0.2)

@@ -1,0 +1,42 @@
+"""Validation on a static DataFrame shaped like the Kafka source's rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pipelines.generate import broken_records
+from pipelines.orders import FIELDS
+from pipelines.spec import DEFAULT_MAX_RECORD_BYTES
+from pipelines.validate import REASON, validate
+
+pytestmark = pytest.mark.spark
+
+GOOD = (
+    b'{"order_id": "o-1", "courier_id": "c-1", "status": "CREATED", "lat": -33.9, '
+    b'"lon": 151, "event_time": "2026-01-01T10:00:00.250Z", "extra": [1]}'
+)
+
+
+def kafka_rows(spark: SparkSession, values: list[bytes | None]):  # type: ignore[no-untyped-def]
+    rows = [(b"k", value, "raw", 0, offset) for offset, value in enumerate(values)]
+    return spark.createDataFrame(
+        rows, "key binary, value binary, topic string, partition int, offset long"
+    )
+
+
+def test_every_broken_record_gets_its_reason_and_a_good_one_none(spark: SparkSession) -> None:
+    broken = broken_records()
+    values = [GOOD, None, *(record.value for record in broken)]
+    checked = validate(kafka_rows(spark, values), FIELDS, DEFAULT_MAX_RECORD_BYTES)
+    reasons = [row[REASON] for row in checked.orderBy("offset").collect()]
+    assert reasons == [None, "empty", *(record.bad_reason for record in broken)]
+
+
+def test_clean_record_is_typed(spark: SparkSession) -> None:
+    row = validate(kafka_rows(spark, [GOOD]), FIELDS, DEFAULT_MAX_RECORD_BYTES).first()
+    assert row is not None
+    assert (row.order_id, row.status, row.lat, row.lon) == ("o-1", "CREATED", -33.9, 151.0)
+    assert row.event_time == dt.datetime(2026, 1, 1, 10, 0, 0, 250000)
