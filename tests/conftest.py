@@ -55,7 +55,11 @@ def make_topic(kafka_admin: AdminClient, request: pytest.FixtureRequest) -> Topi
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Everything under tests/integration talks to a real broker: mark it so it can be selected.
+    # Mark what talks to a real broker (`-m integration`) and what runs Spark (`-m spark`),
+    # so either can be selected or left out; the README's test command runs everything.
     for item in items:
-        if os.sep + "integration" + os.sep in str(item.fspath):
+        path = str(item.fspath)
+        if os.sep + "integration" + os.sep in path or "kafka_bootstrap" in item.fixturenames:
             item.add_marker(pytest.mark.integration)
+        if os.sep + "pipelines" + os.sep in path:
+            item.add_marker(pytest.mark.spark)
