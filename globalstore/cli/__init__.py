@@ -6,6 +6,7 @@ import logging
 
 import click
 
+from globalstore.cli.demo import demo
 from globalstore.cli.kafka import kafka
 from globalstore.cli.pipeline import pipeline
 from globalstore.cli.store import register
@@ -19,6 +20,7 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+main.add_command(demo)
 main.add_command(kafka)
 main.add_command(pipeline)
 register(main)

@@ -1,0 +1,224 @@
+"""`globalstore demo`: the whole system end to end on the embedded default.
+
+A local Kafka broker (temporary directory, free port) -> a generated raw order stream
+(pipelines.generate) -> the orders pipeline in batch mode (Spark local[*], the code
+`globalstore pipeline run` uses) -> two GlobalStore instances in two processes, each
+restoring the compacted topic -> a summary that checks them against each other and against
+the active orders computed here in plain Python.
+
+Progress goes to stderr, the summary to stdout. Everything started here is stopped here,
+on error and Ctrl-C too.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+import orjson
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from globalstore.demo_instance import restore_and_report
+from globalstore.demo_report import DemoResult
+from globalstore.localkafka import LocalKafka, free_port
+from pipelines import skeleton
+from pipelines.generate import RawRecord, StreamShape, generate, produce
+from pipelines.metrics import RunSummary
+from pipelines.order_lifecycle import Event, apply_events
+from pipelines.registry import get_pipeline
+from pipelines.session import build_session
+from pipelines.spec import Pipeline
+from pipelines.topics import ADMIN_TIMEOUT_S, ensure_topics
+
+PIPELINE = "orders"
+STEPS = 6
+INSTANCES = 2
+BROKER_HEAP = "512m"  # Spark and two stores share the machine; the demo's topics are small
+BROKER_START_TIMEOUT_S = 180.0  # the first run resolves Kafka's jars from Maven Central
+# Spawned, not forked: a fork would copy librdkafka threads and Spark's gateway state, and a
+# fresh interpreter is what a separately deployed instance is.
+SPAWN = multiprocessing.get_context("spawn")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    orders: int = 3000
+    seed: int = 7
+    partitions: int = 3
+    port: int | None = None  # None: a free port, so a broker the user runs is never touched
+    keep_dir: bool = False
+
+
+@dataclass
+class Steps:
+    """Numbered progress lines, and how long each step took."""
+
+    out: TextIO
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+    @contextmanager
+    def step(self, title: str) -> Iterator[None]:
+        print(f"[{len(self.timings) + 1}/{STEPS}] {title} ...", file=self.out, flush=True)
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.timings.append((title, time.monotonic() - started))
+
+
+def run_demo(options: DemoOptions, progress: TextIO = sys.stderr) -> DemoResult:
+    work = Path(tempfile.mkdtemp(prefix="globalstore-demo-"))
+    try:
+        return _run_in(work, options, Steps(progress))
+    finally:
+        if options.keep_dir:
+            print(f"kept {work}", file=progress)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_in(work: Path, options: DemoOptions, steps: Steps) -> DemoResult:
+    spec = get_pipeline(PIPELINE)
+    broker = LocalKafka(port=options.port or free_port(), data_dir=work / "kafka", heap=BROKER_HEAP)
+    try:
+        with steps.step(f"starting local Kafka on port {broker.port}"):
+            bootstrap = broker.start(timeout=BROKER_START_TIMEOUT_S)
+        with steps.step("creating the topics"):
+            _create_topics(bootstrap, spec, options.partitions)
+        with steps.step(f"generating {options.orders} orders and producing their events"):
+            records = generate(StreamShape(orders=options.orders), seed=options.seed)
+            produced = produce(bootstrap, spec.source_topic, records)
+        with steps.step("running the orders pipeline (Spark, batch mode)"):
+            summary = _run_pipeline_in_child(spec, bootstrap, work, steps.out)
+        active = active_orders(records)
+        samples = sample_keys(active)
+        with steps.step(f"restoring {INSTANCES} GlobalStore instances in separate processes"):
+            calls = [
+                (spec.target_topic, bootstrap, work / f"store-{n}", samples)
+                for n in range(1, INSTANCES + 1)
+            ]
+            reports = _in_processes(restore_and_report, calls)
+        with steps.step("checking the results"):
+            dead_letters = end_offsets_total(bootstrap, spec.dead_letter_topic)
+    finally:
+        broker.stop()
+    return DemoResult(
+        produced=produced,
+        bad=sum(record.bad_reason is not None for record in records),
+        dead_letters=dead_letters,
+        expected_active=sum(active.values()),
+        pipeline=summary,
+        instances=tuple(reports),
+        timings=tuple(steps.timings),
+    )
+
+
+def _create_topics(bootstrap: str, spec: Pipeline, partitions: int) -> None:
+    """The raw topic here; the compacted target and the dead-letter topic as the job would."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    raw = NewTopic(spec.source_topic, num_partitions=partitions, replication_factor=1)
+    admin.create_topics([raw])[spec.source_topic].result(timeout=ADMIN_TIMEOUT_S)
+    ensure_topics(bootstrap, spec.source_topic, spec.target_topic, spec.dead_letter_topic)
+
+
+def _run_pipeline_in_child(
+    spec: Pipeline, bootstrap: str, work: Path, progress: TextIO
+) -> RunSummary:
+    options = skeleton.RunOptions(
+        bootstrap_servers=bootstrap,
+        source_topic=spec.source_topic,
+        target_topic=spec.target_topic,
+        dead_letter_topic=spec.dead_letter_topic,
+        checkpoint_dir=work / "checkpoint",
+    )
+    log = work / "spark.log"
+    try:
+        return _in_processes(run_pipeline, [(spec.name, options, log)])[0]
+    except Exception:
+        print(f"the pipeline failed; the end of Spark's output ({log}):", file=progress)
+        print(_tail(log), file=progress)
+        raise
+
+
+def run_pipeline(name: str, options: skeleton.RunOptions, log: Path) -> RunSummary:
+    """What `globalstore pipeline run NAME` does, for a child process.
+
+    In a child because PySpark's gateway JVM outlives spark.stop(): it only exits with the
+    Python process that launched it. Spark's chatter (Ivy, log4j, warnings) goes to `log`
+    so the demo's progress stays readable; the JVM inherits the redirected stderr.
+    """
+    with log.open("ab") as sink:
+        os.dup2(sink.fileno(), sys.stderr.fileno())
+    spark = build_session()
+    try:
+        return skeleton.run(spark, get_pipeline(name), options)
+    finally:
+        spark.stop()
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no output)"
+
+
+def _in_processes(function: Callable[..., T], calls: Sequence[tuple[Any, ...]]) -> list[T]:
+    """Call `function` once per argument tuple, each in its own spawned process, all at once;
+    every process has exited on return. (One pool per call: a shared pool could hand two
+    calls to the same process.)"""
+    with ExitStack() as stack:
+        pools = [
+            stack.enter_context(ProcessPoolExecutor(max_workers=1, mp_context=SPAWN)) for _ in calls
+        ]
+        futures = [pool.submit(function, *args) for pool, args in zip(pools, calls, strict=True)]
+        return [future.result() for future in futures]
+
+
+def active_orders(records: Iterable[RawRecord]) -> dict[str, bool]:
+    """Order id -> still active after all its good events, by the pipeline's own rules run in
+    plain Python (pipelines.order_lifecycle): the expectation, computed without Spark/Kafka."""
+    events: dict[str, list[Event]] = defaultdict(list)
+    for record in records:
+        if record.bad_reason is None:
+            raw = orjson.loads(record.value)
+            millis = round(datetime.fromisoformat(raw["event_time"]).timestamp() * 1000)
+            event = Event(raw["courier_id"], raw["status"], raw["lat"], raw["lon"], millis)
+            events[raw["order_id"]].append(event)
+    states = {order_id: apply_events(None, order) for order_id, order in events.items()}
+    return {order_id: not (s is None or s.terminal) for order_id, s in states.items()}
+
+
+def sample_keys(active: dict[str, bool]) -> tuple[str, ...]:
+    """Two active orders and one that ended (its key must be gone from every store)."""
+    live = sorted(order_id for order_id, is_active in active.items() if is_active)
+    ended = sorted(order_id for order_id, is_active in active.items() if not is_active)
+    return tuple(dict.fromkeys([*live[:1], *live[-1:], *ended[:1]]))
+
+
+def end_offsets_total(bootstrap: str, topic: str) -> int:
+    """Records ever written to `topic` (the sum of its partitions' end offsets)."""
+    # librdkafka wants a group id for any consumer; nothing is subscribed or committed.
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "globalstore-demo"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=ADMIN_TIMEOUT_S).topics[topic].partitions
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=ADMIN_TIMEOUT_S)[1]
+            for p in partitions
+        )
+    finally:
+        consumer.close()

@@ -1,0 +1,66 @@
+"""What the demo found (`DemoResult`), what contradicts the expectation, and the printout."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+from globalstore.demo_instance import InstanceReport
+from pipelines.metrics import RunSummary
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    produced: int
+    bad: int
+    dead_letters: int
+    expected_active: int
+    pipeline: RunSummary
+    instances: tuple[InstanceReport, ...]
+    timings: tuple[tuple[str, float], ...]  # (step, seconds) in order
+
+    def problems(self) -> list[str]:
+        """What contradicts the expectation; empty when the demo succeeded."""
+        found = []
+        if len({report.digest for report in self.instances}) != 1:
+            found.append("the instances hold different content (their digests differ)")
+        for number, report in enumerate(self.instances, 1):
+            if report.count != self.expected_active:
+                found.append(
+                    f"instance {number} holds {report.count} orders, "
+                    f"expected {self.expected_active}"
+                )
+        if self.dead_letters != self.bad:
+            found.append(f"{self.dead_letters} dead letters for {self.bad} bad raw records")
+        return found
+
+
+def render_summary(result: DemoResult) -> str:
+    problems = result.problems()
+    first = result.instances[0]
+    run = result.pipeline
+    lines = [
+        f"globalstore demo: {'FAILED' if problems else 'OK'}",
+        f"  raw events produced  {result.produced:,} ({result.bad:,} bad on purpose)",
+        f"  pipeline             {run.batches} batch(es): {run.clean:,} clean, "
+        f"{run.upserts:,} upserts, {run.tombstones:,} tombstones",
+        f"  dead letters         {result.dead_letters:,} (end offsets of the dead-letter topic)",
+        f"  active orders        {result.expected_active:,} expected (plain Python, same rules)",
+    ]
+    for number, report in enumerate(result.instances, 1):
+        lines.append(
+            f"    instance {number} (pid {report.pid})  {report.count:,} orders, "
+            f"sha256 {report.digest[:16]}, restored in {report.restore_seconds:.1f} s"
+        )
+    agree = len({report.digest for report in result.instances}) == 1
+    lines.append(f"    the instances hold {'identical' if agree else 'DIFFERENT'} content")
+    lines.append("  sample queries (instance 1)")
+    for key, value in first.samples.items():
+        lines.append(f"    get({key!r}) -> {orjson.dumps(value).decode()}")
+    lines.append("  elapsed")
+    for number, (title, seconds) in enumerate(result.timings, 1):
+        lines.append(f"    [{number}] {title:<58} {seconds:6.1f} s")
+    lines.append(f"    {'total':<62} {sum(s for _, s in result.timings):6.1f} s")
+    lines.extend(f"  PROBLEM: {problem}" for problem in problems)
+    return "\n".join(lines)

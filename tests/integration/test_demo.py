@@ -1,0 +1,84 @@
+"""`globalstore demo` for real: its own broker, Spark, two store processes, nothing left behind.
+
+The demo runs as `make demo` runs it (the installed console script), in a session of its own
+and with TMPDIR pointing into the test's directory, so whatever it started can be found
+afterwards by session id (Python children, Spark's JVM) or by command line (the broker, which
+runs in a session of its own inside the demo's temporary directory).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.generate import StreamShape, generate
+from tests.pipelines.test_end_to_end import ExpectedOrders
+
+pytestmark = pytest.mark.spark
+
+ORDERS = 300
+SEED = 3
+TIMEOUT_S = 300  # a safety net only: about 60-100 s on the loaded 2-core box
+
+
+def number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def test_demo_runs_end_to_end_and_leaves_nothing_running(tmp_path: Path) -> None:
+    demo = subprocess.Popen(
+        [str(Path(sys.executable).parent / "globalstore"), "demo",
+         "--orders", str(ORDERS), "--seed", str(SEED), "--partitions", "2"],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = demo.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C: the demo stops its broker and children
+        demo.communicate(timeout=60)
+        raise
+    assert demo.returncode == 0, f"stdout:\n{out}\nstderr:\n{err}"
+
+    assert [line[:5] for line in err.splitlines() if line.startswith("[")] == [
+        f"[{n}/6]" for n in range(1, 7)
+    ]
+    assert out.startswith("globalstore demo: OK")
+    records = generate(StreamShape(orders=ORDERS), seed=SEED)  # what the demo produced
+    expected = ExpectedOrders()
+    expected.run(records)
+    instances = re.findall(r"instance \d \(pid (\d+)\)\s+([\d,]+) orders, sha256 (\w+)", out)
+    assert len(instances) == 2
+    assert instances[0][0] != instances[1][0]  # two processes
+    assert [number(count) for _, count, _ in instances] == [len(expected.active())] * 2
+    assert instances[0][2] == instances[1][2]  # same content digest
+    dead_letters = number(re.findall(r"dead letters\s+([\d,]+)", out)[0])
+    assert dead_letters == sum(r.bad_reason is not None for r in records) > 0
+    assert re.search(r"get\('o-\d+'\) -> null", out)  # an ended order is gone
+
+    assert list(tmp_path.glob("globalstore-demo-*")) == []  # the temporary directory
+    assert leftover_processes(demo.pid, str(tmp_path)) == []
+
+
+def leftover_processes(session: int, marker: str) -> list[str]:
+    """Command lines of live processes in `session`, or naming `marker`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue  # not a process, or it ended meanwhile
+        state, _ppid, _pgrp, sid = stat.rsplit(")", 1)[1].split()[:4]
+        if state != "Z" and (int(sid) == session or marker in cmdline):
+            found.append(cmdline)
+    return found
