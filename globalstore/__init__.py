@@ -5,9 +5,11 @@ from globalstore.codec import Entry
 from globalstore.config import RocksDBOptions, StoreConfig
 from globalstore.errors import (
     BrokerUnavailable,
+    ConfigurationError,
     FatalError,
     GlobalStoreError,
     InvalidValue,
+    OffsetsOutOfRange,
     RetriableError,
     StartTimeout,
     StorageError,
@@ -22,11 +24,13 @@ from globalstore.store import GlobalStore, StoreStatus
 
 __all__ = [
     "BrokerUnavailable",
+    "ConfigurationError",
     "Entry",
     "FatalError",
     "GlobalStore",
     "GlobalStoreError",
     "InvalidValue",
+    "OffsetsOutOfRange",
     "RestoreListener",
     "RetriableError",
     "RocksDBOptions",

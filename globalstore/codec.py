@@ -19,6 +19,7 @@ with byte 0x01, which a JSON document never does, so the two can be told apart v
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,14 +79,29 @@ def origin(raw: bytes) -> tuple[int, int, int]:
 
 def decode(raw: bytes, key: bytes, topic: str) -> Any:
     """The JSON value inside on-disk bytes, or InvalidValue naming the record it came from."""
-    # Fast path (every value written by this version): one check, one parse, no copy.
+    # Fast path (every value written by this version): one check, one parse. Slicing copies
+    # ~200 bytes, yet orjson parses bytes ~0.3 µs faster than a memoryview of them.
     if len(raw) > HEADER_SIZE and raw[0] == _V1 and raw[1] == VALUE_FORMAT_VERSION:
         try:
-            return _loads(memoryview(raw)[HEADER_SIZE:])
+            return _loads(raw[HEADER_SIZE:])
         except orjson.JSONDecodeError as exc:
             _, partition, offset = origin(raw)
             raise InvalidValue(topic, key, partition, offset, f"not valid JSON: {exc}") from None
     return _decode_other(raw, key, topic)
+
+
+def decode_items(pairs: Iterable[tuple[bytes, bytes]], topic: str) -> Iterator[tuple[str, Any]]:
+    """(key, decoded value) for each (key bytes, on-disk bytes): decode() for a whole scan,
+    with its fast path inlined because a function call per key is a sizeable part of a scan."""
+    loads, size, v1, fmt = _loads, HEADER_SIZE, _V1, VALUE_FORMAT_VERSION
+    for key, raw in pairs:
+        if len(raw) > size and raw[0] == v1 and raw[1] == fmt:
+            try:
+                yield key.decode(), loads(raw[size:])
+                continue
+            except orjson.JSONDecodeError:
+                pass  # decode() below raises InvalidValue with the record's origin
+        yield key.decode(), decode(raw, key, topic)
 
 
 def _decode_other(raw: bytes, key: bytes, topic: str) -> Any:

@@ -10,6 +10,9 @@
         ├── StoreClosed           the store was closed (or its thread died: see __cause__)
         ├── TopicNotFound         the topic does not exist
         ├── TopicNotCompacted     the topic is not compacted and allow_uncompacted is False
+        ├── ConfigurationError    a Kafka client refused a setting (names it)
+        ├── OffsetsOutOfRange     while following, the topic stopped holding the store's
+        │                         position (records deleted, topic recreated): restart to rebuild
         ├── InvalidValue          a stored value is not valid JSON (or has an unknown format);
         │                         names topic, partition and offset of the record
         └── StorageError          RocksDB failed (disk full, I/O error, ...)
@@ -59,6 +62,16 @@ class TopicNotFound(FatalError):  # noqa: N818 - public names fixed by the API
 
 class TopicNotCompacted(FatalError):  # noqa: N818 - public names fixed by the API
     """The topic's cleanup.policy lacks 'compact'; pass allow_uncompacted=True to accept it."""
+
+
+class ConfigurationError(FatalError):
+    """A Kafka client refused a setting from kafka_config (unknown name or bad value)."""
+
+
+class OffsetsOutOfRange(FatalError):  # noqa: N818 - public names fixed by the API
+    """The topic no longer holds the records at the store's position (records deleted or the
+    topic recreated while the store ran). The store stops following, keeps serving its last
+    state and says so in status(); the next start() rebuilds it from the beginning."""
 
 
 class StorageError(FatalError):

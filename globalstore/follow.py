@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -20,13 +20,22 @@ from confluent_kafka.admin import AdminClient
 
 from globalstore import migrate, restore
 from globalstore.config import StoreConfig
-from globalstore.errors import BrokerUnavailable, FatalError, GlobalStoreError
-from globalstore.storage import K_APPLIED_AT, K_RESTORED_AT, Storage
+from globalstore.errors import (
+    BrokerUnavailable,
+    ConfigurationError,
+    FatalError,
+    GlobalStoreError,
+    OffsetsOutOfRange,
+)
+from globalstore.storage import K_APPLIED_AT, Storage
 
 log = logging.getLogger(__name__)
+_C = TypeVar("_C")
 
 _PROGRESS_LOG_INTERVAL = 5.0
 _BROKER_RETRY_PAUSE = 0.5
+# Keys counted per loop iteration after a bulk restore: ~20 ms, so follow latency stays low.
+_RECOUNT_CHUNK = 20_000
 
 
 class State(enum.Enum):
@@ -36,6 +45,15 @@ class State(enum.Enum):
     RUNNING = "running"  # ready: restored to the captured end offsets, following
     FAILED = "failed"
     CLOSED = "closed"
+
+
+def _client(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any], role: str) -> _C:
+    """A confluent-kafka client, or ConfigurationError naming the setting it refused
+    (librdkafka checks names and values when the client is created, before any I/O)."""
+    try:
+        return factory(conf)
+    except (KafkaException, ValueError, TypeError) as exc:
+        raise ConfigurationError(f"the Kafka {role} refused its settings: {exc}") from exc
 
 
 def _now_ms() -> int:
@@ -82,6 +100,7 @@ class StoreThread(threading.Thread):
         self._restore_began = 0.0
         self._exact_count = True
         self._migrating = False
+        self._recounting = False
         self._last_mark = time.monotonic()
 
     def stop(self) -> None:
@@ -93,7 +112,7 @@ class StoreThread(threading.Thread):
         consumer: Consumer | None = None
         try:
             self.state = State.STARTING
-            consumer = Consumer(self._consumer_config())
+            consumer = _client(Consumer, self._consumer_config(), "consumer")
             plan = self._plan_with_retries(consumer)
             if plan is None:
                 return
@@ -118,7 +137,8 @@ class StoreThread(threading.Thread):
 
     def _plan_with_retries(self, consumer: Consumer) -> restore.Plan | None:
         """Retry while the broker is unreachable; start() decides when to give up."""
-        admin = AdminClient(self.config.admin_config())  # needed only here: dropped after
+        # Needed only here: dropped after.
+        admin = _client(AdminClient, self.config.admin_config(), "admin client")
         while not self._stop_event.is_set():
             try:
                 info = restore.describe_topic(consumer, admin, self.config, self.rpc_timeout)
@@ -147,7 +167,7 @@ class StoreThread(threading.Thread):
             self.storage.path,
             plan.records_to_restore,
             plan.end_offsets,
-            "" if plan.exact_count else " (bulk: keys recounted at the end)",
+            "" if plan.exact_count else " (bulk: keys recounted once ready)",
         )
         self.listener.on_restore_start(topic, plan.start_offsets, plan.end_offsets)
         self._maybe_ready()
@@ -174,7 +194,9 @@ class StoreThread(threading.Thread):
                 self._maybe_ready()
             else:
                 self._track_sync(now, applied.records > 0)
-                if self._migrating:
+                if self._recounting:
+                    self._recount_step()
+                elif self._migrating:
                     # Eager migration in small chunks, in this thread: never races an apply.
                     self._migrating = not migrate.step(self.storage)
             if now >= next_metadata:
@@ -187,7 +209,8 @@ class StoreThread(threading.Thread):
         if self.state is State.RESTORING:
             msgs: list[Any] = consumer.consume(self.config.restore_batch_size, 0.05)
             return msgs
-        first = consumer.poll(self.config.poll_timeout)
+        # No waiting while a recount has work to do between batches.
+        first = consumer.poll(0 if self._recounting else self.config.poll_timeout)
         if first is None:
             return []
         return [first, *consumer.consume(self.config.follow_batch_size, 0)]
@@ -200,11 +223,12 @@ class StoreThread(threading.Thread):
             if max(positions.get(p, 0), self._eof.get(p, 0)) < end:
                 return
         if not self._exact_count:
-            n = self.storage.recount()
-            self._exact_count = True
-            log.info("recounted %d live keys in %s after bulk restore", n, self.storage.path)
+            # Counting 1M keys takes about a second: do it after ready, in chunks between
+            # follow batches. From here on every apply is exact and adds its change to it.
+            self.storage.begin_recount()
+            self._exact_count = self._recounting = True
         self.restored_at_ms = _now_ms()
-        self.storage.put_meta_int(K_RESTORED_AT, self.restored_at_ms)
+        self.storage.mark_restored(self.restored_at_ms)
         seconds = time.monotonic() - self._restore_began
         rate = self._restore_records / seconds if seconds > 0 else 0.0
         log.info(
@@ -218,6 +242,13 @@ class StoreThread(threading.Thread):
         self.state = State.RUNNING
         self.health.in_sync_at = time.monotonic()
         self.ready.set()
+
+    def _recount_step(self) -> None:
+        n = self.storage.recount_step(_RECOUNT_CHUNK)
+        if n is not None:
+            self._recounting = False
+            log.info("counted %d live keys in %s after a bulk restore", n, self.storage.path)
+            self.on_applied()  # wakes count() callers waiting for the number
 
     def _log_progress(self, positions: dict[int, int]) -> None:
         done = sum(min(positions.get(p, 0), e) for p, e in self.end_offsets.items())
@@ -239,6 +270,17 @@ class StoreThread(threading.Thread):
             high = self.health.high
             high[msg.partition()] = max(high.get(msg.partition(), 0), msg.offset())
             return
+        if err.code() == KafkaError._AUTO_OFFSET_RESET:
+            # auto.offset.reset=error: the position is outside the partition's offsets. Going
+            # on from anywhere else could keep keys the topic deleted, and rebuilding in place
+            # would serve partial data: stop following, keep serving the last state, and let
+            # the next start() rebuild (restore.plan sees the offsets out of range).
+            log.error("offsets out of range on %s: %s; restart to rebuild", self.config.topic, err)
+            raise OffsetsOutOfRange(
+                f"partition {msg.partition()} of {self.config.topic}: {err}. The topic no longer "
+                "holds the store's position (records deleted or topic recreated); the store "
+                "serves its last state until restarted, which rebuilds it from the beginning"
+            )
         if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,):
             self.health.last_error = str(err)
             log.error("consumer error on %s: %s", self.config.topic, err)

@@ -12,6 +12,7 @@ they came from (contract 2), so after a crash the stored offsets never run ahead
 from __future__ import annotations
 
 import fcntl
+import itertools
 import logging
 import os
 import shutil
@@ -38,7 +39,7 @@ _I64 = struct.Struct(">q")
 K_LAYOUT = b"layout"
 K_TOPIC = b"topic"
 K_TOPIC_ID = b"topic_id"
-K_COUNT = b"count"  # absent while a bulk restore runs: recount at its end
+K_COUNT = b"count"  # live keys; absent from a bulk restore until its recount ends
 K_APPLIED_AT = b"applied_at"  # wall ms of the last batch (or heartbeat while in sync)
 K_RESTORED_AT = b"restored_at"  # wall ms when the last restore reached its end offsets
 K_MIGRATE_CURSOR = b"migrate.cursor"
@@ -67,6 +68,16 @@ class Meta:
     count: int | None = None
     applied_at_ms: int | None = None
     restored_at_ms: int | None = None
+
+
+@dataclass
+class _Recount:
+    """A keys-only count over one point-in-time iterator, plus the exact changes applied
+    since that iterator was created."""
+
+    keys: Iterator[bytes]
+    counted: int = 0
+    delta: int = 0
 
 
 @dataclass
@@ -113,6 +124,8 @@ class Storage:
         self.positions: dict[int, int] = {}
         self.count: int | None = None
         self.layout: int | None = None
+        self.restored_at_ms: int | None = None  # of the last completed restore, from meta
+        self._recount: _Recount | None = None
         try:
             self._open()
         except BaseException:
@@ -156,6 +169,7 @@ class Storage:
     def _close_db(self) -> None:
         # Every handle on the database must go before close(), or RocksDB keeps its LOCK.
         db = self.__dict__.pop("_db", None)
+        self._recount = None  # its iterator is a handle on the database too
         for name in ("_meta", "_meta_cf", "_get"):
             self.__dict__.pop(name, None)
         if db is not None:
@@ -170,38 +184,26 @@ class Storage:
             self.positions = {}
             self.count = None
         self.layout = None
+        self.restored_at_ms = None
 
     # -- meta --------------------------------------------------------------------------------
 
     def read_meta(self) -> Meta:
         """Parse the meta column family; DamagedLayoutError if any entry does not parse."""
-        try:
-            return self._parse_meta()
-        except (ValueError, struct.error, UnicodeDecodeError) as exc:
-            raise DamagedLayoutError(str(exc)) from exc
-
-    def _parse_meta(self) -> Meta:
-        m = self._meta
-        raw_layout = m.get(K_LAYOUT)
-        meta = Meta(layout=None if raw_layout is None else int(raw_layout))
-        meta.topic = _opt_str(m.get(K_TOPIC))
-        meta.topic_id = _opt_str(m.get(K_TOPIC_ID))
-        meta.count = _opt_i64(m.get(K_COUNT))
-        meta.applied_at_ms = _opt_i64(m.get(K_APPLIED_AT))
-        meta.restored_at_ms = _opt_i64(m.get(K_RESTORED_AT))
-        entries: Iterable[tuple[bytes, bytes]] = m.items(from_key=_OFFSET_PREFIX)  # type: ignore[assignment]
-        for key, value in entries:
-            if not key.startswith(_OFFSET_PREFIX):
-                break
-            meta.offsets[int(key[len(_OFFSET_PREFIX) :])] = _I64.unpack(value)[0]
-        return meta
+        return _parse_meta(self._meta)
 
     def load(self, meta: Meta) -> None:
-        """Adopt positions and count from meta into memory."""
+        """Adopt positions, count and last restore time from meta into memory."""
         with self._state_lock:
             self.positions = dict(meta.offsets)
             self.count = meta.count
         self.layout = meta.layout
+        self.restored_at_ms = meta.restored_at_ms
+
+    def mark_restored(self, now_ms: int) -> None:
+        """Record that a restore reached its end offsets (kept across restarts for status)."""
+        self.put_meta_int(K_RESTORED_AT, now_ms)
+        self.restored_at_ms = now_ms
 
     def initialise(self, topic: str | None, topic_id: str | None) -> None:
         """Mark an empty store as current layout, for this topic."""
@@ -240,19 +242,27 @@ class Storage:
     def apply(self, messages: Sequence[Any], exact_count: bool, now_ms: int) -> Applied:
         """Write a consumed batch and the offsets it covers in one WriteBatch.
 
-        exact_count=False (bulk restore) skips the per-key existence lookup and marks the
-        count unknown; recount() restores it.
+        exact_count=True looks up each distinct key of the batch (before writing it) to keep
+        the live-key count exact: cheap for a small follow batch, but ~10 µs per key already
+        on disk, so a bulk restore passes False, which marks the count unknown until a
+        recount (see begin_recount) has caught up.
         """
         wb = rocksdict.WriteBatch(raw_mode=True)
         out = Applied()
         last: dict[int, int] = {}
-        if exact_count and self.count is not None:
-            new_count: int | None = self.count + _fill_counting(wb, messages, out, last, self._get)
-        else:
-            _fill_bulk(wb, messages, out, last)
-            new_count = None
+        live = _fill(wb, messages, out, last)
         if not last:
             return out
+        new_count = None
+        if exact_count:
+            get = self._get
+            delta = sum(live.values()) - sum(get(k) is not None for k in live)
+            if self._recount is not None:
+                self._recount.delta += delta
+            if self.count is not None:
+                new_count = self.count + delta
+        elif self._recount is not None:
+            raise StorageError("a bulk apply cannot run while keys are being recounted")
         meta_cf = self._meta_cf
         for p, o in last.items():
             wb.put(offset_key(p), _I64.pack(o + 1), meta_cf)
@@ -269,11 +279,25 @@ class Storage:
             self.count = new_count
         return out
 
-    def recount(self) -> int:
-        """Count live keys with one keys-only scan and store the result."""
-        n = 0
-        for _ in self._db.keys():  # noqa: SIM118 - Rdict.__iter__ fails in raw mode
-            n += 1
+    def begin_recount(self) -> None:
+        """Start counting live keys over a point-in-time iterator. Call it from the writing
+        thread, between applies; exact applies from then on add their change to the result."""
+        ro = rocksdict.ReadOptions()
+        ro.fill_cache(False)  # type: ignore[call-arg]  # the stub lacks the flag
+        keys: Iterable[bytes] = self._db.keys(read_opt=ro)  # type: ignore[assignment]
+        self._recount = _Recount(iter(keys))
+
+    def recount_step(self, chunk: int) -> int | None:
+        """Count up to `chunk` more keys; the exact count (also stored) once done, else None."""
+        recount = self._recount
+        if recount is None:
+            raise StorageError("recount_step() without begin_recount()")
+        seen = sum(1 for _ in itertools.islice(recount.keys, chunk))
+        recount.counted += seen
+        if seen == chunk:
+            return None
+        self._recount = None
+        n = recount.counted + recount.delta
         self._meta.put(K_COUNT, _I64.pack(n))
         with self._state_lock:
             self.count = n
@@ -327,6 +351,8 @@ class Storage:
             items = self._db.items(backwards=True, from_key=upper, read_opt=ro)  # type: ignore[assignment]
         else:
             items = self._db.items(from_key=lower, read_opt=ro)  # type: ignore[assignment]
+        if upper is None and (lower is None or not reverse):
+            return iter(items)  # rocksdict's iterator already starts and ends right
         return _bounded(items, lower, upper, reverse)
 
     def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
@@ -344,11 +370,13 @@ class Storage:
             return dict(self.positions), self.count
 
 
-def _fill_bulk(
+def _fill(
     wb: rocksdict.WriteBatch, messages: Sequence[Any], out: Applied, last: dict[int, int]
-) -> None:
-    """The restore hot loop: as few Python calls per record as possible."""
+) -> dict[bytes, bool]:
+    """The restore/follow hot loop, with as few Python operations per record as possible:
+    fill `wb`, note the last offset per partition, and return {key: live after the batch}."""
     put, delete, pack, events = wb.put, wb.delete, HEADER.pack, out.events
+    live: dict[bytes, bool] = {}
     for m in messages:
         if m.error() is not None:
             events.append(m)
@@ -357,45 +385,16 @@ def _fill_bulk(
         p = m.partition()
         o = m.offset()
         last[p] = o
-        value = m.value()
         if key is None:
             continue  # a compacted topic cannot hold key-less records; ignore them
+        value = m.value()
         if value is None:
             delete(key)
+            live[key] = False
         else:
             put(key, pack(1, VALUE_FORMAT_VERSION, m.timestamp()[1], p, o) + value)
-
-
-def _fill_counting(
-    wb: rocksdict.WriteBatch,
-    messages: Sequence[Any],
-    out: Applied,
-    last: dict[int, int],
-    get: Callable[[bytes], bytes | None],
-) -> int:
-    """Like _fill_bulk, and return the change in live keys (one lookup per new key)."""
-    pack = HEADER.pack
-    seen: dict[bytes, bool] = {}  # key -> exists after the records so far in this batch
-    delta = 0
-    for m in messages:
-        if m.error() is not None:
-            out.events.append(m)
-            continue
-        key = m.key()
-        p = m.partition()
-        o = m.offset()
-        last[p] = o
-        if key is None:
-            continue
-        value = m.value()
-        existed = seen[key] if key in seen else get(key) is not None
-        seen[key] = value is not None
-        delta += (value is not None) - existed
-        if value is None:
-            wb.delete(key)
-        else:
-            wb.put(key, pack(1, VALUE_FORMAT_VERSION, m.timestamp()[1], p, o) + value)
-    return delta
+            live[key] = True
+    return live
 
 
 def _bounded(
@@ -421,3 +420,45 @@ def _opt_str(raw: bytes | None) -> str | None:
 
 def _opt_i64(raw: bytes | None) -> int | None:
     return None if raw is None else int(_I64.unpack(raw)[0])
+
+
+def inspect_meta(path: Path | str, options: RocksDBOptions | None = None) -> Meta:
+    """Read the meta column family of the store at `path` without taking its lock: RocksDB's
+    read-only mode sees the last written state even while another process runs the store."""
+    db_dir = Path(path) / "db"
+    if not (db_dir / "CURRENT").exists():
+        raise StorageError(f"no store at {path}")
+    opts = (options or RocksDBOptions()).to_options()
+    try:
+        db = rocksdict.Rdict(
+            str(db_dir),
+            opts,
+            column_families={META_CF: opts},
+            access_type=rocksdict.AccessType.read_only(),
+        )
+    except Exception as exc:
+        raise StorageError(f"cannot open RocksDB in {path} read-only: {exc}") from exc
+    try:
+        return _parse_meta(db.get_column_family(META_CF))
+    finally:
+        db.close()
+
+
+def _parse_meta(m: rocksdict.Rdict) -> Meta:
+    """What a meta column family holds; DamagedLayoutError if any entry does not parse."""
+    try:
+        raw_layout = m.get(K_LAYOUT)
+        meta = Meta(layout=None if raw_layout is None else int(raw_layout))
+        meta.topic = _opt_str(m.get(K_TOPIC))
+        meta.topic_id = _opt_str(m.get(K_TOPIC_ID))
+        meta.count = _opt_i64(m.get(K_COUNT))
+        meta.applied_at_ms = _opt_i64(m.get(K_APPLIED_AT))
+        meta.restored_at_ms = _opt_i64(m.get(K_RESTORED_AT))
+        entries: Iterable[tuple[bytes, bytes]] = m.items(from_key=_OFFSET_PREFIX)  # type: ignore[assignment]
+        for key, value in entries:
+            if not key.startswith(_OFFSET_PREFIX):
+                break
+            meta.offsets[int(key[len(_OFFSET_PREFIX) :])] = _I64.unpack(value)[0]
+    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+        raise DamagedLayoutError(str(exc)) from exc
+    return meta

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -21,7 +22,7 @@ from globalstore.errors import (
 )
 from globalstore.follow import State, StoreThread
 from globalstore.restore import RestoreListener
-from globalstore.storage import Storage
+from globalstore.storage import Storage, inspect_meta
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -139,7 +140,8 @@ class GlobalStore:
             storage.close()
 
     def __enter__(self) -> GlobalStore:
-        return self.start()
+        # Both `with GlobalStore(...) as s:` and `with GlobalStore(...).start(t) as s:` work.
+        return self if self._thread is not None else self.start()
 
     def __exit__(
         self,
@@ -148,6 +150,29 @@ class GlobalStore:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    @staticmethod
+    def inspect(path: str | Path, rocksdb: RocksDBOptions | None = None) -> StoreStatus:
+        """The status of the store at `path` from its own files alone: no Kafka connection,
+        and no lock either (RocksDB's read-only mode), so it also works while another process
+        runs the store. Position, key count, layout and last restore are as last written; lag
+        and staleness are unknown (empty / None); state is "offline". StorageError if there is
+        no store at `path`."""
+        meta = inspect_meta(path, rocksdb)
+        return StoreStatus(
+            topic=meta.topic or "",
+            path=str(path),
+            state="offline",
+            ready=False,
+            position=dict(sorted(meta.offsets.items())),
+            lag={},
+            key_count=meta.count,
+            layout_version=codec.LAYOUT_VERSION if meta.layout is None else meta.layout,
+            last_restore_at=_seconds(meta.restored_at_ms),
+            connected=False,
+            staleness_seconds=None,
+            last_error=None,
+        )
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -205,7 +230,7 @@ class GlobalStore:
         """(key, value) in key byte order over one point-in-time view; start inclusive, end
         exclusive. Exhaust or close the iterator before close()."""
         scan = self._scan(prefix, start, end, reverse, limit)  # the view is fixed here
-        return self._guarded(_decoded(scan, self.config.topic))
+        return self._guarded(codec.decode_items(scan, self.config.topic))
 
     def keys(
         self,
@@ -229,9 +254,7 @@ class GlobalStore:
     ) -> Iterator[tuple[bytes, bytes]]:
         lower, upper = _bounds(prefix, start, end)
         scan = self._ready_storage().scan(lower, upper, reverse)
-        if limit is None:
-            return scan
-        return _take(scan, limit)
+        return scan if limit is None else itertools.islice(scan, max(0, limit))
 
     def _guarded(self, it: Iterator[_T]) -> Iterator[_T]:
         try:
@@ -241,9 +264,21 @@ class GlobalStore:
             raise
 
     def count(self) -> int:
-        """Number of live keys (kept as a counter, not scanned)."""
-        _, count = self._ready_storage().snapshot_state()
-        return count or 0
+        """Number of live keys, kept as a counter. Right after a bulk (cold) restore the store
+        is ready before its keys are counted (about a second per million keys, done in the
+        background); a call meanwhile waits for the exact number."""
+        with self._applied:
+            while True:
+                storage = self._ready_storage()
+                count = storage.snapshot_state()[1]
+                if count is not None:
+                    return count
+                thread = self._thread
+                if thread is None or thread.state is not State.RUNNING:
+                    raise StoreClosed(
+                        f"store thread for {self.config.topic!r} stopped before counting keys"
+                    ) from (None if thread is None else thread.error)
+                self._applied.wait(0.1)
 
     # -- progress ----------------------------------------------------------------------------
 
@@ -295,11 +330,7 @@ class GlobalStore:
                 if health.connected and not any(self.lag().values())
                 else (time.monotonic() - health.in_sync_at)
             )
-        restored = (
-            None
-            if thread is None or thread.restored_at_ms is None
-            else (thread.restored_at_ms / 1000)
-        )
+        restored = None if storage is None else _seconds(storage.restored_at_ms)
         return StoreStatus(
             topic=self.config.topic,
             path=str(self.config.path),
@@ -316,6 +347,10 @@ class GlobalStore:
             staleness_seconds=staleness,
             last_error=None if health is None else health.last_error,
         )
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
 
 
 def _bounds(
@@ -339,18 +374,3 @@ def _successor(prefix: bytes) -> bytes | None:
     if not stripped:
         return None
     return stripped[:-1] + bytes([stripped[-1] + 1])
-
-
-def _decoded(scan: Iterator[tuple[bytes, bytes]], topic: str) -> Iterator[tuple[str, Any]]:
-    decode = codec.decode
-    for k, raw in scan:
-        yield k.decode(), decode(raw, k, topic)
-
-
-def _take(it: Iterator[tuple[bytes, bytes]], limit: int) -> Iterator[tuple[bytes, bytes]]:
-    if limit <= 0:
-        return
-    for n, pair in enumerate(it, 1):
-        yield pair
-        if n >= limit:
-            return

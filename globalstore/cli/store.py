@@ -1,7 +1,8 @@
 """`globalstore restore|get|scan|count|status`: query a store from the shell.
 
 Every command opens the store at --path, restores it up to the topic's current end (that is
-what start() does) and then answers, so the answer is as fresh as the topic. Results go to
+what start() does) and then answers, so the answer is as fresh as the topic. `status
+--offline` (and `status` when no broker answers) reads the store's own files instead. Results go to
 stdout; progress and messages go to stderr.
 """
 
@@ -18,9 +19,8 @@ from typing import Any, TextIO, TypeVar
 
 import click
 import orjson
-from confluent_kafka import KafkaException
 
-from globalstore.errors import GlobalStoreError
+from globalstore.errors import BrokerUnavailable, GlobalStoreError
 from globalstore.restore import RestoreListener
 from globalstore.store import GlobalStore, StoreStatus
 
@@ -106,9 +106,14 @@ def _open(
     )
     try:
         return store.start(timeout=timeout)
-    except (GlobalStoreError, KafkaException) as exc:
-        # KafkaException: the client refused its settings (e.g. a bad --kafka-config);
-        # start() passes it on unwrapped.
+    except GlobalStoreError as exc:
+        raise _click_error(exc) from exc
+
+
+def _inspect(path: Path) -> StoreStatus:
+    try:
+        return GlobalStore.inspect(path)
+    except GlobalStoreError as exc:
         raise _click_error(exc) from exc
 
 
@@ -277,6 +282,11 @@ def count(
 @click.command()
 @_store_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Read the store's own files only, without a broker (works beside a running store).",
+)
 def status(
     topic: str,
     bootstrap_servers: str,
@@ -285,12 +295,23 @@ def status(
     allow_uncompacted: bool,
     timeout: float,
     as_json: bool,
+    offline: bool,
 ) -> None:
-    """Print position, lag, key count, layout version and last restore time."""
-    with contextlib.closing(
-        _open(topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout)
-    ) as store:
-        report = store.status()
+    """Print position, lag, key count, layout version and last restore time. If no broker
+    answers, say so on stderr and print what the store's own files say (as --offline)."""
+    if offline:
+        report = _inspect(path)
+    else:
+        try:
+            store = _open(topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout)
+        except click.ClickException as exc:
+            if not isinstance(exc.__cause__, BrokerUnavailable):
+                raise
+            click.echo(f"{exc.message}\nshowing the store's own files instead", err=True)
+            report = _inspect(path)
+        else:
+            with contextlib.closing(store):
+                report = store.status()
     if as_json:
         click.echo(orjson.dumps(dataclasses.asdict(report), option=orjson.OPT_NON_STR_KEYS))
     else:
@@ -308,12 +329,16 @@ def _describe(s: StoreStatus) -> str:
         ("path", s.path),
         ("state", s.state),
         ("position", _offsets(s.position)),
-        ("lag", f"{sum(s.lag.values()):,} records {_offsets(s.lag)}"),
+        ("lag", "unknown" if s.state == "offline" else _lag(s.lag)),
         ("keys", "unknown" if s.key_count is None else f"{s.key_count:,}"),
         ("layout version", str(s.layout_version)),
         ("last restore", restored),
     ]
     return "\n".join(f"{name + ':':<16}{value}" for name, value in rows)
+
+
+def _lag(lag: Mapping[int, int]) -> str:
+    return f"{sum(lag.values()):,} records {_offsets(lag)}"
 
 
 def _offsets(per_partition: Mapping[int, int]) -> str:

@@ -163,3 +163,29 @@ def test_progress_bar_on_a_terminal() -> None:
     assert "\r[" + "#" * 15 + "-" * 15 + "] 100/200 (50%)" in text
     assert "records/s ETA 0:00:0" in text
     assert text.endswith("restored 200 records in 2.0s (100 records/s)\n")
+
+
+def test_status_offline_reads_the_store_files(
+    kafka_bootstrap: str, filled: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "s"
+    assert run(kafka_bootstrap, filled, path, "restore").exit_code == 0
+    with GlobalStore(filled, kafka_bootstrap, path):  # running beside it: no lock conflict
+        offline = run(kafka_bootstrap, filled, path, "status", "--offline")
+    assert offline.exit_code == 0, offline.output
+    assert "state:          offline" in offline.stdout
+    assert "keys:           54" in offline.stdout and "lag:            unknown" in offline.stdout
+    assert "last restore:   never" not in offline.stdout
+
+    nowhere = f"127.0.0.1:{free_port()}"
+    fallback = run(nowhere, filled, path, "status", "--json", "--timeout", "2")
+    assert fallback.exit_code == 0, fallback.output
+    assert "BrokerUnavailable" in fallback.stderr and "own files" in fallback.stderr
+    report = orjson.loads(fallback.stdout)
+    assert report["state"] == "offline" and report["key_count"] == 54
+    assert sum(report["position"].values()) == 57 and report["last_restore_at"] is not None
+
+
+def test_status_offline_without_a_store_is_a_clear_error(tmp_path: Path) -> None:
+    result = run("127.0.0.1:1", "t", tmp_path / "none", "status", "--offline")
+    assert result.exit_code == 1 and "no store" in result.stderr

@@ -78,17 +78,7 @@ def test_recreated_topic_forces_rebuild(
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
         assert store.count() == 20
     kafka_admin.delete_topics([topic])[topic].result(timeout=30)
-    deadline = time.monotonic() + 30
-    while True:  # deletion completes asynchronously
-        try:
-            kafka_admin.create_topics(
-                [NewTopic(topic, 2, 1, config={"cleanup.policy": "compact"})]
-            )[topic].result(timeout=30)
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    _create_when_deleted(kafka_admin, topic, partitions=2)
     produce(kafka_bootstrap, topic, [("fresh", 1)])
 
     caplog.set_level(logging.WARNING)
@@ -237,3 +227,49 @@ def test_invalid_json_is_stored_and_reported_at_query(
         produce(kafka_bootstrap, topic, [("bad", {"fixed": True})])
         assert store.wait_for({0: 3}, timeout=10)
         assert store.get("bad") == {"fixed": True}
+
+
+def test_topic_recreated_under_a_running_store_stops_it_loudly_then_restart_rebuilds(
+    kafka_bootstrap: str,
+    kafka_admin: AdminClient,
+    make_topic,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(20)])
+    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s").start(timeout=30)
+    try:
+        kafka_admin.delete_topics([topic])[topic].result(timeout=30)
+        _create_when_deleted(kafka_admin, topic)
+        produce(kafka_bootstrap, topic, [("fresh", 1)])  # offset 0 < the store's position 20
+        deadline = time.monotonic() + 60
+        while store.status().state != "failed":
+            assert time.monotonic() < deadline, store.status()
+            time.sleep(0.2)
+        report = store.status()
+        assert report.last_error is not None and "OffsetsOutOfRange" in report.last_error
+        assert store.get("k3") == 3  # the last state is still served, never a partial one
+    finally:
+        store.close()
+
+    caplog.set_level(logging.WARNING)
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert _snapshot(store) == {"fresh": 1}
+        assert store.count() == 1
+    assert len(_rebuild_warnings(caplog)) == 1
+
+
+def _create_when_deleted(admin: AdminClient, topic: str, partitions: int = 1) -> None:
+    deadline = time.monotonic() + 30
+    config = {"cleanup.policy": "compact"}
+    while True:  # deletion completes asynchronously
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(
+                timeout=30
+            )
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from globalstore import (
     GlobalStore,
     RestoreListener,
     RetriableError,
     StoreClosed,
+    StoreConfig,
     StoreNotReady,
 )
 from tests.integration.store_support import produce
@@ -114,3 +116,81 @@ def test_range_queries(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None
         assert list(store.keys(limit=0)) == []
         assert dict(store.items(prefix="c")) == {"c1": {"k": "c1"}}
         assert list(store.keys(prefix="zz")) == []
+
+
+def test_with_works_on_a_new_and_on_a_started_store(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("a", {"v": 1})])
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert store.get("a") == {"v": 1}
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s").start(timeout=30) as store:
+        assert store.get("a") == {"v": 1}
+    with pytest.raises(StoreClosed):
+        store.get("a")
+
+
+def test_bulk_restore_is_ready_before_counting_and_counts_exactly(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=3)
+    records = [(f"k{i:04d}", {"n": i}) for i in range(3000)]
+    records += [(f"k{i:04d}", None) for i in range(0, 3000, 3)]  # 1000 deletes
+    records += [(f"k{i:04d}", {"n": -i}) for i in range(1, 3000, 3)]  # 1000 overwrites
+    produce(kafka_bootstrap, topic, records)
+    config = StoreConfig(
+        topic=topic,
+        bootstrap_servers=kafka_bootstrap,
+        path=tmp_path / "s",
+        bulk_restore_threshold=0,  # force the bulk path: counted after ready
+    )
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", config=config) as store:
+        # Changes that arrive while the keys are being counted count exactly once.
+        produce(kafka_bootstrap, topic, [("new-1", {"n": 1}), ("k0001", None), ("k0000", 0)])
+        assert store.wait_for(_ends(kafka_bootstrap, topic), 30)
+        assert store.count() == 2000 + 1 - 1 + 1
+        assert store.count() == len(list(store.keys()))
+    assert GlobalStore.inspect(tmp_path / "s").key_count == 2001
+
+
+def test_last_restore_time_survives_a_restart(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("a", {"v": 1})])
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        restored = store.status().last_restore_at
+    assert restored is not None
+    offline = GlobalStore.inspect(tmp_path / "s")
+    assert offline.last_restore_at == restored and offline.position == {0: 1}
+    assert offline.key_count == 1 and offline.topic == topic
+    seen = SeenAtRestoreStart()
+    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", restore_listener=seen)
+    seen.store = store
+    with store:
+        later = store.status().last_restore_at
+    assert seen.last_restore_at == restored  # while restoring: the previous run's
+    assert later is not None and later >= restored
+
+
+class SeenAtRestoreStart(RestoreListener):
+    def __init__(self) -> None:
+        self.store: GlobalStore | None = None
+        self.last_restore_at: float | None = None
+
+    def on_restore_start(self, topic, start_offsets, end_offsets):  # type: ignore[no-untyped-def]
+        assert self.store is not None
+        self.last_restore_at = self.store.status().last_restore_at
+
+
+def _ends(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends"})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in meta.partitions
+        }
+    finally:
+        consumer.close()

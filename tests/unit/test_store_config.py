@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 import rocksdict
+from confluent_kafka.admin import AdminClient
 
 from globalstore import RocksDBOptions, StoreConfig
 
@@ -20,6 +22,7 @@ def test_consumer_reads_committed_and_never_commits() -> None:
     assert conf["enable.auto.commit"] is False
     assert conf["isolation.level"] == "read_committed"
     assert conf["enable.partition.eof"] is True
+    assert conf["auto.offset.reset"] == "error"  # never a silent jump (OffsetsOutOfRange)
     assert conf["group.id"] != _config().consumer_config()["group.id"]  # throwaway per store
 
 
@@ -30,6 +33,47 @@ def test_kafka_config_passes_through_and_wins() -> None:
     admin = config.admin_config()
     assert admin["security.protocol"] == "SSL"
     assert "group.id" not in admin and "isolation.level" not in admin
+
+
+def test_admin_client_gets_connection_settings_but_no_consumer_ones() -> None:
+    config = _config(
+        kafka_config={
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "ssl.ca.location": "/etc/ca.pem",
+            "client.id": "app",
+            "socket.timeout.ms": 1000,
+            "session.timeout.ms": 10_000,
+            "fetch.min.bytes": 10,
+            "auto.offset.reset": "latest",
+            "check.crcs": True,
+        }
+    )
+    admin = config.admin_config()
+    assert {k: admin[k] for k in ("security.protocol", "sasl.mechanism", "client.id")} == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "client.id": "app",
+    }
+    assert admin["ssl.ca.location"] == "/etc/ca.pem" and admin["socket.timeout.ms"] == 1000
+    assert not {"session.timeout.ms", "fetch.min.bytes", "auto.offset.reset", "check.crcs"} & set(
+        admin
+    )
+
+
+def test_admin_client_accepts_its_settings_without_warnings() -> None:
+    logged: list[logging.LogRecord] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logged.append(record)
+
+    logger = logging.getLogger("test-admin-config")
+    logger.addHandler(Collect())
+    config = _config(kafka_config={"client.id": "app", "fetch.min.bytes": 10})
+    admin = AdminClient({**config.admin_config(), "logger": logger})
+    admin.poll(0.2)  # log lines reach the logger from poll()
+    assert not [r.getMessage() for r in logged if "CONFWARN" in r.getMessage()]
 
 
 def test_config_is_frozen() -> None:

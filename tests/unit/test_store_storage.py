@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from globalstore import StoreLocked
+from globalstore import StorageError, StoreLocked
 from globalstore.codec import LAYOUT_VERSION, origin
-from globalstore.storage import K_COUNT, K_LAYOUT, DamagedLayoutError, Storage
+from globalstore.storage import K_COUNT, K_LAYOUT, DamagedLayoutError, Storage, inspect_meta
 from tests.unit.store_fakes import Msg, batch
 
 
@@ -46,10 +46,28 @@ def test_tombstones_and_overwrites_keep_exact_count(storage: Storage) -> None:
 
 
 def test_bulk_apply_marks_count_unknown_until_recount(storage: Storage) -> None:
-    storage.apply(batch(("a", "1"), ("b", "2"), ("a", None)), False, 1)
+    storage.apply(batch(("a", "1"), ("b", "2"), ("a", None), ("c", "3")), False, 1)
     assert storage.count is None and storage.get_meta(K_COUNT) is None
-    assert storage.recount() == 1
-    assert storage.read_meta().count == 1
+    storage.begin_recount()
+    # Exact applies after the recount's iterator was made: their changes count once.
+    storage.apply(batch(("d", "4"), ("b", None), start=4), True, 2)
+    assert storage.recount_step(1) is None and storage.count is None
+    assert storage.recount_step(1) is None
+    assert storage.recount_step(1) == 2  # b, c counted; +d -b applied meanwhile
+    assert storage.count == 2 and storage.read_meta().count == 2
+    storage.apply(batch(("e", "5"), start=6), True, 3)
+    assert storage.count == 3 and storage.read_meta().count == 3
+
+
+def test_meta_is_readable_while_the_store_is_open(storage: Storage, tmp_path: Path) -> None:
+    storage.apply(batch(("a", "1"), ("b", "2"), p=2, start=5), True, 7)
+    storage.mark_restored(1234)
+    meta = inspect_meta(tmp_path / "db")  # no lock: the store stays open meanwhile
+    assert meta.offsets == {2: 7} and meta.count == 2 and meta.restored_at_ms == 1234
+    assert meta.topic == "t" and meta.layout == LAYOUT_VERSION
+    with pytest.raises(StorageError, match="no store"):
+        inspect_meta(tmp_path / "elsewhere")
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_error_events_are_returned_not_written(storage: Storage) -> None:
