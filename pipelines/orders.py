@@ -10,15 +10,30 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from pipelines.order_lifecycle import STATUSES, Event, OrderState, apply_events
+from pipelines.order_lifecycle import (
+    STATE_DTYPES,
+    STATUSES,
+    empty_state,
+    expire,
+    fold,
+)
 from pipelines.spec import Field, Kind, Pipeline, Rule
 
 DEFAULT_TERMINAL_TTL_MS = 60 * 60 * 1000
 """How long (processing time) an ended order's marker blocks late events from reviving it."""
+
+STATE_BUCKETS = 64
+"""Orders are kept in this many state rows (buckets of order ids by hash).
+
+Spark calls the state function once per group and micro-batch, at a fixed cost of about a
+millisecond; one group per order made that the whole run time. Fixed by the checkpoint:
+changing it needs a new checkpoint (and output topic), like spark.sql.shuffle.partitions.
+"""
 
 FIELDS = (
     Field("order_id", Kind.STRING, (Rule(lambda c: sf.length(c) > 0, "empty:order_id"),)),
@@ -29,20 +44,17 @@ FIELDS = (
     Field("event_time", Kind.TIMESTAMP),
 )
 
-_STATE_SCHEMA = (
-    "courier_id string, status string, lat double, lon double, first_seen long, "
-    "last_seen long, updates long, terminal boolean, expires_at long"
-)
-_OUTPUT_COLUMNS = [
-    "order_id", "courier_id", "status", "lat", "lon", "updates", "first_seen", "last_seen",
-    "deleted",
-]  # fmt: skip
+_STATE_SCHEMA = "orders binary"  # the bucket's orders as one Arrow IPC stream
+_ARROW_STATE = pa.schema(
+    [(column, pa.string() if dtype == "str" else pa.from_numpy_dtype(dtype))
+     for column, dtype in STATE_DTYPES.items()]
+)  # fmt: skip
 _OUTPUT_SCHEMA = (
     "order_id string, courier_id string, status string, lat double, lon double, "
     "updates long, first_seen long, last_seen long, deleted boolean"
 )
 
-GroupFunction = Callable[[tuple[str], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]
+GroupFunction = Callable[[tuple[int], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]
 
 
 def orders_pipeline(terminal_ttl_ms: int = DEFAULT_TERMINAL_TTL_MS) -> Pipeline:
@@ -59,11 +71,12 @@ def orders_pipeline(terminal_ttl_ms: int = DEFAULT_TERMINAL_TTL_MS) -> Pipeline:
 def transform(clean: DataFrame, terminal_ttl_ms: int = DEFAULT_TERMINAL_TTL_MS) -> DataFrame:
     """Clean order events (streaming) -> (key, value struct or null for a tombstone)."""
     events = clean.select(
+        sf.pmod(sf.xxhash64("order_id"), sf.lit(STATE_BUCKETS)).alias("bucket"),
         "order_id", "courier_id", "status", "lat", "lon",
         sf.unix_millis("event_time").alias("event_ms"),
     )  # fmt: skip
-    latest = events.groupBy("order_id").applyInPandasWithState(
-        order_updates(terminal_ttl_ms),
+    changed = events.groupBy("bucket").applyInPandasWithState(
+        bucket_updates(terminal_ttl_ms),
         _OUTPUT_SCHEMA,
         _STATE_SCHEMA,
         "append",
@@ -78,7 +91,7 @@ def transform(clean: DataFrame, terminal_ttl_ms: int = DEFAULT_TERMINAL_TTL_MS) 
         _iso_utc("first_seen").alias("first_seen"),
         _iso_utc("last_seen").alias("last_seen"),
     )
-    return latest.select(
+    return changed.select(
         sf.col("order_id").alias("key"), sf.when(~sf.col("deleted"), value).alias("value")
     )
 
@@ -88,68 +101,53 @@ def _iso_utc(millis_column: str) -> Column:
     return sf.date_format(sf.timestamp_millis(millis_column), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
 
 
-def order_updates(terminal_ttl_ms: int) -> GroupFunction:
-    """The per-order state function handed to applyInPandasWithState."""
+def bucket_updates(terminal_ttl_ms: int) -> GroupFunction:
+    """The state function handed to applyInPandasWithState: one call per bucket and batch."""
 
     def update(
-        key: tuple[str], batches: Iterator[pd.DataFrame], state: GroupState
+        key: tuple[int], batches: Iterator[pd.DataFrame], state: GroupState
     ) -> Iterator[pd.DataFrame]:
-        if state.hasTimedOut:  # the terminal marker's time is up: forget the order
-            state.remove()
-            return
         now = state.getCurrentProcessingTimeMs()
-        previous, expires_at = _load(state, now)
-        current = apply_events(previous, _events(batches))
-        if current is None or current == previous:
-            if previous is not None and previous.terminal:
-                # Spark clears a group's timeout whenever it is called: set it again.
-                state.setTimeoutDuration(max(expires_at - now, 1))
+        orders = _load(state)
+        if state.hasTimedOut:  # a terminal marker's time is up: forget those orders
+            _store(state, expire(orders, now), now)
             return
-        if current.terminal:
-            state.update(_state_row(current, now + terminal_ttl_ms))
-            state.setTimeoutDuration(terminal_ttl_ms)
-            if previous is not None:  # it was published, so it must be deleted
-                yield _output(key[0], current, deleted=True)
-        else:
-            state.update(_state_row(current, None))
-            yield _output(key[0], current, deleted=False)
+        frames = list(batches)
+        events = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        orders, changed = fold(orders, events, now, terminal_ttl_ms)
+        _store(state, orders, now)
+        if len(changed):
+            yield changed
 
     return update
 
 
-def _load(state: GroupState, now: int) -> tuple[OrderState | None, int]:
-    if not state.exists:
-        return None, 0
-    *order, expires_at = state.get
-    if expires_at is not None and expires_at <= now:
-        # Expired but not yet timed out (timeouts fire only in batches with data).
+def _load(state: GroupState) -> pd.DataFrame:
+    return decode_bucket(state.get[0]) if state.exists else empty_state()
+
+
+def decode_bucket(blob: bytes) -> pd.DataFrame:
+    """A bucket's state value -> its orders (order_lifecycle.STATE_DTYPES columns)."""
+    return pa.ipc.open_stream(blob).read_all().to_pandas()
+
+
+def _encode_bucket(orders: pd.DataFrame) -> bytes:
+    batch = pa.record_batch([orders[column].to_numpy() for column in STATE_DTYPES], _ARROW_STATE)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, _ARROW_STATE) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue().to_pybytes())  # pyarrow is untyped
+
+
+def _store(state: GroupState, orders: pd.DataFrame, now: int) -> None:
+    if orders.empty:
         state.remove()
-        return None, 0
-    return OrderState(*order), expires_at or 0
-
-
-def _events(batches: Iterator[pd.DataFrame]) -> Iterator[Event]:
-    for frame in batches:
-        columns = zip(
-            frame.courier_id, frame.status, frame.lat, frame.lon, frame.event_ms, strict=True
-        )
-        for courier_id, status, lat, lon, event_ms in columns:
-            yield Event(courier_id, status, float(lat), float(lon), int(event_ms))
-
-
-def _state_row(order: OrderState, expires_at: int | None) -> tuple[object, ...]:
-    return (
-        order.courier_id, order.status, order.lat, order.lon, order.first_seen,
-        order.last_seen, order.updates, order.terminal, expires_at,
-    )  # fmt: skip
-
-
-def _output(order_id: str, order: OrderState, deleted: bool) -> pd.DataFrame:
-    row = [
-        order_id, order.courier_id, order.status, order.lat, order.lon, order.updates,
-        order.first_seen, order.last_seen, deleted,
-    ]  # fmt: skip
-    return pd.DataFrame([row], columns=_OUTPUT_COLUMNS)
+        return
+    state.update((_encode_bucket(orders),))
+    markers = orders.expires_at[orders.expires_at > 0]
+    if not markers.empty:
+        # Spark clears a group's timeout whenever it is called: set it again.
+        state.setTimeoutDuration(max(int(markers.min()) - now, 1))
 
 
 ORDERS = orders_pipeline()

@@ -30,29 +30,48 @@ def validate(raw: DataFrame, fields: tuple[Field, ...], max_record_bytes: int) -
     oversize = sf.octet_length("value") > max_record_bytes
     doc = sf.when(~oversize, sf.try_parse_json(sf.col("value").cast("string")))
     parsed = raw.select(*SOURCE_COLUMNS, oversize.alias("_oversize"), doc.alias("_doc"))
+    # Each variant lookup once, as columns of their own: the checks below read them many
+    # times, and expressions inside conditional branches are not shared by Spark.
+    looked_up = parsed.select(
+        *SOURCE_COLUMNS,
+        "_oversize",
+        sf.col("_doc").isNull().alias("_not_json"),
+        sf.schema_of_variant("_doc").alias("_doc_type"),
+        *(_json_type(field).alias(_type_column(field)) for field in fields),
+        *(_typed(field).alias(field.name) for field in fields),
+    )
     checks = [
         sf.when(sf.col("value").isNull(), sf.lit("empty")),
         sf.when(sf.col("_oversize"), sf.lit("oversize")),
-        sf.when(sf.col("_doc").isNull(), sf.lit("not_json")),
-        sf.when(~sf.schema_of_variant("_doc").startswith("OBJECT"), sf.lit("not_object")),
+        sf.when(sf.col("_not_json"), sf.lit("not_json")),
+        sf.when(~sf.col("_doc_type").startswith("OBJECT"), sf.lit("not_object")),
     ]
     for field in fields:
         checks.extend(_field_checks(field))
-    typed = [_typed(field).alias(field.name) for field in fields]
-    return parsed.select(*SOURCE_COLUMNS, *typed, sf.coalesce(*checks).alias(REASON))
+    return looked_up.select(
+        *SOURCE_COLUMNS, *(field.name for field in fields), sf.coalesce(*checks).alias(REASON)
+    )
 
 
 def _field_checks(field: Field) -> list[Column]:
-    json_type = sf.schema_of_variant(sf.try_variant_get("_doc", _path(field), "variant"))
+    json_type, typed = sf.col(_type_column(field)), sf.col(field.name)
     checks = [
         # An explicit JSON null counts as missing: the field carries no value either way.
         sf.when(json_type.isNull() | (json_type == "VOID"), sf.lit(f"missing:{field.name}")),
         sf.when(~json_type.rlike(_JSON_TYPES[field.kind]), sf.lit(f"wrong_type:{field.name}")),
     ]
     if field.kind is Kind.TIMESTAMP:
-        checks.append(sf.when(_typed(field).isNull(), sf.lit(f"bad_timestamp:{field.name}")))
-    checks.extend(sf.when(~rule.check(_typed(field)), sf.lit(rule.reason)) for rule in field.rules)
+        checks.append(sf.when(typed.isNull(), sf.lit(f"bad_timestamp:{field.name}")))
+    checks.extend(sf.when(~rule.check(typed), sf.lit(rule.reason)) for rule in field.rules)
     return checks
+
+
+def _json_type(field: Field) -> Column:
+    return sf.schema_of_variant(sf.try_variant_get("_doc", _path(field), "variant"))
+
+
+def _type_column(field: Field) -> str:
+    return f"_type_{field.name}"
 
 
 def _typed(field: Field) -> Column:
