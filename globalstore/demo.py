@@ -18,16 +18,13 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-import orjson
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
@@ -35,9 +32,9 @@ from globalstore.demo_instance import restore_and_report
 from globalstore.demo_report import DemoResult
 from globalstore.localkafka import LocalKafka, free_port
 from pipelines import skeleton
-from pipelines.generate import RawRecord, StreamShape, generate, produce
+from pipelines.generate import StreamShape, generate, produce
 from pipelines.metrics import RunSummary
-from pipelines.order_lifecycle import Event, apply_events
+from pipelines.reference import ExpectedOrders
 from pipelines.registry import get_pipeline
 from pipelines.session import build_session
 from pipelines.spec import Pipeline
@@ -104,8 +101,8 @@ def _run_in(work: Path, options: DemoOptions, steps: Steps) -> DemoResult:
             produced = produce(bootstrap, spec.source_topic, records)
         with steps.step("running the orders pipeline (Spark, batch mode)"):
             summary = _run_pipeline_in_child(spec, bootstrap, work, steps.out)
-        active = active_orders(records)
-        samples = sample_keys(active)
+        expected = ExpectedOrders().run(records)
+        samples = sample_keys(expected)
         with steps.step(f"restoring {INSTANCES} GlobalStore instances in separate processes"):
             calls = [
                 (spec.target_topic, bootstrap, work / f"store-{n}", samples)
@@ -120,7 +117,7 @@ def _run_in(work: Path, options: DemoOptions, steps: Steps) -> DemoResult:
         produced=produced,
         bad=sum(record.bad_reason is not None for record in records),
         dead_letters=dead_letters,
-        expected_active=sum(active.values()),
+        expected_active=len(expected.active()),
         pipeline=summary,
         instances=tuple(reports),
         timings=tuple(steps.timings),
@@ -189,25 +186,10 @@ def _in_processes(function: Callable[..., T], calls: Sequence[tuple[Any, ...]]) 
         return [future.result() for future in futures]
 
 
-def active_orders(records: Iterable[RawRecord]) -> dict[str, bool]:
-    """Order id -> still active after all its good events, by the pipeline's own rules run in
-    plain Python (pipelines.order_lifecycle): the expectation, computed without Spark/Kafka."""
-    events: dict[str, list[Event]] = defaultdict(list)
-    for record in records:
-        if record.bad_reason is None:
-            raw = orjson.loads(record.value)
-            millis = round(datetime.fromisoformat(raw["event_time"]).timestamp() * 1000)
-            event = Event(raw["courier_id"], raw["status"], raw["lat"], raw["lon"], millis)
-            events[raw["order_id"]].append(event)
-    states = {order_id: apply_events(None, order) for order_id, order in events.items()}
-    return {order_id: not (s is None or s.terminal) for order_id, s in states.items()}
-
-
-def sample_keys(active: dict[str, bool]) -> tuple[str, ...]:
+def sample_keys(expected: ExpectedOrders) -> tuple[str, ...]:
     """Two active orders and one that ended (its key must be gone from every store)."""
-    live = sorted(order_id for order_id, is_active in active.items() if is_active)
-    ended = sorted(order_id for order_id, is_active in active.items() if not is_active)
-    return tuple(dict.fromkeys([*live[:1], *live[-1:], *ended[:1]]))
+    live = sorted(expected.active())
+    return tuple(dict.fromkeys([*live[:1], *live[-1:], *expected.ended()[:1]]))
 
 
 def end_offsets_total(bootstrap: str, topic: str) -> int:

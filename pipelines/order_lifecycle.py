@@ -20,9 +20,6 @@ Python runs, so the cost is per micro-batch and per row, not per order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import astuple, dataclass
-
 import numpy as np
 import pandas as pd
 
@@ -118,51 +115,6 @@ def fold(
     # An order that started and ended inside this batch was never published: no tombstone.
     published = ~ended | existed
     return new_state, changed[published].assign(deleted=ended[published])[list(CHANGED_COLUMNS)]
-
-
-@dataclass(frozen=True)
-class Event:
-    courier_id: str
-    status: str
-    lat: float
-    lon: float
-    event_ms: int
-
-
-@dataclass(frozen=True)
-class OrderState:
-    """An active order, or (terminal=True) the marker left after it ended."""
-
-    courier_id: str
-    status: str
-    lat: float
-    lon: float
-    first_seen: int
-    last_seen: int
-    updates: int
-    terminal: bool = False
-
-
-def apply_events(state: OrderState | None, events: Iterable[Event]) -> OrderState | None:
-    """One order's rules for callers outside Spark: fold() on a batch of one order.
-
-    Returns the order's state after `events`; None only if it had none and still has none.
-    Markers here never expire (no processing time passes).
-    """
-    rows = [("order", *astuple(event)) for event in events]
-    if state is None:
-        known = empty_state()
-    else:
-        *values, terminal = astuple(state)
-        known = pd.DataFrame([("order", *values, 1 if terminal else 0)], columns=list(STATE_DTYPES))
-    after, _ = fold(known, pd.DataFrame(rows, columns=list(EVENT_COLUMNS)), 0, _NEVER)
-    if after.empty:
-        return None
-    row = after.iloc[0]
-    return OrderState(
-        row.courier_id, row.status, float(row.lat), float(row.lon), int(row.first_seen),
-        int(row.last_seen), int(row.updates), bool(row.expires_at > 0),
-    )  # fmt: skip
 
 
 _STATUS_INDEX = pd.Index(STATUSES)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 ADMIN_TIMEOUT_S = 30.0
@@ -25,6 +27,7 @@ def ensure_topics(bootstrap_servers: str, source: str, target: str, dead_letter:
         _create(admin, target, partitions, {"cleanup.policy": "compact"})
     if dead_letter not in existing:
         _create(admin, dead_letter, partitions, {"cleanup.policy": "delete"})
+    _wait_until_visible(admin, (target, dead_letter))
 
 
 def _require_compacted(admin: AdminClient, topic: str) -> None:
@@ -47,3 +50,15 @@ def _create(admin: AdminClient, topic: str, partitions: int, config: dict[str, s
     except Exception as exc:  # another process may have created it in between
         if "TOPIC_ALREADY_EXISTS" not in str(exc):
             raise
+
+
+def _wait_until_visible(admin: AdminClient, topics: tuple[str, ...]) -> None:
+    # A created topic reaches the broker's metadata a moment after create_topics returns;
+    # callers (the job, a describe_configs) expect it to be there when this returns.
+    deadline = time.monotonic() + ADMIN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        known = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+        if all(topic in known and not known[topic].error for topic in topics):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topics {topics} did not appear within {ADMIN_TIMEOUT_S:.0f}s")

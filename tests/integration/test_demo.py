@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.generate import StreamShape, generate
-from tests.pipelines.test_end_to_end import ExpectedOrders
+from pipelines.reference import ExpectedOrders
 
 pytestmark = pytest.mark.spark
 

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,65 +22,10 @@ from pipelines import skeleton
 from pipelines.generate import RawRecord, StreamShape, generate, produce
 from pipelines.orders import ORDERS
 from pipelines.records import DLQ_OFFSET_HEADER, DLQ_PARTITION_HEADER, DLQ_REASON_HEADER
+from pipelines.reference import ExpectedOrders
 from tests.pipelines.kafka_read import compacted, end_offsets, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
-
-LIFECYCLE = ["CREATED", "PICKED_UP", "IN_TRANSIT", "DELIVERED", "CANCELLED"]
-ENDED = "ended"
-
-
-def millis(event: dict[str, Any]) -> int:
-    return int(
-        datetime.fromisoformat(event["event_time"].replace("Z", "+00:00")).timestamp() * 1000
-    )
-
-
-def iso(ms: int) -> str:
-    return datetime.utcfromtimestamp(ms / 1000).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-class ExpectedOrders:
-    """The spec of docs/pipelines.md, written out independently."""
-
-    def __init__(self) -> None:
-        self.orders: dict[str, Any] = {}
-
-    def run(self, records: list[RawRecord]) -> None:
-        by_order: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for record in records:
-            if record.bad_reason is None:
-                event = orjson.loads(record.value)
-                by_order[event["order_id"]].append(event)
-        for order_id, events in by_order.items():
-            events.sort(key=lambda e: (millis(e), -LIFECYCLE.index(e["status"])))
-            for event in events:
-                self._accept(order_id, event)
-
-    def _accept(self, order_id: str, event: dict[str, Any]) -> None:
-        current = self.orders.get(order_id)
-        if current == ENDED or (current is not None and millis(event) <= current["_last"]):
-            return
-        if event["status"] in ("DELIVERED", "CANCELLED"):
-            self.orders[order_id] = ENDED
-            return
-        self.orders[order_id] = {
-            "order_id": order_id,
-            "courier_id": event["courier_id"],
-            "status": event["status"],
-            "location": {"lat": float(event["lat"]), "lon": float(event["lon"])},
-            "updates": 1 if current is None else current["updates"] + 1,
-            "first_seen": event["event_time"] if current is None else current["first_seen"],
-            "last_seen": iso(millis(event)),
-            "_last": millis(event),
-        }
-
-    def active(self) -> dict[str, dict[str, Any]]:
-        return {
-            order_id: {k: v for k, v in order.items() if not k.startswith("_")}
-            for order_id, order in self.orders.items()
-            if order != ENDED
-        }
 
 
 def delivered(order: dict[str, Any]) -> RawRecord:

@@ -8,9 +8,6 @@ import pandas as pd
 
 from pipelines.order_lifecycle import (
     EVENT_COLUMNS,
-    Event,
-    OrderState,
-    apply_events,
     empty_state,
     fold,
 )
@@ -93,14 +90,3 @@ def test_orders_in_one_batch_are_folded_independently() -> None:
         ("b", "CREATED"),
         ("c", "CREATED"),
     ]
-
-
-def test_one_order_outside_spark() -> None:
-    state = apply_events(
-        None, [Event("c1", "PICKED_UP", 3.0, 2.0, 20), Event("c1", "CREATED", 1.0, 2.0, 10)]
-    )
-    assert state == OrderState("c1", "PICKED_UP", 3.0, 2.0, 10, 20, 2)
-    ended = apply_events(state, [Event("c1", "DELIVERED", 1.0, 2.0, 30)])
-    assert ended is not None and ended.terminal and ended.updates == 3
-    assert apply_events(ended, [Event("c1", "IN_TRANSIT", 1.0, 2.0, 40)]) == ended
-    assert apply_events(None, []) is None
