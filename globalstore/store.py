@@ -197,22 +197,21 @@ class GlobalStore:
     def get(self, key: str) -> Any:
         """The decoded JSON value of `key`, or None if absent. InvalidValue if undecodable."""
         k = key.encode()
-        try:
-            raw = self._lookup(k)
-        except Exception:
-            self._raise_if_closed()
-            raise
+        raw = self._fetch(k)
         return None if raw is None else codec.decode(raw, k, self.config.topic)
 
     def get_entry(self, key: str) -> codec.Entry | None:
         """Value plus record timestamp, partition and offset, or None if absent."""
         k = key.encode()
+        raw = self._fetch(k)
+        return None if raw is None else codec.decode_entry(raw, k, self.config.topic)
+
+    def _fetch(self, key: bytes) -> bytes | None:
         try:
-            raw = self._lookup(k)
+            return self._lookup(key)
         except Exception:
             self._raise_if_closed()
             raise
-        return None if raw is None else codec.decode_entry(raw, k, self.config.topic)
 
     def _raise_if_closed(self) -> None:
         # A query racing close() gets rocksdict's own error; say what happened instead.

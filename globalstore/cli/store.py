@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import functools
 import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO
 
 import click
 import orjson
@@ -23,8 +24,6 @@ import orjson
 from globalstore.errors import BrokerUnavailable, GlobalStoreError
 from globalstore.restore import RestoreListener
 from globalstore.store import GlobalStore, StoreStatus
-
-CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 
 _LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
 _BAR_INTERVAL = 0.1  # seconds between redraws of the terminal progress bar
@@ -43,8 +42,44 @@ def _kafka_setting(
     return settings
 
 
-def _store_options(command: CommandFunction) -> CommandFunction:
-    """The options every store command shares: where the topic is and where the store lives."""
+@dataclasses.dataclass(frozen=True)
+class StoreTarget:
+    """What every store command is given: where the topic is and where the store lives."""
+
+    topic: str
+    bootstrap_servers: str
+    path: Path
+    kafka_config: dict[str, str]
+    allow_uncompacted: bool
+    timeout: float
+
+    def open(self, listener: RestoreListener | None = None) -> GlobalStore:
+        """A started store, or a ClickException carrying the store's own explanation."""
+        store = GlobalStore(
+            topic=self.topic,
+            bootstrap_servers=self.bootstrap_servers,
+            path=self.path,
+            kafka_config=self.kafka_config,
+            allow_uncompacted=self.allow_uncompacted,
+            restore_listener=listener,
+        )
+        try:
+            return store.start(timeout=self.timeout)
+        except GlobalStoreError as exc:
+            raise _click_error(exc) from exc
+
+
+_TARGET_FIELDS = tuple(field.name for field in dataclasses.fields(StoreTarget))
+
+
+def _store_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add the shared options, and hand them to `command` as one StoreTarget argument."""
+
+    @functools.wraps(command)
+    def with_target(**params: Any) -> None:
+        target = StoreTarget(**{name: params.pop(name) for name in _TARGET_FIELDS})
+        command(target, **params)
+
     options = [
         click.option("--topic", required=True, help="The compacted topic the store copies."),
         click.option(
@@ -81,33 +116,10 @@ def _store_options(command: CommandFunction) -> CommandFunction:
             help="Seconds to wait for the broker and the restore.",
         ),
     ]
+    wrapped: Callable[..., None] = with_target
     for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def _open(
-    topic: str,
-    bootstrap_servers: str,
-    path: Path,
-    kafka_config: Mapping[str, str],
-    allow_uncompacted: bool,
-    timeout: float,
-    listener: RestoreListener | None = None,
-) -> GlobalStore:
-    """A started store, or a ClickException carrying the store's own explanation."""
-    store = GlobalStore(
-        topic=topic,
-        bootstrap_servers=bootstrap_servers,
-        path=path,
-        kafka_config=kafka_config,
-        allow_uncompacted=allow_uncompacted,
-        restore_listener=listener,
-    )
-    try:
-        return store.start(timeout=timeout)
-    except GlobalStoreError as exc:
-        raise _click_error(exc) from exc
+        wrapped = option(wrapped)
+    return wrapped
 
 
 def _inspect(path: Path) -> StoreStatus:
@@ -180,20 +192,11 @@ class Progress(RestoreListener):
 
 @click.command()
 @_store_options
-def restore(
-    topic: str,
-    bootstrap_servers: str,
-    path: Path,
-    kafka_config: dict[str, str],
-    allow_uncompacted: bool,
-    timeout: float,
-) -> None:
+def restore(target: StoreTarget) -> None:
     """Restore (or catch up) the store at --path to the topic's current end, then exit."""
     err = sys.stderr
     progress = Progress(err, tty=err.isatty())
-    store = _open(
-        topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout, progress
-    )
+    store = target.open(progress)
     with contextlib.closing(store):
         click.echo(f"ready: {store.count():,} keys, position {_offsets(store.position())}")
 
@@ -203,19 +206,12 @@ def restore(
 @click.option("--entry", is_flag=True, help="Also print the record's timestamp/partition/offset.")
 @click.argument("key")
 def get(
-    topic: str,
-    bootstrap_servers: str,
-    path: Path,
-    kafka_config: dict[str, str],
-    allow_uncompacted: bool,
-    timeout: float,
+    target: StoreTarget,
     entry: bool,
     key: str,
 ) -> None:
     """Print the JSON value of KEY; exit status 1 if the key is absent."""
-    with contextlib.closing(
-        _open(topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout)
-    ) as store:
+    with contextlib.closing(target.open()) as store:
         try:
             found = store.get_entry(key)
         except GlobalStoreError as exc:
@@ -235,12 +231,7 @@ def get(
 @click.option("--limit", type=click.IntRange(min=0), help="At most this many records.")
 @click.option("--reverse", is_flag=True, help="Descending key order.")
 def scan(
-    topic: str,
-    bootstrap_servers: str,
-    path: Path,
-    kafka_config: dict[str, str],
-    allow_uncompacted: bool,
-    timeout: float,
+    target: StoreTarget,
     prefix: str | None,
     start: str | None,
     end: str | None,
@@ -249,9 +240,7 @@ def scan(
 ) -> None:
     """Print records in key order as NDJSON lines: {"key": ..., "value": ...}."""
     out = sys.stdout.buffer
-    with contextlib.closing(
-        _open(topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout)
-    ) as store:
+    with contextlib.closing(target.open()) as store:
         items = store.items(prefix=prefix, start=start, end=end, reverse=reverse, limit=limit)
         try:
             for k, v in items:
@@ -264,18 +253,9 @@ def scan(
 
 @click.command()
 @_store_options
-def count(
-    topic: str,
-    bootstrap_servers: str,
-    path: Path,
-    kafka_config: dict[str, str],
-    allow_uncompacted: bool,
-    timeout: float,
-) -> None:
+def count(target: StoreTarget) -> None:
     """Print the number of live keys."""
-    with contextlib.closing(
-        _open(topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout)
-    ) as store:
+    with contextlib.closing(target.open()) as store:
         click.echo(store.count())
 
 
@@ -288,27 +268,22 @@ def count(
     help="Read the store's own files only, without a broker (works beside a running store).",
 )
 def status(
-    topic: str,
-    bootstrap_servers: str,
-    path: Path,
-    kafka_config: dict[str, str],
-    allow_uncompacted: bool,
-    timeout: float,
+    target: StoreTarget,
     as_json: bool,
     offline: bool,
 ) -> None:
     """Print position, lag, key count, layout version and last restore time. If no broker
     answers, say so on stderr and print what the store's own files say (as --offline)."""
     if offline:
-        report = _inspect(path)
+        report = _inspect(target.path)
     else:
         try:
-            store = _open(topic, bootstrap_servers, path, kafka_config, allow_uncompacted, timeout)
+            store = target.open()
         except click.ClickException as exc:
             if not isinstance(exc.__cause__, BrokerUnavailable):
                 raise
             click.echo(f"{exc.message}\nshowing the store's own files instead", err=True)
-            report = _inspect(path)
+            report = _inspect(target.path)
         else:
             with contextlib.closing(store):
                 report = store.status()
