@@ -41,6 +41,7 @@ from pipelines.session import build_session
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 SECTION = "## Pipeline"
+FINDINGS = "### Findings"  # hand-written; --write-docs keeps it
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
 FRESH_ORDERS = 2000  # each gets an event every FRESH_ORDERS / rate seconds
 
@@ -262,13 +263,20 @@ def profile_table(profiles: dict[str, Profile]) -> str:
 
 
 def write_section(text: str) -> None:
-    """Replace the ## Pipeline section (up to the next ## heading); keep the rest byte for byte."""
+    """Replace the ## Pipeline section (up to the next ## heading); keep the rest byte for byte.
+
+    The section's hand-written "### Findings" subsection, if any, is kept after the new text.
+    """
     doc = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
     start = doc.find(SECTION + "\n")
     if start < 0:
         doc += ("" if doc.endswith("\n") else "\n") + "\n" + text
     else:
         end = doc.find("\n## ", start + len(SECTION))
+        old = doc[start:end] if end >= 0 else doc[start:]
+        findings = old.find("\n" + FINDINGS)
+        if findings >= 0:
+            text += old[findings:]
         doc = doc[:start] + text + (doc[end:] if end >= 0 else "")
     DOC.write_text(doc)
 

@@ -14,6 +14,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from pipelines.validate import REASON
+
 log = logging.getLogger(__name__)
 
 CLEAN_METRICS = "clean"
@@ -32,8 +34,9 @@ class RunSummary:
         return ", ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
 
 
-def observe_clean(clean: DataFrame) -> DataFrame:
-    return clean.observe(CLEAN_METRICS, sf.count(sf.lit(1)).alias("clean"))
+def observe_clean(checked: DataFrame) -> DataFrame:
+    """Count the clean rows of validate()'s output (REASON null)."""
+    return checked.observe(CLEAN_METRICS, _count_if(sf.col(REASON).isNull()).alias("clean"))
 
 
 def observe_sink(records: DataFrame, target_topic: str) -> DataFrame:

@@ -27,11 +27,12 @@ from pipelines.spec import Field, Kind, Pipeline, Rule
 DEFAULT_TERMINAL_TTL_MS = 60 * 60 * 1000
 """How long (processing time) an ended order's marker blocks late events from reviving it."""
 
-STATE_BUCKETS = 64
+STATE_BUCKETS = 8
 """Orders are kept in this many state rows (buckets of order ids by hash).
 
-Spark calls the state function once per group and micro-batch, at a fixed cost of about a
-millisecond; one group per order made that the whole run time. Fixed by the checkpoint:
+Spark calls the state function once per group and micro-batch at a fixed cost (one group
+per order made that the whole run time; in a small stream-mode batch each bucket call costs
+tens of milliseconds, so 8 beat 64, see docs/benchmarks.md). Fixed by the checkpoint:
 changing it needs a new checkpoint (and output topic), like spark.sql.shuffle.partitions.
 """
 

@@ -53,8 +53,14 @@ def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) 
         .load()
     )
     checked = validate(raw, pipeline.fields, pipeline.max_record_bytes)
+    # Both branches (clean rows to the transform, bad ones to the dead letters) start from
+    # one exchange, which Spark then plans once and reuses (ReusedExchange): the source is
+    # read and validated once per micro-batch, not once per branch. Each branch's filter
+    # and column pruning must not be pushed below the exchange, or the two would differ:
+    # its hash partitioning uses every column, and observe() above it stops filters.
+    checked = observe_clean(checked.repartition(*checked.columns))
     clean = checked.where(sf.col(REASON).isNull()).select(*(f.name for f in pipeline.fields))
-    transformed = pipeline.transform(observe_clean(clean))
+    transformed = pipeline.transform(clean)
     rejected = checked.where(sf.col(REASON).isNotNull())
     records = output_records(transformed, options.target_topic).unionByName(
         dead_letter_records(rejected, options.dead_letter_topic)
