@@ -53,6 +53,21 @@ def format_headers() -> list[tuple[str, bytes]]:
     return [(VALUE_FORMAT_HEADER, str(VALUE_FORMAT_VERSION).encode("ascii"))]
 
 
+_MAX_FORMAT = 255  # the on-disk header keeps the format in one byte
+
+
+def value_format(headers: list[tuple[str, bytes | None]] | None) -> int:
+    """The value format a record declares in its VALUE_FORMAT_HEADER (the current one when it
+    declares none); an unreadable declaration maps to 255, which no reader understands."""
+    for name, raw in headers or ():
+        if name == VALUE_FORMAT_HEADER:
+            try:
+                return min(max(int(raw or b""), 0), _MAX_FORMAT)
+            except ValueError:
+                return _MAX_FORMAT
+    return VALUE_FORMAT_VERSION
+
+
 def pack(value: bytes, timestamp: int, partition: int, offset: int) -> bytes:
     """On-disk bytes for one record value (layout v1)."""
     return HEADER.pack(_V1, VALUE_FORMAT_VERSION, timestamp, partition, offset) + value

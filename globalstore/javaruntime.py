@@ -48,7 +48,7 @@ def check_java() -> str:
         result = subprocess.run(
             [java, "-version"], capture_output=True, text=True, timeout=30, check=False
         )
-    except OSError as exc:
+    except (OSError, subprocess.TimeoutExpired) as exc:
         raise JavaError(f"cannot run {java}: {exc}") from exc
     major = parse_java_major(result.stderr + result.stdout)
     if major < MINIMUM_JAVA:

@@ -188,7 +188,11 @@ class LocalKafka:
         self._write_config_files()
         self._format_storage(java, jars.classpath)
         process = self._launch(java, jars.classpath)
-        self._wait_until_ready(process, timeout)
+        try:
+            self._wait_until_ready(process, timeout)
+        except BaseException:  # timeout, Ctrl-C: the JVM runs in its own session, stop it
+            self.stop()
+            raise
         self._started_here = True
         return self.bootstrap
 
@@ -306,7 +310,6 @@ class LocalKafka:
                 if admin.list_topics(timeout=1.0).brokers:
                     return
             time.sleep(0.2)
-        self.stop()
         raise LocalKafkaError(
             f"the broker did not answer on {self.bootstrap} within {timeout:.0f}s. "
             f"Last lines of its log:\n{self.log_tail()}"

@@ -97,7 +97,7 @@ def _topic_configs(
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     try:
         entries = admin.describe_configs([resource])[resource].result(timeout=timeout)
-    except KafkaException as exc:
+    except (KafkaException, TimeoutError) as exc:  # a future's timeout is the builtin one
         raise BrokerUnavailable(_unreachable(config, exc)) from exc
     return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import rocksdict
 
-from globalstore.codec import HEADER, LAYOUT_VERSION, VALUE_FORMAT_VERSION
+from globalstore.codec import HEADER, LAYOUT_VERSION, value_format
 from globalstore.config import RocksDBOptions
 from globalstore.errors import StorageError, StoreLocked
 
@@ -392,7 +392,10 @@ def _fill(
             delete(key)
             live[key] = False
         else:
-            put(key, pack(1, VALUE_FORMAT_VERSION, m.timestamp()[1], p, o) + value)
+            # The record's own format header is kept, so a value written in a format newer
+            # than this library is refused at query time instead of being misread.
+            fmt = value_format(m.headers())
+            put(key, pack(LAYOUT_VERSION, fmt, m.timestamp()[1], p, o) + value)
             live[key] = True
     return live
 

@@ -103,7 +103,11 @@ class GlobalStore:
         )
         self._thread = thread
         thread.start()
-        thread.ready.wait(timeout)
+        try:
+            thread.ready.wait(timeout)
+        except BaseException:  # Ctrl-C while restoring: release the thread and the lock
+            self._shutdown()
+            raise
         if thread.state is State.RUNNING:
             self._lookup = self._storage.reader()
             return self
@@ -272,11 +276,7 @@ class GlobalStore:
                 count = storage.snapshot_state()[1]
                 if count is not None:
                     return count
-                thread = self._thread
-                if thread is None or thread.state is not State.RUNNING:
-                    raise StoreClosed(
-                        f"store thread for {self.config.topic!r} stopped before counting keys"
-                    ) from (None if thread is None else thread.error)
+                self._raise_unless_following()
                 self._applied.wait(0.1)
 
     # -- progress ----------------------------------------------------------------------------
@@ -307,9 +307,17 @@ class GlobalStore:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
-                if self._closed:
-                    raise StoreClosed(f"store for {self.config.topic!r} is closed")
+                self._raise_unless_following()
                 self._applied.wait(0.1 if remaining is None else min(remaining, 0.1))
+
+    def _raise_unless_following(self) -> None:
+        """For calls that wait on the store thread: it must be there and still applying."""
+        thread = self._thread
+        if self._closed or thread is None or thread.state is not State.RUNNING:
+            raise StoreClosed(
+                f"store for {self.config.topic!r} is not following (closed, not started, "
+                "or its thread stopped: see __cause__)"
+            ) from (None if thread is None else thread.error)
 
     def _notify_applied(self) -> None:
         with self._applied:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 
 from pipelines.spec import DEFAULT_MAX_RECORD_BYTES
 
@@ -149,14 +149,25 @@ def produce(bootstrap_servers: str, topic: str, records: Iterable[RawRecord]) ->
     producer = Producer(
         {"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "compression.type": "lz4"}
     )
+    failures: list[str] = []
+
+    def delivered(error: KafkaError | None, _message: Message) -> None:
+        if error is not None:
+            failures.append(str(error))
+
     count = 0
     for record in records:
         while True:
             try:
-                producer.produce(topic, record.value, record.key)
+                producer.produce(topic, record.value, record.key, on_delivery=delivered)
                 break
             except BufferError:  # local queue full: let deliveries drain
                 producer.poll(0.1)
         count += 1
-    producer.flush(60)
+    undelivered = producer.flush(60)
+    if undelivered or failures:
+        raise RuntimeError(
+            f"{undelivered + len(failures)} of {count} records to {topic!r} were not delivered"
+            + (f" (first error: {failures[0]})" if failures else "")
+        )
     return count

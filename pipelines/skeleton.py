@@ -83,7 +83,11 @@ class PipelineRun:
 
     def wait(self, timeout_s: int | None = None) -> RunSummary:
         """Block until the query ends (a batch run finishes by itself), re-raising failures."""
-        finished = self.query.awaitTermination(timeout_s)
+        try:
+            finished = self.query.awaitTermination(timeout_s)
+        except BaseException:  # the query failed: do not leave its listener on the session
+            self._spark.streams.removeListener(self._listener)
+            raise
         if finished is False:
             raise TimeoutError(f"pipeline query still running after {timeout_s} s")
         return self._finish()
@@ -127,7 +131,11 @@ def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> Pipel
         writer = writer.trigger(processingTime=options.trigger_interval)
     listener = SummaryListener(query_name)
     spark.streams.addListener(listener)
-    query = writer.start()
+    try:
+        query = writer.start()
+    except BaseException:
+        spark.streams.removeListener(listener)
+        raise
     return PipelineRun(spark, query, listener)
 
 

@@ -22,8 +22,9 @@ from globalstore import (
     TopicNotCompacted,
     TopicNotFound,
 )
+from globalstore.codec import VALUE_FORMAT_HEADER
 from globalstore.storage import K_LAYOUT, Storage
-from tests.integration.store_support import produce, produce_raw
+from tests.integration.store_support import produce, produce_raw, producer
 
 REBUILD = "rebuilding store"
 
@@ -227,6 +228,23 @@ def test_invalid_json_is_stored_and_reported_at_query(
         produce(kafka_bootstrap, topic, [("bad", {"fixed": True})])
         assert store.wait_for({0: 3}, timeout=10)
         assert store.get("bad") == {"fixed": True}
+
+
+def test_value_in_a_newer_format_is_refused_not_misread(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    p = producer(kafka_bootstrap)
+    p.produce(topic, key=b"old", value=b'{"v": 1}', headers=[(VALUE_FORMAT_HEADER, b"1")])
+    p.produce(topic, key=b"new", value=b'{"v": 2}', headers=[(VALUE_FORMAT_HEADER, b"2")])
+    assert p.flush(30) == 0
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert store.get("old") == {"v": 1}
+        with pytest.raises(InvalidValue, match="unknown value format") as info:
+            store.get("new")
+        assert (info.value.partition, info.value.offset) == (0, 1)
+        with pytest.raises(InvalidValue, match="unknown value format"):
+            list(store.items())
 
 
 def test_topic_recreated_under_a_running_store_stops_it_loudly_then_restart_rebuilds(

@@ -33,6 +33,9 @@ class Msg:
     def timestamp(self) -> tuple[int, int]:
         return (1, self.ts)
 
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return None  # like a record written without the format header
+
 
 def batch(*records: tuple[str, str | None], p: int = 0, start: int = 0) -> list[Msg]:
     return [

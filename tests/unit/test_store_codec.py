@@ -17,6 +17,7 @@ from globalstore.codec import (
     format_headers,
     origin,
     pack,
+    value_format,
 )
 
 
@@ -61,3 +62,21 @@ def test_topic_contract_helpers() -> None:
     assert encode_value(None) is None
     assert encode_value({"x": 1}) == b'{"x":1}'
     assert format_headers() == [(VALUE_FORMAT_HEADER, str(VALUE_FORMAT_VERSION).encode())]
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        (None, VALUE_FORMAT_VERSION),  # no headers: the current format
+        ([("other", b"7")], VALUE_FORMAT_VERSION),
+        ([(VALUE_FORMAT_HEADER, b"1")], 1),
+        ([("other", b"x"), (VALUE_FORMAT_HEADER, b"2")], 2),
+        ([(VALUE_FORMAT_HEADER, b"v2")], 255),  # unreadable: no reader understands it
+        ([(VALUE_FORMAT_HEADER, b"9999")], 255),
+        ([(VALUE_FORMAT_HEADER, None)], 255),
+    ],
+)
+def test_value_format_comes_from_the_record_header(
+    headers: list[tuple[str, bytes | None]] | None, expected: int
+) -> None:
+    assert value_format(headers) == expected
