@@ -74,7 +74,7 @@ def _ivy_jar(cache_dir: Path) -> Path:
         return bundled
     target = cache_dir / "ivy" / f"ivy-{IVY_VERSION}.jar"
     if not target.exists():
-        _download(_maven_url("org.apache.ivy", "ivy", IVY_VERSION), target)
+        _download(maven_url("org.apache.ivy", "ivy", IVY_VERSION), target)
     return target
 
 
@@ -92,7 +92,8 @@ def maven_repo() -> str:
     return os.environ.get("GLOBALSTORE_MAVEN_REPO", DEFAULT_MAVEN_REPO).rstrip("/")
 
 
-def _maven_url(group: str, artifact: str, version: str) -> str:
+def maven_url(group: str, artifact: str, version: str) -> str:
+    """Where a jar lives in the Maven repository (Central, or the configured mirror)."""
     return f"{maven_repo()}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
 
 

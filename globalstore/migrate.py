@@ -76,6 +76,6 @@ def step(storage: Storage, chunk: int = CHUNK) -> bool:
 
 
 def migrate_all(storage: Storage, chunk: int = CHUNK) -> None:
-    """Eagerly convert the whole store (for offline use, e.g. from the CLI)."""
+    """Eagerly convert the whole store in one go, outside the store thread (offline use)."""
     while not step(storage, chunk):
         pass

@@ -22,8 +22,6 @@ from globalstore.storage import DamagedLayoutError, Storage
 
 log = logging.getLogger(__name__)
 
-_RPC_TIMEOUT = 5.0
-
 
 class RestoreListener:
     """Hooks for restore progress. Subclass and override what you need; all default to no-op.
@@ -58,15 +56,18 @@ class Plan:
     start_offsets: dict[int, int]
     end_offsets: dict[int, int]
     exact_count: bool
-    rebuilt: str | None  # why the store was wiped, if it was
 
     @property
     def records_to_restore(self) -> int:
-        return sum(max(0, self.end_offsets[p] - self.start_offsets[p]) for p in self.end_offsets)
+        return _records_between(self.start_offsets, self.end_offsets)
+
+
+def _records_between(start: dict[int, int], end: dict[int, int]) -> int:
+    return sum(max(0, end[p] - start[p]) for p in end)
 
 
 def describe_topic(
-    consumer: Consumer, admin: AdminClient, config: StoreConfig, timeout: float = _RPC_TIMEOUT
+    consumer: Consumer, admin: AdminClient, config: StoreConfig, timeout: float
 ) -> TopicInfo:
     """Partitions and relevant settings of the topic; raises BrokerUnavailable if unreachable."""
     topic = config.topic
@@ -115,7 +116,7 @@ def watermarks(
     consumer: Consumer,
     config: StoreConfig,
     partitions: tuple[int, ...],
-    timeout: float = _RPC_TIMEOUT,
+    timeout: float,
 ) -> dict[int, tuple[int, int]]:
     """(low, high) per partition, asked from the broker now."""
     out = {}
@@ -163,9 +164,8 @@ def plan(
     positions, count = storage.snapshot_state()
     start = {p: positions.get(p, marks[p][0]) for p in info.partitions}
     end = {p: marks[p][1] for p in info.partitions}
-    todo = sum(max(0, end[p] - start[p]) for p in end)
-    exact = count is not None and todo <= config.bulk_restore_threshold
-    return Plan(start, end, exact, reason)
+    exact = count is not None and _records_between(start, end) <= config.bulk_restore_threshold
+    return Plan(start, end, exact)
 
 
 def _rebuild_reason(

@@ -14,7 +14,7 @@ import pyspark
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from globalstore.kafkajars import maven_repo
+from globalstore.kafkajars import maven_url
 
 SCALA_BINARY = "2.13"
 KAFKA_CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{pyspark.__version__}"
@@ -30,8 +30,7 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 
 def token_provider_jar_url() -> str:
     group, artifact = TOKEN_PROVIDER.split(":")
-    version = TOKEN_PROVIDER_VERSION
-    return f"{maven_repo()}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+    return maven_url(group, artifact, TOKEN_PROVIDER_VERSION)
 
 
 def session_defaults(master: str, shuffle_partitions: int) -> dict[str, str]:

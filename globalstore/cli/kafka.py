@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from globalstore.cli.settings import parse_settings
 from globalstore.javaruntime import JavaError
 from globalstore.kafkajars import JarResolutionError
 from globalstore.localkafka import (
@@ -58,7 +59,7 @@ def start(
     overrides: tuple[str, ...],
 ) -> None:  # fmt: skip
     """Start the broker (idempotent) and print its bootstrap address."""
-    extra = dict(_split_setting(item) for item in overrides)
+    extra = parse_settings(overrides, "--set")
     broker = LocalKafka(port=port, data_dir=data_dir, version=kafka_version, heap=heap,
                         extra_config=extra)  # fmt: skip
     was_running = broker.status().running
@@ -101,10 +102,3 @@ def status(port: int, data_dir: Path) -> None:
 def logs(port: int, data_dir: Path, lines: int) -> None:
     """Print the last lines of the broker's log."""
     click.echo(LocalKafka(port=port, data_dir=data_dir).log_tail(lines))
-
-
-def _split_setting(item: str) -> tuple[str, str]:
-    key, sep, value = item.partition("=")
-    if not sep or not key:
-        raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
-    return key.strip(), value.strip()

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import click
 import orjson
 
+from globalstore.cli.settings import parse_settings
 from globalstore.errors import BrokerUnavailable, GlobalStoreError
 from globalstore.restore import RestoreListener
 from globalstore.store import GlobalStore, StoreStatus
@@ -33,13 +34,7 @@ _BAR_WIDTH = 30
 def _kafka_setting(
     ctx: click.Context, param: click.Parameter, items: tuple[str, ...]
 ) -> dict[str, str]:
-    settings = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
-        settings[key.strip()] = value.strip()
-    return settings
+    return parse_settings(items, "--kafka-config")
 
 
 @dataclasses.dataclass(frozen=True)
