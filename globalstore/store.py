@@ -288,10 +288,12 @@ class GlobalStore:
 
     def lag(self) -> dict[int, int]:
         """{partition: records between what is applied and the topic's last known end}."""
+        return self._lag_behind(self.position())
+
+    def _lag_behind(self, positions: Mapping[int, int]) -> dict[int, int]:
         thread = self._thread
         if thread is None:
             return {}
-        positions = self.position()
         high = dict(thread.health.high)
         return {p: max(0, h - positions.get(p, 0)) for p, h in sorted(high.items())}
 
@@ -328,13 +330,15 @@ class GlobalStore:
         thread = self._thread
         state = State.CLOSED if thread is None else thread.state
         storage = self._storage
-        count = None if storage is None else storage.snapshot_state()[1]
+        # Position, count and lag from one reading, so the report is of one instant.
+        position, count = ({}, None) if storage is None else storage.snapshot_state()
+        lag = self._lag_behind(position)
         health = None if thread is None else thread.health
         staleness = None
         if health is not None and health.in_sync_at is not None:
             staleness = (
                 0.0
-                if health.connected and not any(self.lag().values())
+                if health.connected and not any(lag.values())
                 else (time.monotonic() - health.in_sync_at)
             )
         restored = None if storage is None else _seconds(storage.restored_at_ms)
@@ -343,8 +347,8 @@ class GlobalStore:
             path=str(self.config.path),
             state=state.value,
             ready=state is State.RUNNING,
-            position=self.position(),
-            lag=self.lag(),
+            position=position,
+            lag=lag,
             key_count=count,
             layout_version=codec.LAYOUT_VERSION
             if storage is None or storage.layout is None
