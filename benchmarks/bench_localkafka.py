@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from globalstore.kafkajars import resolve_kafka_jars
 from globalstore.localkafka import DEFAULT_KAFKA_VERSION, LocalKafka, free_port
+from globalstore.localkafka.jars import resolve_kafka_jars
 
 
 def cold_resolve_seconds(version: str) -> float:

@@ -14,23 +14,10 @@ import pyspark
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
-from globalstore.kafkajars import maven_url
-
 SCALA_BINARY = "2.13"
 KAFKA_CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{pyspark.__version__}"
-# The connector depends on spark-token-provider-kafka of the same version, which the
-# Maven Central we reach does not carry for 4.0.1 and later. The connector only needs its
-# small config-updater classes (delegation tokens stay unused), so the transitive
-# dependency is excluded and the last published release is added as a plain jar.
-TOKEN_PROVIDER = f"org.apache.spark:spark-token-provider-kafka-0-10_{SCALA_BINARY}"
-TOKEN_PROVIDER_VERSION = "4.0.0"
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-
-
-def token_provider_jar_url() -> str:
-    group, artifact = TOKEN_PROVIDER.split(":")
-    return maven_url(group, artifact, TOKEN_PROVIDER_VERSION)
 
 
 def session_defaults(master: str, shuffle_partitions: int) -> dict[str, str]:
@@ -38,8 +25,6 @@ def session_defaults(master: str, shuffle_partitions: int) -> dict[str, str]:
         "spark.master": master,
         "spark.app.name": "globalstore-pipeline",
         "spark.jars.packages": KAFKA_CONNECTOR,
-        "spark.jars.excludes": TOKEN_PROVIDER,
-        "spark.jars": token_provider_jar_url(),
         # Stateful operators keep their state in RocksDB: bounded JVM heap, big state OK.
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         # Commit a micro-batch by appending its changes to a changelog instead of taking a

@@ -8,8 +8,6 @@ from types import FrameType
 
 import click
 
-from globalstore.javaruntime import JavaError
-from globalstore.kafkajars import JarResolutionError
 from globalstore.localkafka import LocalKafkaError
 
 
@@ -32,7 +30,7 @@ def demo(orders: int, seed: int, partitions: int, port: int | None, keep_dir: bo
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         result = run_demo(DemoOptions(orders, seed, partitions, port, keep_dir))
-    except (LocalKafkaError, JavaError, JarResolutionError) as exc:  # a fix the user can make
+    except LocalKafkaError as exc:  # a fix the user can make
         raise click.ClickException(str(exc)) from exc
     click.echo(render_summary(result))
     if result.problems():

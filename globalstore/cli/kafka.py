@@ -10,8 +10,6 @@ from typing import Any, TypeVar
 import click
 
 from globalstore.cli.settings import parse_settings
-from globalstore.javaruntime import JavaError
-from globalstore.kafkajars import JarResolutionError
 from globalstore.localkafka import (
     DEFAULT_HEAP,
     DEFAULT_KAFKA_VERSION,
@@ -66,7 +64,7 @@ def start(
     began = time.monotonic()
     try:
         bootstrap = broker.start(fresh=fresh, timeout=timeout)
-    except (LocalKafkaError, JavaError, JarResolutionError) as exc:
+    except LocalKafkaError as exc:
         raise click.ClickException(str(exc)) from exc
     note = (
         "already running"

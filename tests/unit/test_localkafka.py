@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from globalstore.javaruntime import JavaError, check_java, parse_java_major
-from globalstore.kafkajars import JarResolutionError, resolve_kafka_jars
-from globalstore.localkafka import (
+from globalstore.localkafka import JarResolutionError, JavaError
+from globalstore.localkafka.broker import (
     LocalKafka,
     PortInUseError,
     free_port,
     render_server_properties,
 )
+from globalstore.localkafka.jars import resolve_kafka_jars
+from globalstore.localkafka.java import check_java, parse_java_major
 
 
 def _properties(text: str) -> dict[str, str]:

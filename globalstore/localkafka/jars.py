@@ -19,17 +19,14 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from globalstore.javaruntime import java_executable
+from globalstore.localkafka.errors import JarResolutionError
+from globalstore.localkafka.java import java_executable
 
 DEFAULT_MAVEN_REPO = "https://repo1.maven.org/maven2"
 IVY_VERSION = "2.5.3"
 LOG4J_VERSION = "2.24.3"
 _COMPLETE_MARKER = ".complete"
 _RESOLVE_TIMEOUT_S = 900
-
-
-class JarResolutionError(RuntimeError):
-    """Kafka's jars could not be resolved (typically: offline on first use)."""
 
 
 @dataclass(frozen=True)

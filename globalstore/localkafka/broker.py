@@ -1,7 +1,7 @@
 """Start, stop and inspect a single-node Apache Kafka broker (KRaft) as a background JVM.
 
 One launcher shared by the CLI (`globalstore kafka ...`), the tests, the benchmarks and the
-demo. The broker is Apache Kafka's own code (see kafkajars); its data directory holds the
+demo. The broker is Apache Kafka's own code (see jars.py); its data directory holds the
 KRaft metadata, the topics, the logs and a small `broker.json` describing the running
 process, so `status` and `stop` work from any later process.
 
@@ -28,26 +28,15 @@ from types import TracebackType
 
 from confluent_kafka.admin import AdminClient
 
-from globalstore.javaruntime import check_java
-from globalstore.kafkajars import cache_root, resolve_kafka_jars
+from globalstore.localkafka.errors import BrokerExitedError, LocalKafkaError, PortInUseError
+from globalstore.localkafka.jars import cache_root, resolve_kafka_jars
+from globalstore.localkafka.java import check_java
 
 DEFAULT_KAFKA_VERSION = "4.1.1"
 DEFAULT_PORT = 9092
 DEFAULT_HEAP = "1g"
 _STATE_FILE = "broker.json"
 _HOST = "127.0.0.1"
-
-
-class LocalKafkaError(RuntimeError):
-    """The local broker could not be started or stopped; the message names the fix."""
-
-
-class PortInUseError(LocalKafkaError):
-    pass
-
-
-class BrokerExitedError(LocalKafkaError):
-    pass
 
 
 @dataclass(frozen=True)

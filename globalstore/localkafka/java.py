@@ -8,12 +8,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from globalstore.localkafka.errors import JavaError
+
 MINIMUM_JAVA = 17
 _VERSION_PATTERN = re.compile(r'version "(\d+)(?:\.(\d+))?')
-
-
-class JavaError(RuntimeError):
-    """No usable Java runtime: missing, or older than Kafka needs."""
 
 
 def java_executable() -> str:
