@@ -1,4 +1,4 @@
-"""`globalstore demo`: the README's end-to-end run (see globalstore.demo)."""
+"""`globalstore demo`: the README's end-to-end run (see globalstore.demo.run)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ def demo(orders: int, seed: int, partitions: int, port: int | None, keep_dir: bo
 
     Exits non-zero when the two store instances disagree or miss the expected orders.
     """
-    from globalstore.demo import DemoOptions, run_demo  # noqa: PLC0415 - pulls in Spark
-    from globalstore.demo_report import render_summary  # noqa: PLC0415
+    from globalstore.demo.report import render_summary  # noqa: PLC0415
+    from globalstore.demo.run import DemoOptions, run_demo  # noqa: PLC0415 - pulls in Spark
 
     # SIGTERM (from a CI runner or `kill`) unwinds like Ctrl-C, so the demo's broker, which
     # runs in a session of its own, is stopped by the same cleanup.

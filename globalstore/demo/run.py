@@ -28,8 +28,8 @@ from typing import Any, TextIO, TypeVar
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from globalstore.demo_instance import restore_and_report
-from globalstore.demo_report import DemoResult
+from globalstore.demo.instance import restore_and_report
+from globalstore.demo.report import DemoResult
 from globalstore.localkafka import LocalKafka, free_port
 from pipelines import skeleton
 from pipelines.generate import StreamShape, generate, produce

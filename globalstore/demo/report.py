@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from globalstore.demo_instance import InstanceReport
+from globalstore.demo.instance import InstanceReport
 from pipelines.metrics import RunSummary
 
 

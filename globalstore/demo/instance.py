@@ -1,6 +1,6 @@
 """One application instance of the demo: restore a GlobalStore and describe what it holds.
 
-`globalstore.demo` runs this in two spawned processes, so each instance has its own consumer,
+`globalstore.demo.run` runs this in two spawned processes, so each instance has its own consumer,
 RocksDB database and directory lock, exactly as two deployed instances would.
 """
 
