@@ -10,6 +10,11 @@ from typing import Any
 
 import rocksdict
 
+# Where every command and the examples look for Kafka unless told otherwise: the local
+# broker's default address, or GLOBALSTORE_BOOTSTRAP when it is set.
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_ENV = "GLOBALSTORE_BOOTSTRAP"
+
 
 @dataclass(frozen=True)
 class RocksDBOptions:

@@ -10,7 +10,7 @@ if not __package__:
     # spark-submit runs this file by path: make the project root importable.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from globalstore.cli.pipeline import run
+from pipelines.cli import run
 
 if __name__ == "__main__":
     run(prog_name="pipelines")

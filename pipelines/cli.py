@@ -1,7 +1,8 @@
 """`globalstore pipeline run NAME`: run a Spark pipeline with a local[*] session.
 
-The same command is the spark-submit entry (pipelines/__main__.py), so every flag and
-default is defined once, here. Spark is imported only when a pipeline actually runs.
+The `globalstore` command adds this group lazily, and the same command is the spark-submit
+entry (pipelines/__main__.py), so every flag and default is defined once, here. Spark is
+imported only when a pipeline actually runs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import click
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 
 
 @click.group()
@@ -21,7 +22,13 @@ def pipeline() -> None:
 
 @pipeline.command("run")
 @click.argument("name")
-@click.option("--bootstrap-servers", default=DEFAULT_BOOTSTRAP, show_default=True)
+@click.option(
+    "--bootstrap-servers",
+    default=DEFAULT_BOOTSTRAP,
+    show_default=True,
+    envvar=BOOTSTRAP_ENV,
+    show_envvar=True,
+)
 @click.option("--source-topic", help="Raw events topic  [default: the pipeline's, e.g. orders.raw]")
 @click.option("--target-topic", help="Compacted output topic  [default: e.g. orders.current]")
 @click.option("--dead-letter-topic", help="Rejected records  [default: e.g. orders.deadletter]")

@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 
 import click
 
 from globalstore.cli.demo import demo
 from globalstore.cli.kafka import kafka
-from globalstore.cli.pipeline import pipeline
 from globalstore.cli.store import register
 
+# Groups that live outside the library package, loaded only when named: the pipeline command
+# belongs to pipelines/ (it is also the spark-submit entry), and importing it costs nothing
+# to a user who only queries a store.
+_LAZY_GROUPS = {"pipeline": ("pipelines.cli", "pipeline")}
 
-@click.group()
+
+class _Main(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *_LAZY_GROUPS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _LAZY_GROUPS:
+            module, name = _LAZY_GROUPS[cmd_name]
+            command: click.Command = getattr(importlib.import_module(module), name)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Main)
 @click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
 def main(verbose: int) -> None:
     """globalstore: a local, queryable copy of a compacted Kafka topic in every instance."""
@@ -22,5 +39,4 @@ def main(verbose: int) -> None:
 
 main.add_command(demo)
 main.add_command(kafka)
-main.add_command(pipeline)
 register(main)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from globalstore.cli.settings import parse_settings
+from globalstore.config import BOOTSTRAP_ENV
 from globalstore.localkafka import (
     DEFAULT_HEAP,
     DEFAULT_KAFKA_VERSION,
@@ -25,7 +27,13 @@ CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 def _broker_options(command: CommandFunction) -> CommandFunction:
     """--port and --data-dir, shared by every subcommand so they all find the same broker."""
     options = [
-        click.option("--port", default=DEFAULT_PORT, show_default=True, help="Client port."),
+        click.option(
+            "--port",
+            type=click.IntRange(1, 65535),
+            default=_default_port,
+            show_default=f"{DEFAULT_PORT}, or the port of ${BOOTSTRAP_ENV}",
+            help="Client port.",
+        ),
         click.option(
             "--data-dir",
             type=click.Path(path_type=Path),
@@ -37,6 +45,15 @@ def _broker_options(command: CommandFunction) -> CommandFunction:
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def _default_port() -> int:
+    """The port of GLOBALSTORE_BOOTSTRAP when it names a local address, so `kafka start` and
+    the store and pipeline commands agree on one broker with one variable."""
+    host, _, port = os.environ.get(BOOTSTRAP_ENV, "").split(",")[0].rpartition(":")
+    if host in ("127.0.0.1", "localhost") and port.isdigit():
+        return int(port)
+    return DEFAULT_PORT
 
 
 @click.group()

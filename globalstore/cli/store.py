@@ -22,6 +22,7 @@ import click
 import orjson
 
 from globalstore.cli.settings import parse_settings
+from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 from globalstore.errors import BrokerUnavailable, GlobalStoreError
 from globalstore.restore import RestoreListener
 from globalstore.store import GlobalStore, StoreStatus
@@ -79,9 +80,9 @@ def _store_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--topic", required=True, help="The compacted topic the store copies."),
         click.option(
             "--bootstrap-servers",
-            default="127.0.0.1:9092",
+            default=DEFAULT_BOOTSTRAP,
             show_default=True,
-            envvar="GLOBALSTORE_BOOTSTRAP",
+            envvar=BOOTSTRAP_ENV,
             show_envvar=True,
             help="Kafka bootstrap address.",
         ),
