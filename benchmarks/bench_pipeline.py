@@ -35,8 +35,8 @@ from pyspark.sql import SparkSession
 from globalstore import GlobalStore
 from globalstore.localkafka import LocalKafka, free_port
 from pipelines import skeleton
-from pipelines.generate import StreamShape, generate, iso_utc, produce
-from pipelines.orders import ORDERS, STATE_BUCKETS
+from pipelines.orders.generator import StreamShape, generate, iso_utc, produce
+from pipelines.orders.transform import ORDERS, STATE_BUCKETS
 from pipelines.session import build_session
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipelines.orders import ORDERS
+from pipelines.orders.transform import ORDERS
 from pipelines.spec import Pipeline
 
 PIPELINES: dict[str, Pipeline] = {pipeline.name: pipeline for pipeline in (ORDERS,)}

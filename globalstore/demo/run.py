@@ -1,7 +1,7 @@
 """`globalstore demo`: the whole system end to end on the embedded default.
 
 A local Kafka broker (temporary directory, free port) -> a generated raw order stream
-(pipelines.generate) -> the orders pipeline in batch mode (Spark local[*], the code
+(pipelines.orders.generator) -> the orders pipeline in batch mode (Spark local[*], the code
 `globalstore pipeline run` uses) -> two GlobalStore instances in two processes, each
 restoring the compacted topic -> a summary that checks them against each other and against
 the active orders computed here in plain Python.
@@ -32,9 +32,9 @@ from globalstore.demo.instance import restore_and_report
 from globalstore.demo.report import DemoResult
 from globalstore.localkafka import LocalKafka, free_port
 from pipelines import skeleton
-from pipelines.generate import StreamShape, generate, produce
 from pipelines.metrics import RunSummary
-from pipelines.reference import ExpectedOrders
+from pipelines.orders.generator import StreamShape, generate, produce
+from pipelines.orders.reference import ExpectedOrders
 from pipelines.registry import get_pipeline
 from pipelines.session import build_session
 from pipelines.spec import Pipeline

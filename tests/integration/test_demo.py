@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.generate import StreamShape, generate
-from pipelines.reference import ExpectedOrders
+from pipelines.orders.generator import StreamShape, generate
+from pipelines.orders.reference import ExpectedOrders
 
 pytestmark = pytest.mark.spark
 

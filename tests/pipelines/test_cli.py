@@ -32,4 +32,3 @@ def test_globalstore_command_lists_and_runs_the_pipeline_group() -> None:
     result = CliRunner().invoke(main, ["pipeline", "run", "nosuch"])
     assert result.exit_code == 2
     assert "known pipelines: orders" in result.output
-

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from pipelines.orders import decode_bucket, transform
+from pipelines.orders.transform import decode_bucket, transform
 
 pytestmark = pytest.mark.spark
 

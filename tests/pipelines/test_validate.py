@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.generate import broken_records
-from pipelines.orders import FIELDS
+from pipelines.orders.generator import broken_records
+from pipelines.orders.transform import FIELDS
 from pipelines.spec import DEFAULT_MAX_RECORD_BYTES
 from pipelines.validate import REASON, validate
 

@@ -2,7 +2,7 @@
 
 Output value: {order_id, courier_id, status, location: {lat, lon}, updates, first_seen,
 last_seen}; a DELIVERED or CANCELLED order becomes a tombstone. The rules live in
-order_lifecycle; this module declares the validation and runs the rules in Spark state.
+rules.py; this module declares the validation and runs the rules in Spark state.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from pipelines.order_lifecycle import (
+from pipelines.orders.rules import (
     STATE_DTYPES,
     STATUSES,
     empty_state,
@@ -128,7 +128,7 @@ def _load(state: GroupState) -> pd.DataFrame:
 
 
 def decode_bucket(blob: bytes) -> pd.DataFrame:
-    """A bucket's state value -> its orders (order_lifecycle.STATE_DTYPES columns)."""
+    """A bucket's state value -> its orders (rules.STATE_DTYPES columns)."""
     return pa.ipc.open_stream(blob).read_all().to_pandas()
 
 

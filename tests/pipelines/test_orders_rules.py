@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.order_lifecycle import (
+from pipelines.orders.rules import (
     EVENT_COLUMNS,
     empty_state,
     fold,

@@ -2,7 +2,7 @@
 
 Nothing here is used by the Spark job: this is the independent expectation that tests and
 the demo compare the job's output with. It folds one event at a time, the slow and obvious
-way, so that a mistake in the vectorised rules (pipelines.order_lifecycle) shows up as a
+way, so that a mistake in the vectorised rules (pipelines.orders.rules) shows up as a
 difference instead of being copied.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from pipelines.generate import RawRecord
+from pipelines.orders.generator import RawRecord
 
 LIFECYCLE = ["CREATED", "PICKED_UP", "IN_TRANSIT", "DELIVERED", "CANCELLED"]
 TERMINAL = ("DELIVERED", "CANCELLED")
