@@ -27,7 +27,8 @@ from globalstore.errors import (
     GlobalStoreError,
     OffsetsOutOfRange,
 )
-from globalstore.storage import K_APPLIED_AT, Storage
+from globalstore.meta import K_APPLIED_AT
+from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
 _C = TypeVar("_C")

@@ -23,7 +23,8 @@ import logging
 from collections.abc import Callable
 
 from globalstore.codec import LAYOUT_VERSION, UNKNOWN, pack
-from globalstore.storage import K_LAYOUT, K_MIGRATE_CURSOR, Storage
+from globalstore.meta import K_LAYOUT, K_MIGRATE_CURSOR
+from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def step(storage: Storage, chunk: int = CHUNK) -> bool:
         storage.write_values(
             converted, {K_LAYOUT: str(layout + 1).encode(), K_MIGRATE_CURSOR: None}
         )
-        storage.layout = layout + 1
+        storage.set_layout(layout + 1)
         log.info("store %s migrated from layout %d to %d", storage.path, layout, layout + 1)
         return storage.layout == LAYOUT_VERSION
     cursor = pairs[-1][0] + b"\x00"  # the smallest key after the last one converted

@@ -18,7 +18,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[at
 from globalstore import migrate
 from globalstore.config import StoreConfig
 from globalstore.errors import BrokerUnavailable, TopicNotCompacted, TopicNotFound
-from globalstore.storage import DamagedLayoutError, Storage
+from globalstore.meta import DamagedLayoutError
+from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
 

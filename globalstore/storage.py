@@ -16,7 +16,6 @@ import itertools
 import logging
 import os
 import shutil
-import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -28,46 +27,26 @@ import rocksdict
 from globalstore.codec import HEADER, LAYOUT_VERSION, value_format
 from globalstore.config import RocksDBOptions
 from globalstore.errors import StorageError, StoreLocked
+from globalstore.meta import (
+    I64,
+    K_APPLIED_AT,
+    K_COUNT,
+    K_LAYOUT,
+    K_RESTORED_AT,
+    K_TOPIC,
+    K_TOPIC_ID,
+    META_CF,
+    Meta,
+    offset_key,
+    parse_meta,
+)
 
 log = logging.getLogger(__name__)
 
 LOCK_FILE = "globalstore.lock"
-META_CF = "meta"
-_I64 = struct.Struct(">q")
-
-# Meta column family keys.
-K_LAYOUT = b"layout"
-K_TOPIC = b"topic"
-K_TOPIC_ID = b"topic_id"
-K_COUNT = b"count"  # live keys; absent from a bulk restore until its recount ends
-K_APPLIED_AT = b"applied_at"  # wall ms of the last batch (or heartbeat while in sync)
-K_RESTORED_AT = b"restored_at"  # wall ms when the last restore reached its end offsets
-K_MIGRATE_CURSOR = b"migrate.cursor"
-_OFFSET_PREFIX = b"offset:"
 # RocksDB open errors that mean "these files are damaged" (wipe and rebuild), as opposed to
 # errors of the environment (permissions, disk full) that a rebuild would not fix.
 _DAMAGE_SIGNS = ("Corruption", "No such file or directory", "Invalid argument")
-
-
-def offset_key(partition: int) -> bytes:
-    return _OFFSET_PREFIX + b"%d" % partition
-
-
-class DamagedLayoutError(Exception):
-    """The meta column family cannot be understood; the store must be rebuilt."""
-
-
-@dataclass
-class Meta:
-    """What the meta column family says about the data beside it."""
-
-    layout: int | None
-    topic: str | None = None
-    topic_id: str | None = None
-    offsets: dict[int, int] = field(default_factory=dict)
-    count: int | None = None
-    applied_at_ms: int | None = None
-    restored_at_ms: int | None = None
 
 
 @dataclass
@@ -190,7 +169,7 @@ class Storage:
 
     def read_meta(self) -> Meta:
         """Parse the meta column family; DamagedLayoutError if any entry does not parse."""
-        return _parse_meta(self._meta)
+        return parse_meta(self._meta)
 
     def load(self, meta: Meta) -> None:
         """Adopt positions, count and last restore time from meta into memory."""
@@ -209,7 +188,7 @@ class Storage:
         """Mark an empty store as current layout, for this topic."""
         wb = rocksdict.WriteBatch(raw_mode=True)
         wb.put(K_LAYOUT, str(LAYOUT_VERSION).encode(), self._meta_cf)
-        wb.put(K_COUNT, _I64.pack(0), self._meta_cf)
+        wb.put(K_COUNT, I64.pack(0), self._meta_cf)
         if topic is not None:
             wb.put(K_TOPIC, topic.encode(), self._meta_cf)
         if topic_id is not None:
@@ -219,6 +198,10 @@ class Storage:
             self.count = 0
         self.layout = LAYOUT_VERSION
 
+    def set_layout(self, layout: int) -> None:
+        """Adopt the layout a migration has just written to the meta column family."""
+        self.layout = layout
+
     def put_meta(self, key: bytes, value: bytes | None) -> None:
         if value is None:
             self._meta.delete(key)
@@ -226,7 +209,7 @@ class Storage:
             self._meta.put(key, value)
 
     def put_meta_int(self, key: bytes, value: int) -> None:
-        self._meta.put(key, _I64.pack(value))
+        self._meta.put(key, I64.pack(value))
 
     def get_meta(self, key: bytes) -> bytes | None:
         value: bytes | None = self._meta.get(key)
@@ -265,12 +248,12 @@ class Storage:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
         meta_cf = self._meta_cf
         for p, o in last.items():
-            wb.put(offset_key(p), _I64.pack(o + 1), meta_cf)
-        wb.put(K_APPLIED_AT, _I64.pack(now_ms), meta_cf)
+            wb.put(offset_key(p), I64.pack(o + 1), meta_cf)
+        wb.put(K_APPLIED_AT, I64.pack(now_ms), meta_cf)
         if new_count is None:
             wb.delete(K_COUNT, meta_cf)
         else:
-            wb.put(K_COUNT, _I64.pack(new_count), meta_cf)
+            wb.put(K_COUNT, I64.pack(new_count), meta_cf)
         self._write(wb)
         out.records = len(messages) - len(out.events)
         with self._state_lock:
@@ -298,7 +281,7 @@ class Storage:
             return None
         self._recount = None
         n = recount.counted + recount.delta
-        self._meta.put(K_COUNT, _I64.pack(n))
+        self._meta.put(K_COUNT, I64.pack(n))
         with self._state_lock:
             self.count = n
         return n
@@ -417,14 +400,6 @@ def _bounded(
             yield key, value
 
 
-def _opt_str(raw: bytes | None) -> str | None:
-    return None if raw is None else raw.decode("utf-8")
-
-
-def _opt_i64(raw: bytes | None) -> int | None:
-    return None if raw is None else int(_I64.unpack(raw)[0])
-
-
 def inspect_meta(path: Path | str, options: RocksDBOptions | None = None) -> Meta:
     """Read the meta column family of the store at `path` without taking its lock: RocksDB's
     read-only mode sees the last written state even while another process runs the store."""
@@ -442,26 +417,6 @@ def inspect_meta(path: Path | str, options: RocksDBOptions | None = None) -> Met
     except Exception as exc:
         raise StorageError(f"cannot open RocksDB in {path} read-only: {exc}") from exc
     try:
-        return _parse_meta(db.get_column_family(META_CF))
+        return parse_meta(db.get_column_family(META_CF))
     finally:
         db.close()
-
-
-def _parse_meta(m: rocksdict.Rdict) -> Meta:
-    """What a meta column family holds; DamagedLayoutError if any entry does not parse."""
-    try:
-        raw_layout = m.get(K_LAYOUT)
-        meta = Meta(layout=None if raw_layout is None else int(raw_layout))
-        meta.topic = _opt_str(m.get(K_TOPIC))
-        meta.topic_id = _opt_str(m.get(K_TOPIC_ID))
-        meta.count = _opt_i64(m.get(K_COUNT))
-        meta.applied_at_ms = _opt_i64(m.get(K_APPLIED_AT))
-        meta.restored_at_ms = _opt_i64(m.get(K_RESTORED_AT))
-        entries: Iterable[tuple[bytes, bytes]] = m.items(from_key=_OFFSET_PREFIX)  # type: ignore[assignment]
-        for key, value in entries:
-            if not key.startswith(_OFFSET_PREFIX):
-                break
-            meta.offsets[int(key[len(_OFFSET_PREFIX) :])] = _I64.unpack(value)[0]
-    except (ValueError, struct.error, UnicodeDecodeError) as exc:
-        raise DamagedLayoutError(str(exc)) from exc
-    return meta

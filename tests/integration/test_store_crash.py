@@ -44,7 +44,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from globalstore import GlobalStore
 from globalstore.codec import HEADER_SIZE, encode_key, encode_value, format_headers, origin
-from globalstore.storage import Storage, offset_key
+from globalstore.meta import offset_key
+from globalstore.storage import Storage
 from tests.integration.store_support import produce, producer
 
 PARTITIONS = 4

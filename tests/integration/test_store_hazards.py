@@ -23,7 +23,8 @@ from globalstore import (
     TopicNotFound,
 )
 from globalstore.codec import VALUE_FORMAT_HEADER
-from globalstore.storage import K_LAYOUT, Storage
+from globalstore.meta import K_LAYOUT
+from globalstore.storage import Storage
 from tests.integration.store_support import produce, produce_raw, producer
 
 REBUILD = "rebuilding store"

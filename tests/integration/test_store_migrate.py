@@ -9,7 +9,8 @@ import orjson
 
 from globalstore import GlobalStore
 from globalstore.codec import LAYOUT_VERSION
-from globalstore.storage import K_LAYOUT, K_TOPIC, Storage, offset_key
+from globalstore.meta import K_LAYOUT, K_TOPIC, offset_key
+from globalstore.storage import Storage
 from tests.integration.store_support import produce
 
 

@@ -8,7 +8,8 @@ import orjson
 
 from globalstore import migrate
 from globalstore.codec import HEADER_SIZE, LAYOUT_VERSION, UNKNOWN, decode, origin
-from globalstore.storage import K_LAYOUT, K_MIGRATE_CURSOR, Storage, offset_key
+from globalstore.meta import K_LAYOUT, K_MIGRATE_CURSOR, offset_key
+from globalstore.storage import Storage
 from tests.unit.store_fakes import batch
 
 

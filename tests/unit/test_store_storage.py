@@ -10,7 +10,8 @@ import pytest
 
 from globalstore import StorageError, StoreLocked
 from globalstore.codec import LAYOUT_VERSION, origin
-from globalstore.storage import K_COUNT, K_LAYOUT, DamagedLayoutError, Storage, inspect_meta
+from globalstore.meta import K_COUNT, K_LAYOUT, DamagedLayoutError
+from globalstore.storage import Storage, inspect_meta
 from tests.unit.store_fakes import Msg, batch
 
 

@@ -1,0 +1,84 @@
+"""The store's meta column family: what it holds beside the data, and how it is parsed.
+
+Keys (column family "meta"):
+    layout         on-disk layout version (ASCII decimal); absent in a new store
+    topic          the topic the store copies
+    topic_id       that topic's UUID, which tells a recreated topic from the old one
+    count          live keys (i64); absent after a bulk restore until its recount ends
+    applied_at     wall ms of the last batch applied
+    in_sync_at     wall ms when the store last held the topic's end (the reference time of
+                   the delete.retention.ms rule)
+    restored_at    wall ms when the last restore reached its end offsets
+    migrate.cursor where the chunked layout migration resumes
+    offset:<p>     next offset of partition p, written in the same batch as the data (contract 2)
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import rocksdict
+
+I64 = struct.Struct(">q")
+
+META_CF = "meta"  # the column family beside "default", which holds the data
+
+K_LAYOUT = b"layout"
+K_TOPIC = b"topic"
+K_TOPIC_ID = b"topic_id"
+K_COUNT = b"count"  # live keys; absent from a bulk restore until its recount ends
+K_APPLIED_AT = b"applied_at"  # wall ms of the last batch (or heartbeat while in sync)
+K_RESTORED_AT = b"restored_at"  # wall ms when the last restore reached its end offsets
+K_MIGRATE_CURSOR = b"migrate.cursor"
+_OFFSET_PREFIX = b"offset:"
+
+
+def offset_key(partition: int) -> bytes:
+    return _OFFSET_PREFIX + b"%d" % partition
+
+
+class DamagedLayoutError(Exception):
+    """The meta column family cannot be understood; the store must be rebuilt."""
+
+
+@dataclass
+class Meta:
+    """What the meta column family says about the data beside it."""
+
+    layout: int | None
+    topic: str | None = None
+    topic_id: str | None = None
+    offsets: dict[int, int] = field(default_factory=dict)
+    count: int | None = None
+    applied_at_ms: int | None = None
+    restored_at_ms: int | None = None
+
+
+def _opt_str(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8")
+
+
+def _opt_i64(raw: bytes | None) -> int | None:
+    return None if raw is None else int(I64.unpack(raw)[0])
+
+
+def parse_meta(m: rocksdict.Rdict) -> Meta:
+    """What a meta column family holds; DamagedLayoutError if any entry does not parse."""
+    try:
+        raw_layout = m.get(K_LAYOUT)
+        meta = Meta(layout=None if raw_layout is None else int(raw_layout))
+        meta.topic = _opt_str(m.get(K_TOPIC))
+        meta.topic_id = _opt_str(m.get(K_TOPIC_ID))
+        meta.count = _opt_i64(m.get(K_COUNT))
+        meta.applied_at_ms = _opt_i64(m.get(K_APPLIED_AT))
+        meta.restored_at_ms = _opt_i64(m.get(K_RESTORED_AT))
+        entries: Iterable[tuple[bytes, bytes]] = m.items(from_key=_OFFSET_PREFIX)  # type: ignore[assignment]
+        for key, value in entries:
+            if not key.startswith(_OFFSET_PREFIX):
+                break
+            meta.offsets[int(key[len(_OFFSET_PREFIX) :])] = I64.unpack(value)[0]
+    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+        raise DamagedLayoutError(str(exc)) from exc
+    return meta
