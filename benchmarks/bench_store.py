@@ -44,8 +44,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from globalstore import GlobalStore, RestoreListener
 from globalstore.codec import encode_key, encode_value, format_headers
 from globalstore.config import StoreConfig
-from globalstore.follow import StoreThread
 from globalstore.localkafka import LocalKafka, free_port
+from globalstore.thread import StoreThread
 
 PARTITIONS = 6
 ROOT = Path(__file__).resolve().parent.parent

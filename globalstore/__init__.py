@@ -19,7 +19,7 @@ from globalstore.errors import (
     TopicNotCompacted,
     TopicNotFound,
 )
-from globalstore.restore import RestoreListener
+from globalstore.listeners import RestoreListener
 from globalstore.store import GlobalStore, StoreStatus
 
 __all__ = [

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from globalstore.errors import InvalidValue
+from globalstore.errors import InvalidValue, TopicNotCompacted
 
 VALUE_FORMAT_HEADER = "globalstore.format"
 VALUE_FORMAT_VERSION = 1
@@ -36,6 +36,22 @@ HEADER_SIZE = HEADER.size
 _V1 = LAYOUT_VERSION
 UNKNOWN = -1  # timestamp/partition/offset of a legacy value that never recorded them
 _loads = orjson.loads
+
+
+def is_compacted(cleanup_policy: str | None) -> bool:
+    """Whether a topic with this cleanup.policy keeps the latest value of every key (topic
+    contract: the transformed topic is every store's changelog, so it must be compacted)."""
+    return "compact" in (part.strip() for part in (cleanup_policy or "").split(","))
+
+
+def require_compacted(topic: str, cleanup_policy: str | None, remedy: str) -> None:
+    """TopicNotCompacted unless the policy compacts; `remedy` says what else the caller can do."""
+    if not is_compacted(cleanup_policy):
+        raise TopicNotCompacted(
+            f"topic {topic!r} has cleanup.policy={cleanup_policy or ''!r}, not compact: it is "
+            "the stores' only changelog, and old values would expire with their segments "
+            f"instead of being kept per key. Set cleanup.policy=compact, {remedy}."
+        )
 
 
 def encode_key(entity_id: str) -> bytes:

@@ -20,9 +20,9 @@ from globalstore.errors import (
     StoreClosed,
     StoreNotReady,
 )
-from globalstore.follow import State, StoreThread
-from globalstore.restore import RestoreListener
+from globalstore.listeners import RestoreListener
 from globalstore.storage import Storage, inspect_meta
+from globalstore.thread import State, StoreThread, ThreadStatus
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -64,9 +64,8 @@ class GlobalStore:
         allow_uncompacted: bool = False,
         restore_listener: RestoreListener | None = None,
         rocksdb: RocksDBOptions | None = None,
-        config: StoreConfig | None = None,
     ) -> None:
-        self.config = config or StoreConfig(
+        config = StoreConfig(
             topic=topic,
             bootstrap_servers=bootstrap_servers,
             path=Path(path),
@@ -74,6 +73,19 @@ class GlobalStore:
             allow_uncompacted=allow_uncompacted,
             rocksdb=rocksdb or RocksDBOptions(),
         )
+        self._init(config, restore_listener)
+
+    @classmethod
+    def from_config(
+        cls, config: StoreConfig, restore_listener: RestoreListener | None = None
+    ) -> GlobalStore:
+        """A store with every setting of `config` (the constructor covers the common ones)."""
+        store = cls.__new__(cls)
+        store._init(config, restore_listener)
+        return store
+
+    def _init(self, config: StoreConfig, restore_listener: RestoreListener | None) -> None:
+        self.config = config
         self._listener = restore_listener or RestoreListener()
         self._storage: Storage | None = None
         self._thread: StoreThread | None = None
@@ -108,24 +120,22 @@ class GlobalStore:
         except BaseException:  # Ctrl-C while restoring: release the thread and the lock
             self._shutdown()
             raise
-        if thread.state is State.RUNNING:
+        status = thread.status
+        if status.state is State.RUNNING:
             self._lookup = self._storage.reader()
             return self
-        error = thread.error
-        reached = thread.state
-        health = thread.health
         self._shutdown()
-        if error is not None:
-            raise error
+        if status.error is not None:
+            raise status.error
         where = self.config.bootstrap_servers
-        if not health.ever_connected:
+        if not status.ever_connected:
             raise BrokerUnavailable(
                 f"no Kafka broker answered at {where} within {timeout}s "
-                f"(last error: {health.last_error})"
+                f"(last error: {status.last_error})"
             )
         raise StartTimeout(
             f"store for {self.config.topic!r} at {where} did not finish restoring within "
-            f"{timeout}s (state {reached.value})"
+            f"{timeout}s (state {status.state.value})"
         )
 
     def close(self) -> None:
@@ -186,14 +196,14 @@ class GlobalStore:
             if self._closed:
                 raise StoreClosed(f"store for {self.config.topic!r} is closed")
             raise StoreNotReady(f"store for {self.config.topic!r} has not been started")
-        state = thread.state
-        if state is State.RUNNING:
+        status = thread.status
+        if status.state is State.RUNNING:
             return storage
-        if state is State.FAILED:
-            if thread.restored_at_ms is not None:
+        if status.state is State.FAILED:
+            if status.restored_at_ms is not None:
                 return storage  # restored once: keep serving the last state; status() tells
-            raise StoreClosed(f"store thread for {self.config.topic!r} failed") from thread.error
-        raise StoreNotReady(f"store for {self.config.topic!r} is {state.value}")
+            raise StoreClosed(f"store thread for {self.config.topic!r} failed") from status.error
+        raise StoreNotReady(f"store for {self.config.topic!r} is {status.state.value}")
 
     def _lookup_unavailable(self, key: bytes) -> bytes | None:
         return self._ready_storage().get(key)  # raises StoreNotReady / StoreClosed
@@ -292,10 +302,7 @@ class GlobalStore:
 
     def _lag_behind(self, positions: Mapping[int, int]) -> dict[int, int]:
         thread = self._thread
-        if thread is None:
-            return {}
-        high = dict(thread.health.high)
-        return {p: max(0, h - positions.get(p, 0)) for p, h in sorted(high.items())}
+        return {} if thread is None else _lag(thread.status, positions)
 
     def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
         """Block until every partition in `position` is applied at least that far.
@@ -315,11 +322,11 @@ class GlobalStore:
     def _raise_unless_following(self) -> None:
         """For calls that wait on the store thread: it must be there and still applying."""
         thread = self._thread
-        if self._closed or thread is None or thread.state is not State.RUNNING:
+        if self._closed or thread is None or thread.status.state is not State.RUNNING:
             raise StoreClosed(
                 f"store for {self.config.topic!r} is not following (closed, not started, "
                 "or its thread stopped: see __cause__)"
-            ) from (None if thread is None else thread.error)
+            ) from (None if thread is None else thread.status.error)
 
     def _notify_applied(self) -> None:
         with self._applied:
@@ -327,37 +334,36 @@ class GlobalStore:
 
     def status(self) -> StoreStatus:
         """State, position, lag, key count, layout, last restore, staleness, last error."""
-        thread = self._thread
-        state = State.CLOSED if thread is None else thread.state
-        storage = self._storage
+        thread, storage = self._thread, self._storage
+        t = ThreadStatus(state=State.CLOSED) if thread is None else thread.status
         # Position, count and lag from one reading, so the report is of one instant.
         position, count = ({}, None) if storage is None else storage.snapshot_state()
-        lag = self._lag_behind(position)
-        health = None if thread is None else thread.health
+        lag = _lag(t, position)
         staleness = None
-        if health is not None and health.in_sync_at is not None:
-            staleness = (
-                0.0
-                if health.connected and not any(lag.values())
-                else (time.monotonic() - health.in_sync_at)
-            )
-        restored = None if storage is None else _seconds(storage.restored_at_ms)
+        if t.in_sync_at is not None:
+            in_sync = t.connected and not any(lag.values())
+            staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
         return StoreStatus(
             topic=self.config.topic,
             path=str(self.config.path),
-            state=state.value,
-            ready=state is State.RUNNING,
+            state=t.state.value,
+            ready=t.state is State.RUNNING,
             position=position,
             lag=lag,
             key_count=count,
             layout_version=codec.LAYOUT_VERSION
             if storage is None or storage.layout is None
             else storage.layout,
-            last_restore_at=restored,
-            connected=bool(health and health.connected),
+            last_restore_at=None if storage is None else _seconds(storage.restored_at_ms),
+            connected=t.connected,
             staleness_seconds=staleness,
-            last_error=None if health is None else health.last_error,
+            last_error=t.last_error,
         )
+
+
+def _lag(status: ThreadStatus, positions: Mapping[int, int]) -> dict[int, int]:
+    """Records between the applied positions and the topic's last known end, per partition."""
+    return {p: max(0, h - positions.get(p, 0)) for p, h in sorted(status.high.items())}
 
 
 def _seconds(ms: int | None) -> float | None:

@@ -6,11 +6,9 @@ import time
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
+from globalstore.codec import require_compacted
+
 ADMIN_TIMEOUT_S = 30.0
-
-
-class TopicNotCompactedError(RuntimeError):
-    """The target topic exists but would delete old values instead of compacting them."""
 
 
 def ensure_topics(bootstrap_servers: str, source: str, target: str, dead_letter: str) -> None:
@@ -33,13 +31,7 @@ def ensure_topics(bootstrap_servers: str, source: str, target: str, dead_letter:
 def _require_compacted(admin: AdminClient, topic: str) -> None:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     configs = admin.describe_configs([resource])[resource].result(timeout=ADMIN_TIMEOUT_S)
-    policy = configs["cleanup.policy"].value or ""
-    if "compact" not in policy.split(","):
-        raise TopicNotCompactedError(
-            f"target topic {topic!r} has cleanup.policy={policy!r}; the transformed topic must "
-            "be compacted (it is the stores' only changelog). Set cleanup.policy=compact on it "
-            "or choose another --target-topic."
-        )
+    require_compacted(topic, configs["cleanup.policy"].value, "or choose another --target-topic")
 
 
 def _create(admin: AdminClient, topic: str, partitions: int, config: dict[str, str]) -> None:

@@ -24,7 +24,7 @@ import orjson
 from globalstore.cli.settings import parse_settings
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 from globalstore.errors import BrokerUnavailable, GlobalStoreError
-from globalstore.restore import RestoreListener
+from globalstore.listeners import RestoreListener
 from globalstore.store import GlobalStore, StoreStatus
 
 _LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal

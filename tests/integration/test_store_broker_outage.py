@@ -41,7 +41,7 @@ def test_store_keeps_serving_and_reconnects(tmp_path: Path) -> None:
             path=tmp_path / "s",
             kafka_config={"reconnect.backoff.max.ms": 500},
         )
-        with GlobalStore("outage", bootstrap, tmp_path / "s", config=config) as store:
+        with GlobalStore.from_config(config) as store:
             assert store.status().connected
             assert store.status().staleness_seconds == 0.0
 

@@ -138,7 +138,7 @@ def test_partitions_added_while_running_are_followed(
     config = StoreConfig(
         topic=topic, bootstrap_servers=kafka_bootstrap, path=tmp_path / "s", metadata_interval=0.3
     )
-    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", config=config) as store:
+    with GlobalStore.from_config(config) as store:
         kafka_admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
         time.sleep(1.0)  # let the producer's metadata see the new partitions
         produce(kafka_bootstrap, topic, [("on-p2", 2)], partition=2)

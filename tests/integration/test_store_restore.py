@@ -145,7 +145,7 @@ def test_bulk_restore_is_ready_before_counting_and_counts_exactly(
         path=tmp_path / "s",
         bulk_restore_threshold=0,  # force the bulk path: counted after ready
     )
-    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", config=config) as store:
+    with GlobalStore.from_config(config) as store:
         # Changes that arrive while the keys are being counted count exactly once.
         produce(kafka_bootstrap, topic, [("new-1", {"n": 1}), ("k0001", None), ("k0000", 0)])
         assert store.wait_for(_ends(kafka_bootstrap, topic), 30)

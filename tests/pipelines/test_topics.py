@@ -8,7 +8,8 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from pipelines.topics import TopicNotCompactedError, ensure_topics
+from globalstore.errors import TopicNotCompacted
+from pipelines.topics import ensure_topics
 
 pytestmark = pytest.mark.integration
 
@@ -34,5 +35,5 @@ def test_existing_non_compacted_target_is_refused(
     kafka_bootstrap: str, make_topic: Callable[..., str]
 ) -> None:
     source, target = make_topic(compact=False), make_topic(compact=False)
-    with pytest.raises(TopicNotCompactedError, match=r"cleanup\.policy=compact"):
+    with pytest.raises(TopicNotCompacted, match=r"cleanup\.policy=compact"):
         ensure_topics(kafka_bootstrap, source, target, f"dlq-{uuid.uuid4().hex[:8]}")

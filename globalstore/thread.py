@@ -3,6 +3,9 @@
 Restoring and following differ only in batch size, how key counts are kept, and what happens
 when the captured end offsets are reached (ready is signalled once). Everything else — consume,
 apply batch + offsets in one WriteBatch, watch partitions and broker health — is shared.
+
+The thread publishes what it knows as one immutable ThreadStatus after every change; the
+facade reads that snapshot and never the thread's working fields.
 """
 
 from __future__ import annotations
@@ -11,14 +14,14 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from globalstore import migrate, restore
+from globalstore import migrate, plan, topic
 from globalstore.config import StoreConfig
 from globalstore.errors import (
     BrokerUnavailable,
@@ -27,7 +30,9 @@ from globalstore.errors import (
     GlobalStoreError,
     OffsetsOutOfRange,
 )
-from globalstore.meta import K_APPLIED_AT
+from globalstore.health import Health
+from globalstore.listeners import RestoreListener
+from globalstore.meta import K_APPLIED_AT, DamagedLayoutError
 from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -44,8 +49,24 @@ class State(enum.Enum):
     STARTING = "starting"  # reaching the broker, planning
     RESTORING = "restoring"
     RUNNING = "running"  # ready: restored to the captured end offsets, following
-    FAILED = "failed"
-    CLOSED = "closed"
+    FAILED = "failed"  # the thread stopped on an error (ThreadStatus.error)
+    CLOSED = "closed"  # the thread stopped because it was asked to
+
+
+@dataclass(frozen=True)
+class ThreadStatus:
+    """One consistent picture of the thread, replaced (never mutated) on every change."""
+
+    state: State = State.CREATED
+    error: BaseException | None = None
+    high: Mapping[int, int] = field(default_factory=dict)  # the topic's last known end
+    eof: Mapping[int, int] = field(default_factory=dict)  # where each partition hit its end
+    connected: bool = False
+    ever_connected: bool = False
+    in_sync_at: float | None = None  # monotonic
+    last_error: str | None = None
+    restored_at_ms: int | None = None
+    rebuild_reason: str | None = None  # of the last rebuild this thread performed
 
 
 def _client(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any], role: str) -> _C:
@@ -61,17 +82,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Health:
-    """What the loop knows about the topic's end and the broker, shared with status()."""
-
-    def __init__(self) -> None:
-        self.high: dict[int, int] = {}
-        self.connected = False
-        self.ever_connected = False
-        self.in_sync_at: float | None = None  # monotonic time we last saw lag 0 while connected
-        self.last_error: str | None = None
-
-
 class StoreThread(threading.Thread):
     """Owns the consumer. Call start(); wait on `ready`; stop() and join() to end."""
 
@@ -79,7 +89,7 @@ class StoreThread(threading.Thread):
         self,
         config: StoreConfig,
         storage: Storage,
-        listener: restore.RestoreListener,
+        listener: RestoreListener,
         on_applied: Callable[[], None],
         rpc_timeout: float = 5.0,
     ) -> None:
@@ -89,12 +99,14 @@ class StoreThread(threading.Thread):
         self.listener = listener
         self.on_applied = on_applied
         self.rpc_timeout = rpc_timeout  # per broker request while planning
-        self.state = State.CREATED
-        self.ready = threading.Event()  # set when RUNNING, or when FAILED (see .error)
-        self.error: BaseException | None = None
-        self.health = Health()
-        self.restored_at_ms: int | None = None
-        self.end_offsets: dict[int, int] = {}
+        self.ready = threading.Event()  # set when RUNNING, or when the thread ends
+        self.status = ThreadStatus()
+        self._state = State.CREATED
+        self._error: BaseException | None = None
+        self._health = Health(config.topic)
+        self._restored_at_ms: int | None = None
+        self._rebuild_reason: str | None = None
+        self._end_offsets: dict[int, int] = {}
         self._stop_event = threading.Event()
         self._eof: dict[int, int] = {}
         self._restore_records = 0
@@ -107,22 +119,41 @@ class StoreThread(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
 
+    def _publish(self) -> None:
+        h = self._health
+        self.status = ThreadStatus(
+            state=self._state,
+            error=self._error,
+            high=dict(h.high),
+            eof=dict(self._eof),
+            connected=h.connected,
+            ever_connected=h.ever_connected,
+            in_sync_at=h.in_sync_at,
+            last_error=h.last_error,
+            restored_at_ms=self._restored_at_ms,
+            rebuild_reason=self._rebuild_reason,
+        )
+
+    def _enter(self, state: State) -> None:
+        self._state = state
+        self._publish()
+
     # -- thread body -------------------------------------------------------------------------
 
     def run(self) -> None:
         consumer: Consumer | None = None
         try:
-            self.state = State.STARTING
+            self._enter(State.STARTING)
             consumer = _client(Consumer, self._consumer_config(), "consumer")
-            plan = self._plan_with_retries(consumer)
-            if plan is None:
-                return
-            self._begin(consumer, plan)
-            self._loop(consumer)
+            restore_plan = self._plan_with_retries(consumer)
+            if restore_plan is not None:
+                self._begin(consumer, restore_plan)
+                self._loop(consumer)
+            self._enter(State.CLOSED)
         except BaseException as exc:  # surfaced through start()/status(), never swallowed
-            self.error = exc
-            self.health.last_error = f"{type(exc).__name__}: {exc}"
-            self.state = State.FAILED
+            self._error = exc
+            self._health.last_error = f"{type(exc).__name__}: {exc}"
+            self._enter(State.FAILED)
             if not isinstance(exc, GlobalStoreError):
                 log.exception("store thread for %s died", self.config.topic)
         finally:
@@ -132,45 +163,71 @@ class StoreThread(threading.Thread):
 
     def _consumer_config(self) -> dict[str, Any]:
         conf = self.config.consumer_config()
-        conf["stats_cb"] = self._on_stats
-        conf["error_cb"] = self._on_error
+        conf["stats_cb"] = self._health.on_stats
+        conf["error_cb"] = self._health.on_error
         return conf
 
-    def _plan_with_retries(self, consumer: Consumer) -> restore.Plan | None:
+    def _plan_with_retries(self, consumer: Consumer) -> plan.Plan | None:
         """Retry while the broker is unreachable; start() decides when to give up."""
         # Needed only here: dropped after.
         admin = _client(AdminClient, self.config.admin_config(), "admin client")
         while not self._stop_event.is_set():
             try:
-                info = restore.describe_topic(consumer, admin, self.config, self.rpc_timeout)
-                restore.check_compaction(info, self.config)
-                marks = restore.watermarks(consumer, self.config, info.partitions, self.rpc_timeout)
+                info = topic.describe_topic(consumer, admin, self.config, self.rpc_timeout)
+                topic.check_compaction(info, self.config)
+                marks = topic.watermarks(consumer, self.config, info.partitions, self.rpc_timeout)
             except BrokerUnavailable as exc:
-                self.health.last_error = str(exc)
+                self._health.last_error = str(exc)
+                self._publish()
                 self._stop_event.wait(_BROKER_RETRY_PAUSE)
                 continue
-            self.health.connected = self.health.ever_connected = True
-            return restore.plan(self.storage, info, marks, self.config)
+            self._health.reached()
+            return self._plan(info, marks)
         return None
 
-    def _begin(self, consumer: Consumer, plan: restore.Plan) -> None:
-        self.end_offsets = dict(plan.end_offsets)
-        self.health.high = dict(plan.end_offsets)
-        self._exact_count = plan.exact_count
+    def _plan(self, info: topic.TopicInfo, marks: Mapping[int, tuple[int, int]]) -> plan.Plan:
+        """Resume, or wipe and start over (WARNING) when resuming could leave the store
+        different from the topic."""
+        storage = self.storage
+        try:
+            meta = storage.read_meta()
+            rebuild = plan.rebuild_reason(meta, storage.is_empty(), info, marks, self.config)
+        except DamagedLayoutError as exc:
+            rebuild = plan.Rebuild(f"store metadata is damaged ({exc})")
+        if rebuild is not None:
+            log.warning(
+                "rebuilding store %s from the beginning of %s: %s",
+                storage.path,
+                self.config.topic,
+                rebuild.reason,
+            )
+            self._rebuild_reason = rebuild.reason
+            storage.wipe()
+            meta = storage.read_meta()
+        if meta.layout is None:  # a new (or just wiped) store
+            storage.initialise(self.config.topic, info.topic_id)
+            meta = storage.read_meta()
+        storage.load(meta)
+        return plan.plan(meta, info, marks, self.config)
+
+    def _begin(self, consumer: Consumer, restore_plan: plan.Plan) -> None:
+        self._end_offsets = dict(restore_plan.end_offsets)
+        self._health.high = dict(restore_plan.end_offsets)
+        self._exact_count = restore_plan.exact_count
         self._migrating = migrate.needs_migration(self.storage)
-        topic = self.config.topic
-        consumer.assign([TopicPartition(topic, p, o) for p, o in plan.start_offsets.items()])
-        self.state = State.RESTORING
+        name = self.config.topic
+        consumer.assign([TopicPartition(name, p, o) for p, o in restore_plan.start_offsets.items()])
         self._restore_began = time.monotonic()
+        self._enter(State.RESTORING)
         log.info(
             "restoring %s into %s: %d records to reach end offsets %s%s",
-            topic,
+            name,
             self.storage.path,
-            plan.records_to_restore,
-            plan.end_offsets,
-            "" if plan.exact_count else " (bulk: keys recounted once ready)",
+            restore_plan.records_to_restore,
+            restore_plan.end_offsets,
+            "" if restore_plan.exact_count else " (bulk: keys recounted once ready)",
         )
-        self.listener.on_restore_start(topic, plan.start_offsets, plan.end_offsets)
+        self.listener.on_restore_start(name, restore_plan.start_offsets, restore_plan.end_offsets)
         self._maybe_ready()
 
     def _loop(self, consumer: Consumer) -> None:
@@ -184,7 +241,7 @@ class StoreThread(threading.Thread):
             if applied.records:
                 self.on_applied()
             now = time.monotonic()
-            if self.state is State.RESTORING:
+            if self._state is State.RESTORING:
                 if applied.records:
                     self._restore_records += applied.records
                     positions, _ = self.storage.snapshot_state()
@@ -203,11 +260,12 @@ class StoreThread(threading.Thread):
             if now >= next_metadata:
                 next_metadata = now + self.config.metadata_interval
                 self._check_partitions(consumer)
+            self._publish()
 
     def _next_batch(self, consumer: Consumer) -> list[Any]:
         """Restoring: big batches. Following: return as soon as one record arrives, plus
         whatever is already queued, so produce-to-visible latency stays a few ms."""
-        if self.state is State.RESTORING:
+        if self._state is State.RESTORING:
             msgs: list[Any] = consumer.consume(self.config.restore_batch_size, 0.05)
             return msgs
         # No waiting while a recount has work to do between batches.
@@ -220,7 +278,7 @@ class StoreThread(threading.Thread):
 
     def _maybe_ready(self) -> None:
         positions, _ = self.storage.snapshot_state()
-        for p, end in self.end_offsets.items():
+        for p, end in self._end_offsets.items():
             if max(positions.get(p, 0), self._eof.get(p, 0)) < end:
                 return
         if not self._exact_count:
@@ -228,8 +286,8 @@ class StoreThread(threading.Thread):
             # follow batches. From here on every apply is exact and adds its change to it.
             self.storage.begin_recount()
             self._exact_count = self._recounting = True
-        self.restored_at_ms = _now_ms()
-        self.storage.mark_restored(self.restored_at_ms)
+        self._restored_at_ms = _now_ms()
+        self.storage.mark_restored(self._restored_at_ms)
         seconds = time.monotonic() - self._restore_began
         rate = self._restore_records / seconds if seconds > 0 else 0.0
         log.info(
@@ -240,8 +298,8 @@ class StoreThread(threading.Thread):
             rate,
         )
         self.listener.on_restore_end(self.config.topic, self._restore_records, seconds)
-        self.state = State.RUNNING
-        self.health.in_sync_at = time.monotonic()
+        self._health.in_sync_at = time.monotonic()
+        self._enter(State.RUNNING)
         self.ready.set()
 
     def _recount_step(self) -> None:
@@ -252,14 +310,12 @@ class StoreThread(threading.Thread):
             self.on_applied()  # wakes count() callers waiting for the number
 
     def _log_progress(self, positions: dict[int, int]) -> None:
-        done = sum(min(positions.get(p, 0), e) for p, e in self.end_offsets.items())
-        total = sum(self.end_offsets.values())
         log.info(
             "restoring %s: %d records so far, %d/%d offsets",
             self.config.topic,
             self._restore_records,
-            done,
-            total,
+            sum(min(positions.get(p, 0), e) for p, e in self._end_offsets.items()),
+            sum(self._end_offsets.values()),
         )
 
     # -- events, health, partitions ----------------------------------------------------------
@@ -268,31 +324,29 @@ class StoreThread(threading.Thread):
         err = msg.error()
         if err.code() == KafkaError._PARTITION_EOF:
             self._eof[msg.partition()] = msg.offset()
-            high = self.health.high
-            high[msg.partition()] = max(high.get(msg.partition(), 0), msg.offset())
+            self._health.raise_high(msg.partition(), msg.offset())
             return
         if err.code() == KafkaError._AUTO_OFFSET_RESET:
             # auto.offset.reset=error: the position is outside the partition's offsets. Going
             # on from anywhere else could keep keys the topic deleted, and rebuilding in place
             # would serve partial data: stop following, keep serving the last state, and let
-            # the next start() rebuild (restore.plan sees the offsets out of range).
+            # the next start() rebuild (the plan sees the offsets out of range).
             log.error("offsets out of range on %s: %s; restart to rebuild", self.config.topic, err)
             raise OffsetsOutOfRange(
                 f"partition {msg.partition()} of {self.config.topic}: {err}. The topic no longer "
                 "holds the store's position (records deleted or topic recreated); the store "
                 "serves its last state until restarted, which rebuilds it from the beginning"
             )
+        self._health.last_error = str(err)
         if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,):
-            self.health.last_error = str(err)
             log.error("consumer error on %s: %s", self.config.topic, err)
             if err.fatal():
                 raise FatalError(f"fatal Kafka error on {self.config.topic}: {err}")
             return
-        self.health.last_error = str(err)
         log.warning("consumer error on %s: %s", self.config.topic, err)
 
     def _track_sync(self, now: float, applied: bool) -> None:
-        h = self.health
+        h = self._health
         if applied:
             self._last_mark = now  # apply() wrote applied_at with the batch
         if not h.connected:
@@ -301,7 +355,7 @@ class StoreThread(threading.Thread):
         if all(max(positions.get(p, 0), self._eof.get(p, 0)) >= hi for p, hi in h.high.items()):
             h.in_sync_at = now
             # Record "in sync at this wall time" so a restart can tell a quiet topic from a
-            # long absence (the delete.retention.ms check in restore.plan).
+            # long absence (the delete.retention.ms check in plan.py).
             if now - self._last_mark > self.config.heartbeat_interval:
                 self._last_mark = now
                 self.storage.put_meta_int(K_APPLIED_AT, _now_ms())
@@ -316,38 +370,12 @@ class StoreThread(threading.Thread):
         if tmd is None or tmd.error is not None:
             return
         positions, _ = self.storage.snapshot_state()
-        known = set(self.health.high) | set(positions)
+        known = set(self._health.high) | set(positions)
         new = sorted(set(tmd.partitions) - known)
         if new:
             log.warning("topic %s grew: following new partitions %s", self.config.topic, new)
             for p in new:
-                self.health.high[p] = 0
+                self._health.high[p] = 0
             consumer.incremental_assign(
                 [TopicPartition(self.config.topic, p, OFFSET_BEGINNING) for p in new]
             )
-
-    def _on_stats(self, raw: str) -> None:
-        """librdkafka statistics (every second): topic end offsets and broker states."""
-        stats = orjson.loads(raw)
-        parts = stats.get("topics", {}).get(self.config.topic, {}).get("partitions", {})
-        leaders = set()
-        for name, p in parts.items():
-            pid = int(name)
-            if pid < 0:
-                continue
-            leaders.add(p.get("leader", -1))
-            # ls_offset: the end a read_committed consumer can reach.
-            end = p.get("ls_offset", -1)
-            if end is not None and end >= 0:
-                self.health.high[pid] = max(self.health.high.get(pid, 0), end)
-        up = {b.get("nodeid") for b in stats.get("brokers", {}).values() if b.get("state") == "UP"}
-        connected = bool(leaders) and leaders <= up
-        self.health.connected = connected
-        if connected:
-            self.health.ever_connected = True
-
-    def _on_error(self, err: KafkaError) -> None:
-        self.health.last_error = str(err)
-        if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
-            self.health.connected = False
-        log.warning("kafka: %s", err)

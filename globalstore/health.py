@@ -1,0 +1,56 @@
+"""What the store thread knows about the broker and the topic's end, from librdkafka's
+statistics and error callbacks (both are served on the store thread, inside poll/consume)."""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from confluent_kafka import KafkaError
+
+log = logging.getLogger(__name__)
+
+
+class Health:
+    """Connection state and the topic's end offsets as last reported. Mutated only by the
+    store thread; others read the immutable snapshot the thread publishes."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.high: dict[int, int] = {}
+        self.connected = False
+        self.ever_connected = False
+        self.in_sync_at: float | None = None  # monotonic time we last saw lag 0 while connected
+        self.last_error: str | None = None
+
+    def reached(self) -> None:
+        """A broker request succeeded."""
+        self.connected = self.ever_connected = True
+
+    def raise_high(self, partition: int, end: int) -> None:
+        self.high[partition] = max(self.high.get(partition, 0), end)
+
+    def on_stats(self, raw: str) -> None:
+        """librdkafka statistics (every statistics.interval.ms): end offsets, broker states."""
+        stats = orjson.loads(raw)
+        parts = stats.get("topics", {}).get(self.topic, {}).get("partitions", {})
+        leaders = set()
+        for name, p in parts.items():
+            pid = int(name)
+            if pid < 0:
+                continue
+            leaders.add(p.get("leader", -1))
+            # ls_offset: the end a read_committed consumer can reach.
+            end = p.get("ls_offset", -1)
+            if end is not None and end >= 0:
+                self.raise_high(pid, end)
+        up = {b.get("nodeid") for b in stats.get("brokers", {}).values() if b.get("state") == "UP"}
+        self.connected = bool(leaders) and leaders <= up
+        if self.connected:
+            self.ever_connected = True
+
+    def on_error(self, err: KafkaError) -> None:
+        self.last_error = str(err)
+        if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
+            self.connected = False
+        log.warning("kafka: %s", err)

@@ -1,0 +1,109 @@
+"""Restore planning: from what the store holds and what the topic holds now, decide where each
+partition starts and which end offsets mean ready (contract 4), or why the store must be
+rebuilt from the beginning.
+
+Pure: it reads nothing and writes nothing. The store thread performs a rebuild (wipe, then
+plan again) and applies the records with its one poll loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from globalstore import migrate
+from globalstore.config import StoreConfig
+from globalstore.meta import Meta
+from globalstore.topic import TopicInfo, records_between
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where each partition starts, the end offsets that mean ready, and how to count keys."""
+
+    start_offsets: dict[int, int]
+    end_offsets: dict[int, int]
+    exact_count: bool
+
+    @property
+    def records_to_restore(self) -> int:
+        return records_between(self.start_offsets, self.end_offsets)
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """The store cannot resume: wipe it and restore from the beginning, for this reason."""
+
+    reason: str
+
+
+def plan(
+    meta: Meta,
+    info: TopicInfo,
+    marks: Mapping[int, tuple[int, int]],
+    config: StoreConfig,
+) -> Plan:
+    """Resume from the stored offsets (a new store starts at each partition's low mark).
+    Call rebuild_reason() first: this assumes the store may resume."""
+    start = {p: meta.offsets.get(p, marks[p][0]) for p in info.partitions}
+    end = {p: marks[p][1] for p in info.partitions}
+    exact = meta.count is not None and records_between(start, end) <= config.bulk_restore_threshold
+    return Plan(start, end, exact)
+
+
+def rebuild_reason(
+    meta: Meta,
+    store_is_empty: bool,
+    info: TopicInfo,
+    marks: Mapping[int, tuple[int, int]],
+    config: StoreConfig,
+    now_ms: int | None = None,
+) -> Rebuild | None:
+    """Why resuming could leave the store different from the topic, or None if it may resume."""
+    reason = _reason(meta, store_is_empty, info, marks, config, now_ms)
+    return None if reason is None else Rebuild(reason)
+
+
+def _reason(
+    meta: Meta,
+    store_is_empty: bool,
+    info: TopicInfo,
+    marks: Mapping[int, tuple[int, int]],
+    config: StoreConfig,
+    now_ms: int | None,
+) -> str | None:
+    if meta.layout is None:
+        return None if store_is_empty else "store has data but no layout version"
+    layout_problem = migrate.check_layout(meta.layout)
+    if layout_problem is not None:
+        return layout_problem
+    if meta.topic is not None and meta.topic != config.topic:
+        return f"store holds topic {meta.topic!r}, not {config.topic!r}"
+    if meta.topic_id and info.topic_id and meta.topic_id != info.topic_id:
+        return f"topic was recreated (id {meta.topic_id} is now {info.topic_id})"
+    for p, offset in meta.offsets.items():
+        if p not in marks:
+            return f"stored partition {p} no longer exists in the topic"
+        low, high = marks[p]
+        if not low <= offset <= high:
+            return (
+                f"stored offset {offset} of partition {p} is outside the topic's range "
+                f"[{low}, {high}] (topic recreated or records deleted)"
+            )
+    return _absence_reason(meta, info, now_ms)
+
+
+def _absence_reason(meta: Meta, info: TopicInfo, now_ms: int | None) -> str | None:
+    """A store away longer than delete.retention.ms may have missed tombstones the cleaner
+    has since removed: resuming would keep deleted keys forever."""
+    if not meta.offsets or meta.applied_at_ms is None or info.delete_retention_ms is None:
+        return None
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    offline_ms = now - meta.applied_at_ms
+    if offline_ms <= info.delete_retention_ms:
+        return None
+    return (
+        f"store was offline {offline_ms / 1000:.1f}s, longer than the topic's "
+        f"delete.retention.ms ({info.delete_retention_ms} ms): tombstones may be gone"
+    )
