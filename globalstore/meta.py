@@ -6,8 +6,8 @@ Keys (column family "meta"):
     topic_id       that topic's UUID, which tells a recreated topic from the old one
     count          live keys (i64); absent after a bulk restore until its recount ends
     applied_at     wall ms of the last batch applied
-    in_sync_at     wall ms when the store last held the topic's end (the reference time of
-                   the delete.retention.ms rule)
+    in_sync_at     wall ms when the store last held the topic's end: the reference time of
+                   the delete.retention.ms rule (a new store: when it began restoring)
     restored_at    wall ms when the last restore reached its end offsets
     migrate.cursor where the chunked layout migration resumes
     offset:<p>     next offset of partition p, written in the same batch as the data (contract 2)
@@ -29,7 +29,8 @@ K_LAYOUT = b"layout"
 K_TOPIC = b"topic"
 K_TOPIC_ID = b"topic_id"
 K_COUNT = b"count"  # live keys; absent from a bulk restore until its recount ends
-K_APPLIED_AT = b"applied_at"  # wall ms of the last batch (or heartbeat while in sync)
+K_APPLIED_AT = b"applied_at"  # wall ms of the last batch applied
+K_IN_SYNC_AT = b"in_sync_at"  # wall ms when the store last held the topic's end
 K_RESTORED_AT = b"restored_at"  # wall ms when the last restore reached its end offsets
 K_MIGRATE_CURSOR = b"migrate.cursor"
 _OFFSET_PREFIX = b"offset:"
@@ -53,6 +54,7 @@ class Meta:
     offsets: dict[int, int] = field(default_factory=dict)
     count: int | None = None
     applied_at_ms: int | None = None
+    in_sync_at_ms: int | None = None
     restored_at_ms: int | None = None
 
 
@@ -73,6 +75,7 @@ def parse_meta(m: rocksdict.Rdict) -> Meta:
         meta.topic_id = _opt_str(m.get(K_TOPIC_ID))
         meta.count = _opt_i64(m.get(K_COUNT))
         meta.applied_at_ms = _opt_i64(m.get(K_APPLIED_AT))
+        meta.in_sync_at_ms = _opt_i64(m.get(K_IN_SYNC_AT))
         meta.restored_at_ms = _opt_i64(m.get(K_RESTORED_AT))
         entries: Iterable[tuple[bytes, bytes]] = m.items(from_key=_OFFSET_PREFIX)  # type: ignore[assignment]
         for key, value in entries:

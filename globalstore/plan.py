@@ -95,15 +95,19 @@ def _reason(
 
 
 def _absence_reason(meta: Meta, info: TopicInfo, now_ms: int | None) -> str | None:
-    """A store away longer than delete.retention.ms may have missed tombstones the cleaner
-    has since removed: resuming would keep deleted keys forever."""
-    if not meta.offsets or meta.applied_at_ms is None or info.delete_retention_ms is None:
+    """A store away from the topic's end longer than delete.retention.ms may have missed
+    tombstones the cleaner has since removed: resuming would keep deleted keys forever. Away
+    means since it last held the end: batches of a catch-up that never got there (and may
+    have crashed) do not reset the clock. Stores written before in_sync_at existed fall back
+    to the time of their last batch."""
+    since = meta.applied_at_ms if meta.in_sync_at_ms is None else meta.in_sync_at_ms
+    if not meta.offsets or since is None or info.delete_retention_ms is None:
         return None
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    offline_ms = now - meta.applied_at_ms
-    if offline_ms <= info.delete_retention_ms:
+    away_ms = now - since
+    if away_ms <= info.delete_retention_ms:
         return None
     return (
-        f"store was offline {offline_ms / 1000:.1f}s, longer than the topic's "
+        f"store last held the topic's end {away_ms / 1000:.1f}s ago, longer than its "
         f"delete.retention.ms ({info.delete_retention_ms} ms): tombstones may be gone"
     )

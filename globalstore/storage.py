@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import rocksdict
+from confluent_kafka import KafkaError
 
 from globalstore.codec import HEADER, LAYOUT_VERSION, value_format
 from globalstore.config import RocksDBOptions
@@ -31,6 +32,7 @@ from globalstore.meta import (
     I64,
     K_APPLIED_AT,
     K_COUNT,
+    K_IN_SYNC_AT,
     K_LAYOUT,
     K_RESTORED_AT,
     K_TOPIC,
@@ -181,14 +183,23 @@ class Storage:
 
     def mark_restored(self, now_ms: int) -> None:
         """Record that a restore reached its end offsets (kept across restarts for status)."""
-        self.put_meta_int(K_RESTORED_AT, now_ms)
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        wb.put(K_RESTORED_AT, I64.pack(now_ms), self._meta_cf)
+        wb.put(K_IN_SYNC_AT, I64.pack(now_ms), self._meta_cf)
+        self._write(wb)
         self.restored_at_ms = now_ms
 
-    def initialise(self, topic: str | None, topic_id: str | None) -> None:
-        """Mark an empty store as current layout, for this topic."""
+    def mark_in_sync(self, now_ms: int) -> None:
+        """Record that the store holds the topic's end at this wall time."""
+        self.put_meta_int(K_IN_SYNC_AT, now_ms)
+
+    def initialise(self, topic: str | None, topic_id: str | None, now_ms: int) -> None:
+        """Mark an empty store as current layout, for this topic. Its retention clock starts
+        now: everything it will read was in the topic at this moment or later."""
         wb = rocksdict.WriteBatch(raw_mode=True)
         wb.put(K_LAYOUT, str(LAYOUT_VERSION).encode(), self._meta_cf)
         wb.put(K_COUNT, I64.pack(0), self._meta_cf)
+        wb.put(K_IN_SYNC_AT, I64.pack(now_ms), self._meta_cf)
         if topic is not None:
             wb.put(K_TOPIC, topic.encode(), self._meta_cf)
         if topic_id is not None:
@@ -225,16 +236,21 @@ class Storage:
     def apply(self, messages: Sequence[Any], exact_count: bool, now_ms: int) -> Applied:
         """Write a consumed batch and the offsets it covers in one WriteBatch.
 
-        exact_count=True looks up each distinct key of the batch (before writing it) to keep
-        the live-key count exact: cheap for a small follow batch, but ~10 µs per key already
-        on disk, so a bulk restore passes False, which marks the count unknown until a
+        The offset stored for a partition is the next one after its last record, or where
+        the consumer reached the partition's end (an EOF event), whichever is further: an end
+        made of transaction markers or aborted records holds nothing to apply, yet it is
+        reached. exact_count=True looks up each distinct key of the batch (before writing it)
+        to keep the live-key count exact: cheap for a small follow batch, but ~10 µs per key
+        already on disk, so a bulk restore passes False, which marks the count unknown until a
         recount (see begin_recount) has caught up.
         """
         wb = rocksdict.WriteBatch(raw_mode=True)
         out = Applied()
-        last: dict[int, int] = {}
-        live = _fill(wb, messages, out, last)
-        if not last:
+        nexts: dict[int, int] = {}
+        live = _fill(wb, messages, out, nexts)
+        with self._state_lock:
+            moved = {p: o for p, o in nexts.items() if o > self.positions.get(p, -1)}
+        if not moved:
             return out
         new_count = None
         if exact_count:
@@ -247,8 +263,8 @@ class Storage:
         elif self._recount is not None:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
         meta_cf = self._meta_cf
-        for p, o in last.items():
-            wb.put(offset_key(p), I64.pack(o + 1), meta_cf)
+        for p, o in moved.items():
+            wb.put(offset_key(p), I64.pack(o), meta_cf)
         wb.put(K_APPLIED_AT, I64.pack(now_ms), meta_cf)
         if new_count is None:
             wb.delete(K_COUNT, meta_cf)
@@ -257,8 +273,7 @@ class Storage:
         self._write(wb)
         out.records = len(messages) - len(out.events)
         with self._state_lock:
-            for p, o in last.items():
-                self.positions[p] = o + 1
+            self.positions.update(moved)
             self.count = new_count
         return out
 
@@ -354,20 +369,23 @@ class Storage:
 
 
 def _fill(
-    wb: rocksdict.WriteBatch, messages: Sequence[Any], out: Applied, last: dict[int, int]
+    wb: rocksdict.WriteBatch, messages: Sequence[Any], out: Applied, nexts: dict[int, int]
 ) -> dict[bytes, bool]:
     """The restore/follow hot loop, with as few Python operations per record as possible:
-    fill `wb`, note the last offset per partition, and return {key: live after the batch}."""
+    fill `wb`, note the next offset per partition, and return {key: live after the batch}."""
     put, delete, pack, events = wb.put, wb.delete, HEADER.pack, out.events
     live: dict[bytes, bool] = {}
     for m in messages:
         if m.error() is not None:
             events.append(m)
+            if m.error().code() == KafkaError._PARTITION_EOF:
+                # Everything before this offset was delivered (or was never data).
+                nexts[m.partition()] = max(nexts.get(m.partition(), 0), m.offset())
             continue
         key = m.key()
         p = m.partition()
         o = m.offset()
-        last[p] = o
+        nexts[p] = o + 1
         if key is None:
             continue  # a compacted topic cannot hold key-less records; ignore them
         value = m.value()

@@ -44,6 +44,7 @@ class StoreStatus:
     connected: bool
     staleness_seconds: float | None  # since the store last knew it held the topic's end
     last_error: str | None
+    rebuild_reason: str | None = None  # why this start rebuilt the store from the beginning
 
 
 class GlobalStore:
@@ -358,6 +359,7 @@ class GlobalStore:
             connected=t.connected,
             staleness_seconds=staleness,
             last_error=t.last_error,
+            rebuild_reason=t.rebuild_reason,
         )
 
 

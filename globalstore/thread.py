@@ -32,7 +32,7 @@ from globalstore.errors import (
 )
 from globalstore.health import Health
 from globalstore.listeners import RestoreListener
-from globalstore.meta import K_APPLIED_AT, DamagedLayoutError
+from globalstore.meta import DamagedLayoutError
 from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,6 @@ class ThreadStatus:
     state: State = State.CREATED
     error: BaseException | None = None
     high: Mapping[int, int] = field(default_factory=dict)  # the topic's last known end
-    eof: Mapping[int, int] = field(default_factory=dict)  # where each partition hit its end
     connected: bool = False
     ever_connected: bool = False
     in_sync_at: float | None = None  # monotonic
@@ -108,7 +107,6 @@ class StoreThread(threading.Thread):
         self._rebuild_reason: str | None = None
         self._end_offsets: dict[int, int] = {}
         self._stop_event = threading.Event()
-        self._eof: dict[int, int] = {}
         self._restore_records = 0
         self._restore_began = 0.0
         self._exact_count = True
@@ -125,7 +123,6 @@ class StoreThread(threading.Thread):
             state=self._state,
             error=self._error,
             high=dict(h.high),
-            eof=dict(self._eof),
             connected=h.connected,
             ever_connected=h.ever_connected,
             in_sync_at=h.in_sync_at,
@@ -205,7 +202,7 @@ class StoreThread(threading.Thread):
             storage.wipe()
             meta = storage.read_meta()
         if meta.layout is None:  # a new (or just wiped) store
-            storage.initialise(self.config.topic, info.topic_id)
+            storage.initialise(self.config.topic, info.topic_id, _now_ms())
             meta = storage.read_meta()
         storage.load(meta)
         return plan.plan(meta, info, marks, self.config)
@@ -251,7 +248,7 @@ class StoreThread(threading.Thread):
                         self._log_progress(positions)
                 self._maybe_ready()
             else:
-                self._track_sync(now, applied.records > 0)
+                self._track_sync(now)
                 if self._recounting:
                     self._recount_step()
                 elif self._migrating:
@@ -278,9 +275,8 @@ class StoreThread(threading.Thread):
 
     def _maybe_ready(self) -> None:
         positions, _ = self.storage.snapshot_state()
-        for p, end in self._end_offsets.items():
-            if max(positions.get(p, 0), self._eof.get(p, 0)) < end:
-                return
+        if any(positions.get(p, 0) < end for p, end in self._end_offsets.items()):
+            return
         if not self._exact_count:
             # Counting 1M keys takes about a second: do it after ready, in chunks between
             # follow batches. From here on every apply is exact and adds its change to it.
@@ -298,7 +294,7 @@ class StoreThread(threading.Thread):
             rate,
         )
         self.listener.on_restore_end(self.config.topic, self._restore_records, seconds)
-        self._health.in_sync_at = time.monotonic()
+        self._health.in_sync_at = self._last_mark = time.monotonic()
         self._enter(State.RUNNING)
         self.ready.set()
 
@@ -323,7 +319,6 @@ class StoreThread(threading.Thread):
     def _on_event(self, msg: Any) -> None:
         err = msg.error()
         if err.code() == KafkaError._PARTITION_EOF:
-            self._eof[msg.partition()] = msg.offset()
             self._health.raise_high(msg.partition(), msg.offset())
             return
         if err.code() == KafkaError._AUTO_OFFSET_RESET:
@@ -345,20 +340,18 @@ class StoreThread(threading.Thread):
             return
         log.warning("consumer error on %s: %s", self.config.topic, err)
 
-    def _track_sync(self, now: float, applied: bool) -> None:
+    def _track_sync(self, now: float) -> None:
         h = self._health
-        if applied:
-            self._last_mark = now  # apply() wrote applied_at with the batch
         if not h.connected:
             return
         positions, _ = self.storage.snapshot_state()
-        if all(max(positions.get(p, 0), self._eof.get(p, 0)) >= hi for p, hi in h.high.items()):
+        if all(positions.get(p, 0) >= hi for p, hi in h.high.items()):
             h.in_sync_at = now
             # Record "in sync at this wall time" so a restart can tell a quiet topic from a
             # long absence (the delete.retention.ms check in plan.py).
             if now - self._last_mark > self.config.heartbeat_interval:
                 self._last_mark = now
-                self.storage.put_meta_int(K_APPLIED_AT, _now_ms())
+                self.storage.mark_in_sync(_now_ms())
 
     def _check_partitions(self, consumer: Consumer) -> None:
         """Pick up partitions added to the topic while running."""

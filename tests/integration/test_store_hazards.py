@@ -16,6 +16,7 @@ from globalstore import (
     BrokerUnavailable,
     GlobalStore,
     InvalidValue,
+    RestoreListener,
     StartTimeout,
     StoreConfig,
     StoreLocked,
@@ -96,20 +97,69 @@ def test_offline_longer_than_delete_retention_rebuilds(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    topic = make_topic(partitions=1, config={"delete.retention.ms": "1500"})
+    # Generous against a slow close-and-reopen: back within 8 s must resume.
+    topic = make_topic(partitions=1, config={"delete.retention.ms": "8000"})
     produce(kafka_bootstrap, topic, [("a", 1), ("b", 2)])
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
         assert store.count() == 2
     caplog.set_level(logging.WARNING)
-    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s"):
-        pass  # back within the retention: resume
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert store.status().rebuild_reason is None  # back within the retention: resume
+    held_end_at = time.monotonic()
     assert _rebuild_warnings(caplog) == []
 
-    time.sleep(2.0)
+    _sleep_until(held_end_at + 9.0)
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
         assert _snapshot(store) == {"a": 1, "b": 2}
     warnings = _rebuild_warnings(caplog)
     assert len(warnings) == 1 and "delete.retention.ms" in warnings[0]
+
+
+class _CrashAfterFirstBatch(RestoreListener):
+    """Stands for a process killed mid-catch-up: the first batch is written, then it dies."""
+
+    def __init__(self) -> None:
+        self.start_offsets: dict[int, int] = {}
+
+    def on_restore_start(self, topic: str, start_offsets, end_offsets) -> None:  # type: ignore[no-untyped-def]
+        self.start_offsets = dict(start_offsets)
+
+    def on_batch_restored(self, topic: str, positions, records: int) -> None:  # type: ignore[no-untyped-def]
+        raise _CrashError
+
+
+class _CrashError(Exception):
+    """The simulated death of the process."""
+
+
+def test_an_interrupted_catch_up_does_not_reset_the_retention_clock(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    # The clock of the delete.retention.ms rule starts when the store last held the topic's
+    # end. A catch-up that applied some batches and died never held it: offline 0.6x, a
+    # crashed catch-up, offline 0.6x more is 1.2x away from the end -> rebuild.
+    retention_s = 8.0
+    topic = make_topic(partitions=1, config={"delete.retention.ms": str(int(retention_s * 1000))})
+    produce(kafka_bootstrap, topic, [("a", 1), ("b", 2)])
+    config = StoreConfig(topic, kafka_bootstrap, tmp_path / "s", restore_batch_size=50)
+    with GlobalStore.from_config(config) as store:
+        assert store.count() == 2
+    held_end_at = time.monotonic()
+    produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(500)])
+    _sleep_until(held_end_at + 0.6 * retention_s)
+    crash = _CrashAfterFirstBatch()
+    with pytest.raises(_CrashError):
+        GlobalStore.from_config(config, restore_listener=crash).start()
+    assert crash.start_offsets == {0: 2}, "the crashed catch-up must have resumed, not rebuilt"
+    _sleep_until(held_end_at + 1.2 * retention_s)
+    with GlobalStore.from_config(config) as store:
+        reason = store.status().rebuild_reason
+        assert reason is not None and "delete.retention.ms" in reason, store.status()
+        assert store.count() == 502
+
+
+def _sleep_until(deadline: float) -> None:
+    time.sleep(max(0.0, deadline - time.monotonic()))
 
 
 def test_uncompacted_topic_is_refused_unless_allowed(

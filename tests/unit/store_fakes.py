@@ -7,6 +7,16 @@ from typing import Any
 
 
 @dataclass
+class Err:
+    """A consumer event's error: only its code matters to the storage layer."""
+
+    kind: int
+
+    def code(self) -> int:
+        return self.kind
+
+
+@dataclass
 class Msg:
     k: bytes | None
     v: bytes | None

@@ -29,7 +29,7 @@ def test_a_bad_value_is_a_configuration_error(tmp_path: Path) -> None:
 
 def test_inspect_reads_a_store_without_kafka(tmp_path: Path) -> None:
     storage = Storage(tmp_path / "s")
-    storage.initialise("orders", None)
+    storage.initialise("orders", None, 1)
     storage.apply(batch(("a", "1"), ("b", "2"), ("a", None), p=1, start=3), True, 10)
     storage.mark_restored(1_700_000_000_000)
     try:

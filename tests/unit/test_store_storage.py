@@ -7,18 +7,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError
 
 from globalstore import StorageError, StoreLocked
 from globalstore.codec import LAYOUT_VERSION, origin
 from globalstore.meta import K_COUNT, K_LAYOUT, DamagedLayoutError
 from globalstore.storage import Storage, inspect_meta
-from tests.unit.store_fakes import Msg, batch
+from tests.unit.store_fakes import Err, Msg, batch
 
 
 @pytest.fixture
 def storage(tmp_path: Path) -> Storage:
     s = Storage(tmp_path / "db")
-    s.initialise("t", None)
+    s.initialise("t", None, 1)
     yield s
     s.close()
 
@@ -72,10 +73,23 @@ def test_meta_is_readable_while_the_store_is_open(storage: Storage, tmp_path: Pa
 
 
 def test_error_events_are_returned_not_written(storage: Storage) -> None:
-    eof = Msg(None, None, 0, 99, err="EOF")
+    failure = Msg(None, None, 0, 99, err=Err(KafkaError._TRANSPORT))
+    out = storage.apply([*batch(("a", "1")), failure], True, 1)
+    assert out.records == 1 and out.events == [failure]
+    assert storage.positions == {0: 1}
+
+
+def test_a_partition_end_past_the_last_record_is_a_position(storage: Storage) -> None:
+    # Offsets 1..3 hold a transaction marker and aborted records: never delivered, yet the
+    # consumer reached offset 4, and so did the store.
+    eof = Msg(None, None, 0, 4, err=Err(KafkaError._PARTITION_EOF))
     out = storage.apply([*batch(("a", "1")), eof], True, 1)
     assert out.records == 1 and out.events == [eof]
-    assert storage.positions == {0: 1}
+    assert storage.positions == {0: 4}
+    assert storage.read_meta().offsets == {0: 4}
+    # An end already reached moves nothing and writes nothing.
+    assert storage.apply([eof], True, 2).records == 0
+    assert storage.read_meta().applied_at_ms == 1
 
 
 def test_scan_is_a_point_in_time_view(storage: Storage) -> None:
