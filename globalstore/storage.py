@@ -46,9 +46,25 @@ from globalstore.meta import (
 log = logging.getLogger(__name__)
 
 LOCK_FILE = "globalstore.lock"
-# RocksDB open errors that mean "these files are damaged" (wipe and rebuild), as opposed to
-# errors of the environment (permissions, disk full) that a rebuild would not fix.
-_DAMAGE_SIGNS = ("Corruption", "No such file or directory", "Invalid argument")
+
+
+def rocksdb_error_kind(exc: BaseException) -> str:
+    """ "locked", "damaged" or "other", from the status code RocksDB puts first in its message
+    ("Corruption: block checksum mismatch ...", "IO error: ... /LOCK: ...").
+
+    Damaged files are wiped and rebuilt from the topic; a lock means another process has the
+    database; anything else (permissions, disk full) is the environment's, which a rebuild
+    would not fix.
+    """
+    message = str(exc)
+    code, _, detail = message.partition(":")
+    if code == "IO error" and ("/LOCK:" in detail or "lock hold by" in detail):
+        return "locked"
+    if code in ("Corruption", "Invalid argument"):
+        return "damaged"
+    if code == "IO error" and "No such file or directory" in detail:
+        return "damaged"  # a table file the manifest lists is gone
+    return "other"
 
 
 @dataclass
@@ -121,10 +137,11 @@ class Storage:
     def _open(self) -> None:
         try:
             self._db = self._open_rdict()
-        except StoreLocked:
-            raise
         except Exception as exc:
-            if not any(sign in str(exc) for sign in _DAMAGE_SIGNS):
+            kind = rocksdb_error_kind(exc)
+            if kind == "locked":
+                raise StoreLocked(f"RocksDB in {self.path} is locked: {exc}") from exc
+            if kind != "damaged":
                 raise StorageError(f"cannot open RocksDB in {self.path}: {exc}") from exc
             # RocksDB cannot make sense of its own files: the topic is the source of truth.
             log.warning("store %s is damaged (%s); wiping it to rebuild", self.path, exc)
@@ -136,12 +153,7 @@ class Storage:
 
     def _open_rdict(self) -> rocksdict.Rdict:
         opts = self._options.to_options()
-        try:
-            return rocksdict.Rdict(self._db_dir(), opts, column_families={META_CF: opts})
-        except Exception as exc:
-            if "lock" in str(exc).lower():
-                raise StoreLocked(f"RocksDB in {self.path} is locked: {exc}") from exc
-            raise
+        return rocksdict.Rdict(self._db_dir(), opts, column_families={META_CF: opts})
 
     def close(self) -> None:
         self._close_db()

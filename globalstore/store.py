@@ -16,7 +16,9 @@ from globalstore import codec
 from globalstore.config import RocksDBOptions, StoreConfig
 from globalstore.errors import (
     BrokerUnavailable,
+    GlobalStoreError,
     StartTimeout,
+    StorageError,
     StoreClosed,
     StoreNotReady,
 )
@@ -224,14 +226,20 @@ class GlobalStore:
     def _fetch(self, key: bytes) -> bytes | None:
         try:
             return self._lookup(key)
-        except Exception:
-            self._raise_if_closed()
-            raise
+        except Exception as exc:
+            error = self._query_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
 
-    def _raise_if_closed(self) -> None:
-        # A query racing close() gets rocksdict's own error; say what happened instead.
+    def _query_error(self, exc: Exception) -> Exception:
+        """What a failed read means to the caller: rocksdict raises bare Exceptions, both
+        for a read racing close() and for RocksDB's own read errors (a damaged block, I/O)."""
         if self._closed:
-            raise StoreClosed(f"store for {self.config.topic!r} was closed") from None
+            return StoreClosed(f"store for {self.config.topic!r} was closed")
+        if isinstance(exc, GlobalStoreError):
+            return exc
+        return StorageError(f"RocksDB read failed in {self.config.path}: {exc}")
 
     def items(
         self,
@@ -273,9 +281,11 @@ class GlobalStore:
     def _guarded(self, it: Iterator[_T]) -> Iterator[_T]:
         try:
             yield from it
-        except Exception:
-            self._raise_if_closed()
-            raise
+        except Exception as exc:
+            error = self._query_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     def count(self) -> int:
         """Number of live keys, kept as a counter. Right after a bulk (cold) restore the store

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import rocksdict
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
@@ -17,7 +18,9 @@ from globalstore import (
     GlobalStore,
     InvalidValue,
     RestoreListener,
+    RocksDBOptions,
     StartTimeout,
+    StorageError,
     StoreConfig,
     StoreLocked,
     TopicNotCompacted,
@@ -258,6 +261,62 @@ def test_unknown_or_damaged_layout_rebuilds(
         assert _snapshot(store) == {"a": 1, "b": 2}
         assert store.status().layout_version == 1
     assert len(_rebuild_warnings(caplog)) == 1
+
+
+def _flush_to_table_files(path: Path) -> list[Path]:
+    """Move what the store holds from its write-ahead log into table (.sst) files."""
+    opts = RocksDBOptions().to_options()
+    db = rocksdict.Rdict(str(path / "db"), opts, column_families={"meta": opts})
+    db.flush()
+    db.close()
+    return sorted((path / "db").glob("*.sst"))
+
+
+def _corrupt_tail(table: Path, length: int = 200) -> None:
+    # The tail of a table file holds its index and properties blocks, which RocksDB reads
+    # when it opens the database: their checksums stop matching.
+    with table.open("r+b") as f:
+        f.seek(-length, 2)
+        f.write(b"\x5a" * 60)
+
+
+def test_a_corrupted_table_file_rebuilds_and_is_never_taken_for_a_lock(
+    kafka_bootstrap: str, make_topic, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # RocksDB says "Corruption: block checksum mismatch": "block" contains "lock".
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(2000)])
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s"):
+        pass
+    tables = _flush_to_table_files(tmp_path / "s")
+    assert tables
+    for table in tables:
+        _corrupt_tail(table)
+    caplog.set_level(logging.WARNING)
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert store.count() == 2000 and store.get("k1999") == 1999
+    damaged = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
+    assert len(damaged) == 1 and "Corruption" in damaged[0], damaged
+
+
+def test_a_read_error_is_a_storage_error(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [(f"k{i:05d}", "x" * 100) for i in range(20_000)])
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s"):
+        pass
+    [table] = [t for t in _flush_to_table_files(tmp_path / "s") if t.stat().st_size > 100_000]
+    with table.open("r+b") as f:  # a data block in the middle: found only when read
+        f.seek(table.stat().st_size // 2)
+        f.write(b"\x5a" * 4096)
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        errors = []
+        for i in range(0, 20_000, 50):
+            try:
+                store.get(f"k{i:05d}")
+            except StorageError as exc:
+                errors.append(exc)
+        assert errors, "no read reached the damaged block"
+        assert "Corruption" in str(errors[0])
 
 
 def test_invalid_json_is_stored_and_reported_at_query(
