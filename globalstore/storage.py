@@ -79,10 +79,13 @@ class _Recount:
 
 @dataclass
 class Applied:
-    """Result of one apply(): non-message events the caller must look at."""
+    """Result of one apply(): non-message events and skipped records the caller must report."""
 
     records: int = 0
     events: list[Any] = field(default_factory=list)
+    # (partition, offset, key) of records whose key is not UTF-8: the topic contract's keys
+    # are entity ids, and a key no query can name would only break scans.
+    skipped: list[tuple[int, int, bytes]] = field(default_factory=list)
 
 
 class _DirLock:
@@ -400,6 +403,9 @@ def _fill(
         nexts[p] = o + 1
         if key is None:
             continue  # a compacted topic cannot hold key-less records; ignore them
+        if not key.isascii() and not _is_utf8(key):
+            out.skipped.append((p, o, key))
+            continue
         value = m.value()
         if value is None:
             delete(key)
@@ -411,6 +417,14 @@ def _fill(
             put(key, pack(LAYOUT_VERSION, fmt, m.timestamp()[1], p, o) + value)
             live[key] = True
     return live
+
+
+def _is_utf8(key: bytes) -> bool:
+    try:
+        key.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _bounded(

@@ -47,6 +47,7 @@ class StoreStatus:
     staleness_seconds: float | None  # since the store last knew it held the topic's end
     last_error: str | None
     rebuild_reason: str | None = None  # why this start rebuilt the store from the beginning
+    skipped_records: int = 0  # since this start: records whose key is not UTF-8 (logged)
 
 
 class GlobalStore:
@@ -370,6 +371,7 @@ class GlobalStore:
             staleness_seconds=staleness,
             last_error=t.last_error,
             rebuild_reason=t.rebuild_reason,
+            skipped_records=t.skipped_records,
         )
 
 

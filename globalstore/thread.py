@@ -42,6 +42,7 @@ _PROGRESS_LOG_INTERVAL = 5.0
 _BROKER_RETRY_PAUSE = 0.5
 # Keys counted per loop iteration after a bulk restore: ~20 ms, so follow latency stays low.
 _RECOUNT_CHUNK = 20_000
+_SKIPPED_LOGGED_PER_BATCH = 3  # the rest are counted in the status, not logged one by one
 
 
 class State(enum.Enum):
@@ -66,6 +67,7 @@ class ThreadStatus:
     last_error: str | None = None
     restored_at_ms: int | None = None
     rebuild_reason: str | None = None  # of the last rebuild this thread performed
+    skipped_records: int = 0  # records not applied because their key is not UTF-8
 
 
 def _client(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any], role: str) -> _C:
@@ -105,6 +107,7 @@ class StoreThread(threading.Thread):
         self._health = Health(config.topic)
         self._restored_at_ms: int | None = None
         self._rebuild_reason: str | None = None
+        self._skipped = 0
         self._end_offsets: dict[int, int] = {}
         self._stop_event = threading.Event()
         self._restore_records = 0
@@ -129,6 +132,7 @@ class StoreThread(threading.Thread):
             last_error=h.last_error,
             restored_at_ms=self._restored_at_ms,
             rebuild_reason=self._rebuild_reason,
+            skipped_records=self._skipped,
         )
 
     def _enter(self, state: State) -> None:
@@ -235,6 +239,8 @@ class StoreThread(threading.Thread):
             applied = self.storage.apply(batch, self._exact_count, _now_ms())
             for event in applied.events:
                 self._on_event(event)
+            if applied.skipped:
+                self._report_skipped(applied.skipped)
             if applied.records:
                 self.on_applied()
             now = time.monotonic()
@@ -339,6 +345,18 @@ class StoreThread(threading.Thread):
                 raise FatalError(f"fatal Kafka error on {self.config.topic}: {err}")
             return
         log.warning("consumer error on %s: %s", self.config.topic, err)
+
+    def _report_skipped(self, skipped: list[tuple[int, int, bytes]]) -> None:
+        self._skipped += len(skipped)
+        for partition, offset, key in skipped[:_SKIPPED_LOGGED_PER_BATCH]:
+            log.warning(
+                "skipped the record at %s partition %d offset %d: its key %r is not UTF-8 "
+                "(the topic contract's keys are UTF-8 entity ids)",
+                self.config.topic,
+                partition,
+                offset,
+                key,
+            )
 
     def _track_sync(self, now: float) -> None:
         h = self._health

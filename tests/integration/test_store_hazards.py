@@ -340,6 +340,24 @@ def test_invalid_json_is_stored_and_reported_at_query(
         assert store.get("bad") == {"fixed": True}
 
 
+def test_a_key_that_is_not_utf8_is_reported_and_skipped_never_breaking_a_scan(
+    kafka_bootstrap: str, make_topic, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("a", 1)])
+    produce_raw(kafka_bootstrap, topic, b"\xff\xfe-latin1-\xe9", b'{"x": 1}')  # offset 1
+    produce(kafka_bootstrap, topic, [("z", 2), ("ü-utf8", 3)])
+    caplog.set_level(logging.WARNING)
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+        assert dict(store.items()) == {"a": 1, "z": 2, "ü-utf8": 3}
+        assert list(store.keys()) == ["a", "z", "ü-utf8"]
+        assert store.count() == 3
+        assert store.status().skipped_records == 1
+        assert store.position() == {0: 4}  # skipped, not stuck
+    skipped = [r.getMessage() for r in caplog.records if "not UTF-8" in r.getMessage()]
+    assert len(skipped) == 1 and f"{topic} partition 0 offset 1" in skipped[0], skipped
+
+
 def test_value_in_a_newer_format_is_refused_not_misread(
     kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
