@@ -41,7 +41,7 @@ import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from globalstore import GlobalStore, RestoreListener
+from globalstore import GlobalStore, StoreListener
 from globalstore.codec import encode_key, encode_value, format_headers
 from globalstore.config import StoreConfig
 from globalstore.localkafka import LocalKafka, free_port
@@ -187,7 +187,7 @@ def ceiling(bootstrap: str, topic: str, total: int, like_store: bool = True) -> 
         consumer.close()
 
 
-class Counter(RestoreListener):
+class Counter(StoreListener):
     def __init__(self) -> None:
         self.records = 0
         self.seconds = 0.0
@@ -199,7 +199,7 @@ class Counter(RestoreListener):
 def open_store(
     bootstrap: str, topic: str, path: Path, listener: Counter | None = None
 ) -> GlobalStore:
-    return GlobalStore(topic, bootstrap, path, restore_listener=listener).start(timeout=900)
+    return GlobalStore(topic, bootstrap, path, listeners=[listener]).start(timeout=900)
 
 
 def cold_restore(bootstrap: str, topic: str, path: Path) -> tuple[float, int]:

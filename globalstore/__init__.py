@@ -19,7 +19,8 @@ from globalstore.errors import (
     TopicNotCompacted,
     TopicNotFound,
 )
-from globalstore.listeners import RestoreListener
+from globalstore.listeners import StoreListener
+from globalstore.readonly import ReadOnlyStore
 from globalstore.store import GlobalStore, StoreStatus
 
 __all__ = [
@@ -31,13 +32,14 @@ __all__ = [
     "GlobalStoreError",
     "InvalidValue",
     "OffsetsOutOfRange",
-    "RestoreListener",
+    "ReadOnlyStore",
     "RetriableError",
     "RocksDBOptions",
     "StartTimeout",
     "StorageError",
     "StoreClosed",
     "StoreConfig",
+    "StoreListener",
     "StoreLocked",
     "StoreNotReady",
     "StoreStatus",

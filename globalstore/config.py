@@ -10,6 +10,8 @@ from typing import Any
 
 import rocksdict
 
+from globalstore.errors import ConfigurationError
+
 # Where every command and the examples look for Kafka unless told otherwise: the local
 # broker's default address, or GLOBALSTORE_BOOTSTRAP when it is set.
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -88,6 +90,15 @@ class StoreConfig:
     # While caught up and idle, record "in sync at this wall time" this often (see hazards).
     heartbeat_interval: float = 10.0
 
+    def __post_init__(self) -> None:
+        for name in self.kafka_config:
+            why = _PROTECTED_SETTINGS.get(name)
+            if why is not None:
+                raise ConfigurationError(
+                    f"kafka_config may not set {name!r}: the store relies on its own value "
+                    f"({why}). Remove it; connection and security settings are fine."
+                )
+
     def consumer_config(self) -> dict[str, Any]:
         """librdkafka settings for the single assign-only consumer; kafka_config wins."""
         base: dict[str, Any] = {
@@ -120,6 +131,17 @@ class StoreConfig:
         which the AdminClient needs exactly as the consumer has them."""
         return {k: v for k, v in self.consumer_config().items() if k not in _CONSUMER_ONLY_SETTINGS}
 
+
+# Consumer settings the store's correctness rests on, and why; kafka_config may not change them.
+_PROTECTED_SETTINGS = {
+    "enable.partition.eof": "a partition's end is how the store knows it has reached it",
+    "auto.offset.reset": "'error' makes a position the topic no longer holds a rebuild, "
+    "never a silent jump",
+    "isolation.level": "read_committed keeps aborted records out of the store",
+    "enable.auto.commit": "offsets live inside the store, never in Kafka",
+    "enable.auto.offset.store": "offsets live inside the store, never in Kafka",
+    "group.id": "the store assigns every partition itself and joins no group",
+}
 
 # librdkafka properties that only a consumer understands (scope "C" in librdkafka's
 # CONFIGURATION.md), plus statistics, which the store reads from its consumer only.

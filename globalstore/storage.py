@@ -86,6 +86,8 @@ class Applied:
     # (partition, offset, key) of records whose key is not UTF-8: the topic contract's keys
     # are entity ids, and a key no query can name would only break scans.
     skipped: list[tuple[int, int, bytes]] = field(default_factory=list)
+    # {key: live after the batch}: what the batch wrote (True) or deleted (False).
+    changed: dict[bytes, bool] = field(default_factory=dict)
 
 
 class _DirLock:
@@ -113,13 +115,28 @@ class _DirLock:
             self._fd = -1
 
 
+class _NoLock:
+    """A read-only store takes no lock: it neither writes nor keeps others from writing."""
+
+    def release(self) -> None:
+        pass
+
+
 class Storage:
     """A locked RocksDB database holding one topic's keys plus the meta column family."""
 
-    def __init__(self, path: Path | str, options: RocksDBOptions | None = None) -> None:
+    def __init__(
+        self, path: Path | str, options: RocksDBOptions | None = None, *, read_only: bool = False
+    ) -> None:
+        """Lock and open (creating) the store at `path`. read_only=True opens an existing
+        store without its lock, as RocksDB's read-only mode: it sees what was written up to
+        now, even while another process runs the store, and can never write."""
         self.path = Path(path)
         self._options = options or RocksDBOptions()
-        self._lock = _DirLock(self.path)
+        self.read_only = read_only
+        if read_only and not (self.path / "db" / "CURRENT").exists():
+            raise StorageError(f"no store at {self.path}")
+        self._lock = _NoLock() if read_only else _DirLock(self.path)
         self._state_lock = threading.Lock()
         self.positions: dict[int, int] = {}
         self.count: int | None = None
@@ -144,7 +161,7 @@ class Storage:
             kind = rocksdb_error_kind(exc)
             if kind == "locked":
                 raise StoreLocked(f"RocksDB in {self.path} is locked: {exc}") from exc
-            if kind != "damaged":
+            if kind != "damaged" or self.read_only:
                 raise StorageError(f"cannot open RocksDB in {self.path}: {exc}") from exc
             # RocksDB cannot make sense of its own files: the topic is the source of truth.
             log.warning("store %s is damaged (%s); wiping it to rebuild", self.path, exc)
@@ -156,7 +173,14 @@ class Storage:
 
     def _open_rdict(self) -> rocksdict.Rdict:
         opts = self._options.to_options()
-        return rocksdict.Rdict(self._db_dir(), opts, column_families={META_CF: opts})
+        access = (
+            rocksdict.AccessType.read_only()
+            if self.read_only
+            else rocksdict.AccessType.read_write()
+        )
+        return rocksdict.Rdict(
+            self._db_dir(), opts, column_families={META_CF: opts}, access_type=access
+        )
 
     def close(self) -> None:
         self._close_db()
@@ -262,7 +286,7 @@ class Storage:
         wb = rocksdict.WriteBatch(raw_mode=True)
         out = Applied()
         nexts: dict[int, int] = {}
-        live = _fill(wb, messages, out, nexts)
+        live = out.changed = _fill(wb, messages, out, nexts)
         with self._state_lock:
             moved = {p: o for p, o in nexts.items() if o > self.positions.get(p, -1)}
         if not moved:
@@ -346,6 +370,11 @@ class Storage:
     def get(self, key: bytes) -> bytes | None:
         value: bytes | None = self._get(key)
         return value
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """Values of `keys` in their order (None where absent), with RocksDB's multi-get."""
+        values: list[bytes | None] = self._db.get(keys)  # type: ignore[arg-type,assignment]
+        return values
 
     def scan(
         self, lower: bytes | None, upper: bytes | None, reverse: bool
@@ -442,25 +471,3 @@ def _bounded(
             if upper is not None and key >= upper:
                 return
             yield key, value
-
-
-def inspect_meta(path: Path | str, options: RocksDBOptions | None = None) -> Meta:
-    """Read the meta column family of the store at `path` without taking its lock: RocksDB's
-    read-only mode sees the last written state even while another process runs the store."""
-    db_dir = Path(path) / "db"
-    if not (db_dir / "CURRENT").exists():
-        raise StorageError(f"no store at {path}")
-    opts = (options or RocksDBOptions()).to_options()
-    try:
-        db = rocksdict.Rdict(
-            str(db_dir),
-            opts,
-            column_families={META_CF: opts},
-            access_type=rocksdict.AccessType.read_only(),
-        )
-    except Exception as exc:
-        raise StorageError(f"cannot open RocksDB in {path} read-only: {exc}") from exc
-    try:
-        return parse_meta(db.get_column_family(META_CF))
-    finally:
-        db.close()

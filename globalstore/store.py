@@ -2,32 +2,24 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from globalstore import codec
 from globalstore.config import RocksDBOptions, StoreConfig
-from globalstore.errors import (
-    BrokerUnavailable,
-    GlobalStoreError,
-    StartTimeout,
-    StorageError,
-    StoreClosed,
-    StoreNotReady,
-)
-from globalstore.listeners import RestoreListener
-from globalstore.storage import Storage, inspect_meta
+from globalstore.errors import BrokerUnavailable, StartTimeout, StoreClosed, StoreNotReady
+from globalstore.listeners import StoreListener
+from globalstore.queries import StoreQueries
+from globalstore.storage import Storage
 from globalstore.thread import State, StoreThread, ThreadStatus
 
 log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -50,12 +42,12 @@ class StoreStatus:
     skipped_records: int = 0  # since this start: records whose key is not UTF-8 (logged)
 
 
-class GlobalStore:
+class GlobalStore(StoreQueries):
     """A complete local RocksDB copy of one compacted topic, kept current in the background.
 
     >>> with GlobalStore(topic="orders.current", bootstrap_servers="127.0.0.1:9092",
     ...                  path="state/orders.current") as store:   # doctest: +SKIP
-    ...     store.get("order-17")
+    ...     store["order-17"]
     """
 
     def __init__(
@@ -66,7 +58,7 @@ class GlobalStore:
         kafka_config: Mapping[str, Any] | None = None,
         *,
         allow_uncompacted: bool = False,
-        restore_listener: RestoreListener | None = None,
+        listeners: Sequence[StoreListener] = (),
         rocksdb: RocksDBOptions | None = None,
     ) -> None:
         config = StoreConfig(
@@ -77,60 +69,67 @@ class GlobalStore:
             allow_uncompacted=allow_uncompacted,
             rocksdb=rocksdb or RocksDBOptions(),
         )
-        self._init(config, restore_listener)
+        self._init(config, listeners)
 
     @classmethod
     def from_config(
-        cls, config: StoreConfig, restore_listener: RestoreListener | None = None
+        cls, config: StoreConfig, *, listeners: Sequence[StoreListener] = ()
     ) -> GlobalStore:
         """A store with every setting of `config` (the constructor covers the common ones)."""
         store = cls.__new__(cls)
-        store._init(config, restore_listener)
+        store._init(config, listeners)
         return store
 
-    def _init(self, config: StoreConfig, restore_listener: RestoreListener | None) -> None:
+    def _init(self, config: StoreConfig, listeners: Sequence[StoreListener]) -> None:
         self.config = config
-        self._listener = restore_listener or RestoreListener()
+        self.topic = config.topic
+        self.path = config.path
+        self._listeners = tuple(listeners)
         self._storage: Storage | None = None
         self._thread: StoreThread | None = None
         self._applied = threading.Condition()
+        self._lifecycle = threading.Lock()
         self._closed = False
-        # The point-lookup function: raises until ready, then RocksDB's get itself (hot path).
-        self._lookup: Callable[[bytes], bytes | None] = self._lookup_unavailable
+        self._lookup = self._lookup_unavailable
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, timeout: float = 60.0) -> GlobalStore:
+    def start(self, timeout: float = 60.0, *, wait: bool = True) -> GlobalStore:
         """Restore up to the end offsets seen now, then return; following continues behind.
 
         Raises BrokerUnavailable / StartTimeout after `timeout` seconds, or the fatal error
         that stopped the restore (TopicNotCompacted, ...). After a failed start the directory
         is released and start() may be called again.
+
+        wait=False returns at once: queries raise StoreNotReady until the restore is
+        complete; wait_until_ready() or a listener's on_state_change tell when. Without a
+        timeout to honour, the thread keeps retrying an unreachable broker (status() shows
+        the last error) until close().
         """
-        if self._closed:
-            raise StoreClosed("store was closed; create a new GlobalStore")
-        if self._thread is not None:
-            raise RuntimeError("start() was already called")
-        self._storage = Storage(self.config.path, self.config.rocksdb)
-        # Short broker requests while planning, so a failed start() returns near its timeout.
-        rpc_timeout = min(5.0, max(0.5, timeout / 2))
-        thread = StoreThread(
-            self.config, self._storage, self._listener, self._notify_applied, rpc_timeout
-        )
-        self._thread = thread
-        thread.start()
+        with self._lifecycle:
+            if self._closed:
+                raise StoreClosed("store was closed; create a new GlobalStore")
+            if self._thread is not None:
+                raise RuntimeError("start() was already called")
+            storage = Storage(self.config.path, self.config.rocksdb)
+            # Short broker requests while planning, so a failed start() returns near its
+            # timeout.
+            rpc_timeout = min(5.0, max(0.5, timeout / 2))
+            thread = StoreThread(
+                self.config, storage, self._listeners, self._notify_applied, rpc_timeout
+            )
+            self._storage, self._thread = storage, thread
+            thread.start()
+        if not wait:
+            return self
         try:
-            thread.ready.wait(timeout)
-        except BaseException:  # Ctrl-C while restoring: release the thread and the lock
+            if self.wait_until_ready(timeout):
+                return self
+        except BaseException:  # the thread's error, Ctrl-C, close(): release thread and lock
             self._shutdown()
             raise
         status = thread.status
-        if status.state is State.RUNNING:
-            self._lookup = self._storage.reader()
-            return self
         self._shutdown()
-        if status.error is not None:
-            raise status.error
         where = self.config.bootstrap_servers
         if not status.ever_connected:
             raise BrokerUnavailable(
@@ -138,22 +137,41 @@ class GlobalStore:
                 f"(last error: {status.last_error})"
             )
         raise StartTimeout(
-            f"store for {self.config.topic!r} at {where} did not finish restoring within "
+            f"store for {self.topic!r} at {where} did not finish restoring within "
             f"{timeout}s (state {status.state.value})"
         )
 
+    def wait_until_ready(self, timeout: float | None = None) -> bool:
+        """True once the restore is complete (also after a later failure: the store keeps
+        serving its last state), False on timeout. Raises the error that stopped the thread
+        before it was ready, or StoreClosed if the store was closed meanwhile."""
+        thread = self._thread
+        if thread is None:
+            self._raise_unless_started()
+        assert thread is not None
+        if not thread.ready.wait(timeout):
+            return False
+        status = thread.status
+        if status.restored_at_ms is not None:
+            return True
+        if self._closed or status.error is None:
+            raise StoreClosed(f"store for {self.topic!r} was closed while starting")
+        raise status.error
+
     def close(self) -> None:
-        """Stop following and close RocksDB. Idempotent."""
+        """Stop following and close RocksDB. Idempotent; safe from any thread, also while
+        start() waits (which then raises StoreClosed)."""
         self._closed = True
         self._shutdown()
 
     def _shutdown(self) -> None:
-        self._lookup = self._lookup_unavailable
-        thread, self._thread = self._thread, None
+        with self._lifecycle:
+            self._lookup = self._lookup_unavailable
+            thread, self._thread = self._thread, None
+            storage, self._storage = self._storage, None
         if thread is not None:
             thread.stop()
             thread.join()
-        storage, self._storage = self._storage, None
         if storage is not None:
             storage.close()
 
@@ -169,124 +187,27 @@ class GlobalStore:
     ) -> None:
         self.close()
 
-    @staticmethod
-    def inspect(path: str | Path, rocksdb: RocksDBOptions | None = None) -> StoreStatus:
-        """The status of the store at `path` from its own files alone: no Kafka connection,
-        and no lock either (RocksDB's read-only mode), so it also works while another process
-        runs the store. Position, key count, layout and last restore are as last written; lag
-        and staleness are unknown (empty / None); state is "offline". StorageError if there is
-        no store at `path`."""
-        meta = inspect_meta(path, rocksdb)
-        return StoreStatus(
-            topic=meta.topic or "",
-            path=str(path),
-            state="offline",
-            ready=False,
-            position=dict(sorted(meta.offsets.items())),
-            lag={},
-            key_count=meta.count,
-            layout_version=codec.LAYOUT_VERSION if meta.layout is None else meta.layout,
-            last_restore_at=_seconds(meta.restored_at_ms),
-            connected=False,
-            staleness_seconds=None,
-            last_error=None,
-        )
-
-    # -- queries -----------------------------------------------------------------------------
+    # -- queries (the methods are StoreQueries'; this says when they may read) ---------------
 
     def _ready_storage(self) -> Storage:
         thread, storage = self._thread, self._storage
         if thread is None or storage is None:
-            if self._closed:
-                raise StoreClosed(f"store for {self.config.topic!r} is closed")
-            raise StoreNotReady(f"store for {self.config.topic!r} has not been started")
+            self._raise_unless_started()
+        assert thread is not None and storage is not None
         status = thread.status
-        if status.state is State.RUNNING:
-            return storage
-        if status.state is State.FAILED:
-            if status.restored_at_ms is not None:
-                return storage  # restored once: keep serving the last state; status() tells
-            raise StoreClosed(f"store thread for {self.config.topic!r} failed") from status.error
-        raise StoreNotReady(f"store for {self.config.topic!r} is {status.state.value}")
+        if status.state is State.FAILED and status.restored_at_ms is None:
+            raise StoreClosed(f"store thread for {self.topic!r} failed") from status.error
+        if status.restored_at_ms is None:
+            raise StoreNotReady(f"store for {self.topic!r} is {status.state.value}")
+        # Ready (or failed after it: keep serving the last state, status() tells). From now
+        # on point lookups go straight to RocksDB.
+        self._lookup = storage.reader()
+        return storage
 
-    def _lookup_unavailable(self, key: bytes) -> bytes | None:
-        return self._ready_storage().get(key)  # raises StoreNotReady / StoreClosed
-
-    def get(self, key: str) -> Any:
-        """The decoded JSON value of `key`, or None if absent. InvalidValue if undecodable."""
-        k = key.encode()
-        raw = self._fetch(k)
-        return None if raw is None else codec.decode(raw, k, self.config.topic)
-
-    def get_entry(self, key: str) -> codec.Entry | None:
-        """Value plus record timestamp, partition and offset, or None if absent."""
-        k = key.encode()
-        raw = self._fetch(k)
-        return None if raw is None else codec.decode_entry(raw, k, self.config.topic)
-
-    def _fetch(self, key: bytes) -> bytes | None:
-        try:
-            return self._lookup(key)
-        except Exception as exc:
-            error = self._query_error(exc)
-            if error is exc:
-                raise
-            raise error from exc
-
-    def _query_error(self, exc: Exception) -> Exception:
-        """What a failed read means to the caller: rocksdict raises bare Exceptions, both
-        for a read racing close() and for RocksDB's own read errors (a damaged block, I/O)."""
+    def _raise_unless_started(self) -> None:
         if self._closed:
-            return StoreClosed(f"store for {self.config.topic!r} was closed")
-        if isinstance(exc, GlobalStoreError):
-            return exc
-        return StorageError(f"RocksDB read failed in {self.config.path}: {exc}")
-
-    def items(
-        self,
-        prefix: str | None = None,
-        start: str | None = None,
-        end: str | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-    ) -> Iterator[tuple[str, Any]]:
-        """(key, value) in key byte order over one point-in-time view; start inclusive, end
-        exclusive. Exhaust or close the iterator before close()."""
-        scan = self._scan(prefix, start, end, reverse, limit)  # the view is fixed here
-        return self._guarded(codec.decode_items(scan, self.config.topic))
-
-    def keys(
-        self,
-        prefix: str | None = None,
-        start: str | None = None,
-        end: str | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
-    ) -> Iterator[str]:
-        """Keys with the same filters as items()."""
-        scan = self._scan(prefix, start, end, reverse, limit)
-        return self._guarded(k.decode() for k, _ in scan)
-
-    def _scan(
-        self,
-        prefix: str | None,
-        start: str | None,
-        end: str | None,
-        reverse: bool,
-        limit: int | None,
-    ) -> Iterator[tuple[bytes, bytes]]:
-        lower, upper = _bounds(prefix, start, end)
-        scan = self._ready_storage().scan(lower, upper, reverse)
-        return scan if limit is None else itertools.islice(scan, max(0, limit))
-
-    def _guarded(self, it: Iterator[_T]) -> Iterator[_T]:
-        try:
-            yield from it
-        except Exception as exc:
-            error = self._query_error(exc)
-            if error is exc:
-                raise
-            raise error from exc
+            raise StoreClosed(f"store for {self.topic!r} is closed")
+        raise StoreNotReady(f"store for {self.topic!r} has not been started")
 
     def count(self) -> int:
         """Number of live keys, kept as a counter. Right after a bulk (cold) restore the store
@@ -298,7 +219,7 @@ class GlobalStore:
                 count = storage.snapshot_state()[1]
                 if count is not None:
                     return count
-                self._raise_unless_following()
+                self._raise_if_stopped()
                 self._applied.wait(0.1)
 
     # -- progress ----------------------------------------------------------------------------
@@ -310,15 +231,12 @@ class GlobalStore:
 
     def lag(self) -> dict[int, int]:
         """{partition: records between what is applied and the topic's last known end}."""
-        return self._lag_behind(self.position())
-
-    def _lag_behind(self, positions: Mapping[int, int]) -> dict[int, int]:
         thread = self._thread
-        return {} if thread is None else _lag(thread.status, positions)
+        return {} if thread is None else _lag(thread.status, self.position())
 
     def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
-        """Block until every partition in `position` is applied at least that far.
-        Returns False on timeout."""
+        """Block until every partition in `position` is applied at least that far (also
+        while the store is still restoring). Returns False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._applied:
             while True:
@@ -328,17 +246,20 @@ class GlobalStore:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
-                self._raise_unless_following()
+                self._raise_if_stopped()
                 self._applied.wait(0.1 if remaining is None else min(remaining, 0.1))
 
-    def _raise_unless_following(self) -> None:
-        """For calls that wait on the store thread: it must be there and still applying."""
+    def _raise_if_stopped(self) -> None:
+        """For calls that wait on the store thread: it must be there and not stopped."""
         thread = self._thread
-        if self._closed or thread is None or thread.status.state is not State.RUNNING:
+        if thread is None:
+            self._raise_unless_started()
+        assert thread is not None
+        status = thread.status
+        if status.state in (State.FAILED, State.CLOSED):
             raise StoreClosed(
-                f"store for {self.config.topic!r} is not following (closed, not started, "
-                "or its thread stopped: see __cause__)"
-            ) from (None if thread is None else thread.status.error)
+                f"store for {self.topic!r} is no longer applying records ({status.state.value})"
+            ) from status.error
 
     def _notify_applied(self) -> None:
         with self._applied:
@@ -356,8 +277,8 @@ class GlobalStore:
             in_sync = t.connected and not any(lag.values())
             staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
         return StoreStatus(
-            topic=self.config.topic,
-            path=str(self.config.path),
+            topic=self.topic,
+            path=str(self.path),
             state=t.state.value,
             ready=t.state is State.RUNNING,
             position=position,
@@ -382,26 +303,3 @@ def _lag(status: ThreadStatus, positions: Mapping[int, int]) -> dict[int, int]:
 
 def _seconds(ms: int | None) -> float | None:
     return None if ms is None else ms / 1000
-
-
-def _bounds(
-    prefix: str | None, start: str | None, end: str | None
-) -> tuple[bytes | None, bytes | None]:
-    """Byte bounds [lower, upper) from a prefix and/or a start/end key range."""
-    lower = None if start is None else start.encode("utf-8")
-    upper = None if end is None else end.encode("utf-8")
-    if prefix:
-        p = prefix.encode("utf-8")
-        lower = p if lower is None else max(lower, p)
-        succ = _successor(p)
-        if succ is not None:
-            upper = succ if upper is None else min(upper, succ)
-    return lower, upper
-
-
-def _successor(prefix: bytes) -> bytes | None:
-    """Smallest byte string greater than every string starting with prefix (None: no bound)."""
-    stripped = prefix.rstrip(b"\xff")
-    if not stripped:
-        return None
-    return stripped[:-1] + bytes([stripped[-1] + 1])

@@ -14,7 +14,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -31,7 +31,7 @@ from globalstore.errors import (
     OffsetsOutOfRange,
 )
 from globalstore.health import Health
-from globalstore.listeners import RestoreListener
+from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.meta import DamagedLayoutError
 from globalstore.storage import Storage
 
@@ -90,14 +90,15 @@ class StoreThread(threading.Thread):
         self,
         config: StoreConfig,
         storage: Storage,
-        listener: RestoreListener,
+        listeners: Sequence[StoreListener],
         on_applied: Callable[[], None],
         rpc_timeout: float = 5.0,
     ) -> None:
         super().__init__(name=f"globalstore-{config.topic}", daemon=True)
         self.config = config
         self.storage = storage
-        self.listener = listener
+        self.listener = fan_out(listeners)
+        self._report_changes = any(wants_changes(listener) for listener in listeners)
         self.on_applied = on_applied
         self.rpc_timeout = rpc_timeout  # per broker request while planning
         self.ready = threading.Event()  # set when RUNNING, or when the thread ends
@@ -136,8 +137,14 @@ class StoreThread(threading.Thread):
         )
 
     def _enter(self, state: State) -> None:
-        self._state = state
+        old, self._state = self._state, state
         self._publish()
+        try:
+            self.listener.on_state_change(self.config.topic, old.value, state.value)
+        except Exception:
+            if state not in (State.FAILED, State.CLOSED):
+                raise  # fails the thread like any listener error
+            log.exception("state listener failed on %s becoming %s", self.config.topic, state)
 
     # -- thread body -------------------------------------------------------------------------
 
@@ -241,6 +248,8 @@ class StoreThread(threading.Thread):
                 self._on_event(event)
             if applied.skipped:
                 self._report_skipped(applied.skipped)
+            if self._report_changes and applied.changed:
+                self._report_changed(applied.changed)
             if applied.records:
                 self.on_applied()
             now = time.monotonic()
@@ -345,6 +354,11 @@ class StoreThread(threading.Thread):
                 raise FatalError(f"fatal Kafka error on {self.config.topic}: {err}")
             return
         log.warning("consumer error on %s: %s", self.config.topic, err)
+
+    def _report_changed(self, changed: dict[bytes, bool]) -> None:
+        upserted = [key.decode() for key, live in changed.items() if live]
+        deleted = [key.decode() for key, live in changed.items() if not live]
+        self.listener.on_changes(self.config.topic, upserted, deleted)
 
     def _report_skipped(self, skipped: list[tuple[int, int, bytes]]) -> None:
         self._skipped += len(skipped)

@@ -23,9 +23,11 @@ import orjson
 
 from globalstore.cli.settings import parse_settings
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
-from globalstore.errors import BrokerUnavailable, GlobalStoreError
-from globalstore.listeners import RestoreListener
+from globalstore.errors import BrokerUnavailable, GlobalStoreError, StoreLocked
+from globalstore.listeners import StoreListener
+from globalstore.readonly import ReadOnlyStore
 from globalstore.store import GlobalStore, StoreStatus
+from globalstore.topic import records_between
 
 _LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
 _BAR_INTERVAL = 0.1  # seconds between redraws of the terminal progress bar
@@ -49,7 +51,7 @@ class StoreTarget:
     allow_uncompacted: bool
     timeout: float
 
-    def open(self, listener: RestoreListener | None = None) -> GlobalStore:
+    def open(self, listener: StoreListener | None = None) -> GlobalStore:
         """A started store, or a ClickException carrying the store's own explanation."""
         store = GlobalStore(
             topic=self.topic,
@@ -57,12 +59,24 @@ class StoreTarget:
             path=self.path,
             kafka_config=self.kafka_config,
             allow_uncompacted=self.allow_uncompacted,
-            restore_listener=listener,
+            listeners=() if listener is None else (listener,),
         )
         try:
             return store.start(timeout=self.timeout)
         except GlobalStoreError as exc:
             raise _click_error(exc) from exc
+
+    def open_for_queries(self) -> GlobalStore | ReadOnlyStore:
+        """A started store; or, when a running application holds the directory, a read-only
+        view of what it has written (said on stderr), instead of failing on its lock."""
+        try:
+            return self.open()
+        except click.ClickException as exc:
+            if not isinstance(exc.__cause__, StoreLocked):
+                raise
+            held = exc.__cause__
+        click.echo(f"{held}; answering read-only from what it has written so far", err=True)
+        return _read_only(self.path)
 
 
 _TARGET_FIELDS = tuple(field.name for field in dataclasses.fields(StoreTarget))
@@ -118,18 +132,23 @@ def _store_options(command: Callable[..., None]) -> Callable[..., None]:
     return wrapped
 
 
-def _inspect(path: Path) -> StoreStatus:
+def _read_only(path: Path) -> ReadOnlyStore:
     try:
-        return GlobalStore.inspect(path)
+        return ReadOnlyStore(path)
     except GlobalStoreError as exc:
         raise _click_error(exc) from exc
+
+
+def _inspect(path: Path) -> StoreStatus:
+    with _read_only(path) as view:
+        return view.status()
 
 
 def _click_error(exc: Exception) -> click.ClickException:
     return click.ClickException(f"{type(exc).__name__}: {exc}")
 
 
-class Progress(RestoreListener):
+class Progress(StoreListener):
     """Restore progress on stderr: a redrawn bar on a terminal, a line every few seconds
     otherwise. Called from the store's thread, which is the only one writing meanwhile."""
 
@@ -146,7 +165,7 @@ class Progress(RestoreListener):
         self, topic: str, start_offsets: Mapping[int, int], end_offsets: Mapping[int, int]
     ) -> None:
         self.start, self.end = dict(start_offsets), dict(end_offsets)
-        self.total = sum(max(0, e - self.start.get(p, 0)) for p, e in self.end.items())
+        self.total = records_between(self.start, self.end)
         self.began = self.last_shown = time.monotonic()
         self._write(f"restoring {topic}: {self.total:,} records to read")
 
@@ -155,7 +174,8 @@ class Progress(RestoreListener):
         if now - self.last_shown < (_BAR_INTERVAL if self.tty else _LOG_INTERVAL):
             return
         self.last_shown = now
-        done = sum(max(0, min(positions.get(p, s), self.end[p]) - s) for p, s in self.start.items())
+        reached = {p: min(positions.get(p, s), self.end[p]) for p, s in self.start.items()}
+        done = records_between(self.start, reached)
         self._show(done, now - self.began)
 
     def on_restore_end(self, topic: str, total_records: int, seconds: float) -> None:
@@ -207,7 +227,7 @@ def get(
     key: str,
 ) -> None:
     """Print the JSON value of KEY; exit status 1 if the key is absent."""
-    with contextlib.closing(target.open()) as store:
+    with contextlib.closing(target.open_for_queries()) as store:
         try:
             found = store.get_entry(key)
         except GlobalStoreError as exc:
@@ -236,7 +256,7 @@ def scan(
 ) -> None:
     """Print records in key order as NDJSON lines: {"key": ..., "value": ...}."""
     out = sys.stdout.buffer
-    with contextlib.closing(target.open()) as store:
+    with contextlib.closing(target.open_for_queries()) as store:
         items = store.items(prefix=prefix, start=start, end=end, reverse=reverse, limit=limit)
         try:
             for k, v in items:
@@ -251,8 +271,9 @@ def scan(
 @_store_options
 def count(target: StoreTarget) -> None:
     """Print the number of live keys."""
-    with contextlib.closing(target.open()) as store:
-        click.echo(store.count())
+    with contextlib.closing(target.open_for_queries()) as store:
+        n = store.count()
+    click.echo("unknown (not counted yet)" if n is None else n)
 
 
 @click.command()
@@ -274,7 +295,7 @@ def status(
         report = _inspect(target.path)
     else:
         try:
-            store = target.open()
+            store = target.open_for_queries()
         except click.ClickException as exc:
             if not isinstance(exc.__cause__, BrokerUnavailable):
                 raise

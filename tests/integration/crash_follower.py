@@ -12,10 +12,10 @@ import sys
 import time
 from collections.abc import Mapping
 
-from globalstore import GlobalStore, RestoreListener
+from globalstore import GlobalStore, StoreListener
 
 
-class Phases(RestoreListener):
+class Phases(StoreListener):
     def on_restore_start(
         self, topic: str, start_offsets: Mapping[int, int], end_offsets: Mapping[int, int]
     ) -> None:
@@ -31,7 +31,7 @@ class Phases(RestoreListener):
 
 def main() -> None:
     bootstrap, topic, path = sys.argv[1:4]
-    store = GlobalStore(topic, bootstrap, path, restore_listener=Phases())
+    store = GlobalStore(topic, bootstrap, path, listeners=[Phases()])
     store.start(timeout=60)
     print("following", flush=True)
     while True:

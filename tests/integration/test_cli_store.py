@@ -121,10 +121,13 @@ def test_uncompacted_topic_is_refused_clearly(
     assert accepted.stdout.strip() == "1"
 
 
-def test_locked_store_is_a_clear_error(kafka_bootstrap: str, filled: str, tmp_path: Path) -> None:
+def test_restoring_a_locked_store_is_a_clear_error(
+    kafka_bootstrap: str, filled: str, tmp_path: Path
+) -> None:
+    # Queries answer read-only beside a running store; a restore would need to write.
     path = tmp_path / "s"
     with GlobalStore(filled, kafka_bootstrap, path):
-        result = run(kafka_bootstrap, filled, path, "count")
+        result = run(kafka_bootstrap, filled, path, "restore")
     assert result.exit_code == 1
     assert "StoreLocked" in result.stderr and "in use by another process" in result.stderr
 
@@ -189,3 +192,22 @@ def test_status_offline_reads_the_store_files(
 def test_status_offline_without_a_store_is_a_clear_error(tmp_path: Path) -> None:
     result = run("127.0.0.1:1", "t", tmp_path / "none", "status", "--offline")
     assert result.exit_code == 1 and "no store" in result.stderr
+
+
+def test_queries_on_a_directory_a_running_store_holds_answer_read_only(
+    kafka_bootstrap: str, filled: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "s"
+    with GlobalStore(filled, kafka_bootstrap, path):  # an application holding the directory
+        got = run(kafka_bootstrap, filled, path, "get", "user-008")
+        assert got.exit_code == 0, got.output
+        assert orjson.loads(got.stdout) == {"n": -8}
+        assert "read-only" in got.stderr
+        scanned = run(kafka_bootstrap, filled, path, "scan", "--prefix", "zone-")
+        assert [orjson.loads(line)["key"] for line in scanned.stdout.splitlines()] == [
+            f"zone-{i}" for i in range(5)
+        ]
+        counted = run(kafka_bootstrap, filled, path, "count")
+        assert counted.stdout.strip() == "54", counted.output
+        status = run(kafka_bootstrap, filled, path, "status", "--json")
+        assert orjson.loads(status.stdout)["key_count"] == 54

@@ -17,11 +17,11 @@ from globalstore import (
     BrokerUnavailable,
     GlobalStore,
     InvalidValue,
-    RestoreListener,
     RocksDBOptions,
     StartTimeout,
     StorageError,
     StoreConfig,
+    StoreListener,
     StoreLocked,
     TopicNotCompacted,
     TopicNotFound,
@@ -118,7 +118,7 @@ def test_offline_longer_than_delete_retention_rebuilds(
     assert len(warnings) == 1 and "delete.retention.ms" in warnings[0]
 
 
-class _CrashAfterFirstBatch(RestoreListener):
+class _CrashAfterFirstBatch(StoreListener):
     """Stands for a process killed mid-catch-up: the first batch is written, then it dies."""
 
     def __init__(self) -> None:
@@ -152,7 +152,7 @@ def test_an_interrupted_catch_up_does_not_reset_the_retention_clock(
     _sleep_until(held_end_at + 0.6 * retention_s)
     crash = _CrashAfterFirstBatch()
     with pytest.raises(_CrashError):
-        GlobalStore.from_config(config, restore_listener=crash).start()
+        GlobalStore.from_config(config, listeners=[crash]).start()
     assert crash.start_offsets == {0: 2}, "the crashed catch-up must have resumed, not rebuilt"
     _sleep_until(held_end_at + 1.2 * retention_s)
     with GlobalStore.from_config(config) as store:

@@ -9,16 +9,16 @@ from confluent_kafka import Consumer, TopicPartition
 
 from globalstore import (
     GlobalStore,
-    RestoreListener,
     RetriableError,
     StoreClosed,
     StoreConfig,
+    StoreListener,
     StoreNotReady,
 )
 from tests.integration.store_support import produce
 
 
-class Recorder(RestoreListener):
+class Recorder(StoreListener):
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.batches = 0
@@ -44,7 +44,7 @@ def test_restore_then_resume(kafka_bootstrap: str, make_topic, tmp_path: Path) -
     produce(kafka_bootstrap, topic, records)
 
     rec = Recorder()
-    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", restore_listener=rec) as store:
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", listeners=[rec]) as store:
         assert store.get("k0000") == {"n": 0}
         assert store.get("k0001") is None
         assert store.get("k0002") == {"n": -2}
@@ -59,14 +59,14 @@ def test_restore_then_resume(kafka_bootstrap: str, make_topic, tmp_path: Path) -
         first_position = store.position()
 
     rec2 = Recorder()
-    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", restore_listener=rec2) as store:
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", listeners=[rec2]) as store:
         assert rec2.records == 0, "a clean restart must not read anything twice"
         assert store.position() == first_position
         assert store.count() == 299
         assert store.get("k0299") == {"n": 299}
 
 
-class QueriesDuringRestore(RestoreListener):
+class QueriesDuringRestore(StoreListener):
     """Tries a query from inside the restore: it must say 'not ready', retriably."""
 
     def __init__(self) -> None:
@@ -87,7 +87,7 @@ def test_queries_before_ready_are_retriable(
     topic = make_topic(partitions=1)
     produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(50)])
     listener = QueriesDuringRestore()
-    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", restore_listener=listener)
+    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", listeners=[listener])
     listener.store = store
     with pytest.raises(StoreNotReady):
         store.get("k1")
@@ -166,7 +166,7 @@ def test_last_restore_time_survives_a_restart(
     assert offline.last_restore_at == restored and offline.position == {0: 1}
     assert offline.key_count == 1 and offline.topic == topic
     seen = SeenAtRestoreStart()
-    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", restore_listener=seen)
+    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", listeners=[seen])
     seen.store = store
     with store:
         later = store.status().last_restore_at
@@ -174,7 +174,7 @@ def test_last_restore_time_survives_a_restart(
     assert later is not None and later >= restored
 
 
-class SeenAtRestoreStart(RestoreListener):
+class SeenAtRestoreStart(StoreListener):
     def __init__(self) -> None:
         self.store: GlobalStore | None = None
         self.last_restore_at: float | None = None

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError
 from globalstore import StorageError, StoreLocked
 from globalstore.codec import LAYOUT_VERSION, origin
 from globalstore.meta import K_COUNT, K_LAYOUT, DamagedLayoutError
-from globalstore.storage import Storage, inspect_meta
+from globalstore.storage import Storage
 from tests.unit.store_fakes import Err, Msg, batch
 
 
@@ -64,11 +64,16 @@ def test_bulk_apply_marks_count_unknown_until_recount(storage: Storage) -> None:
 def test_meta_is_readable_while_the_store_is_open(storage: Storage, tmp_path: Path) -> None:
     storage.apply(batch(("a", "1"), ("b", "2"), p=2, start=5), True, 7)
     storage.mark_restored(1234)
-    meta = inspect_meta(tmp_path / "db")  # no lock: the store stays open meanwhile
+    view = Storage(tmp_path / "db", read_only=True)  # no lock: the store stays open meanwhile
+    try:
+        meta = view.read_meta()
+        assert view.get(b"b") is not None and view.get_many([b"a", b"x"])[1] is None
+    finally:
+        view.close()
     assert meta.offsets == {2: 7} and meta.count == 2 and meta.restored_at_ms == 1234
     assert meta.topic == "t" and meta.layout == LAYOUT_VERSION
     with pytest.raises(StorageError, match="no store"):
-        inspect_meta(tmp_path / "elsewhere")
+        Storage(tmp_path / "elsewhere", read_only=True)
     assert not (tmp_path / "elsewhere").exists()
 
 

@@ -1,0 +1,183 @@
+"""The read side of a store: lookups and scans over a Storage, shared by GlobalStore (which
+restores and follows) and ReadOnlyStore (which only opens what a running store has written).
+
+Keys are str on the API and UTF-8 bytes on disk; values come back as decoded JSON.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from globalstore import codec
+from globalstore.errors import GlobalStoreError, StorageError, StoreClosed
+from globalstore.storage import Storage
+
+_T = TypeVar("_T")
+_MISSING: Any = object()
+
+
+class StoreQueries:
+    """Query methods over `_ready_storage()`; subclasses say when the storage may be read."""
+
+    topic: str
+    path: Path
+    _closed: bool = False
+    # The point-lookup function: RocksDB's get itself once readable (the hot path).
+    _lookup: Callable[[bytes], bytes | None]
+
+    def _ready_storage(self) -> Storage:
+        raise NotImplementedError
+
+    # -- point lookups -----------------------------------------------------------------------
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The decoded JSON value of `key`, or `default` if absent. InvalidValue if the stored
+        value cannot be decoded (it names the record it came from)."""
+        k = key.encode()
+        raw = self._fetch(k)
+        return default if raw is None else codec.decode(raw, k, self.topic)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._fetch(key.encode()) is not None
+
+    def get_entry(self, key: str) -> codec.Entry | None:
+        """Value plus record timestamp, partition and offset, or None if absent."""
+        k = key.encode()
+        raw = self._fetch(k)
+        return None if raw is None else codec.decode_entry(raw, k, self.topic)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        """{key: value} for the keys present, read with one RocksDB multi-get."""
+        wanted = list(keys)
+        raws = self._guard(lambda: self._ready_storage().get_many([k.encode() for k in wanted]))
+        return {
+            key: codec.decode(raw, key.encode(), self.topic)
+            for key, raw in zip(wanted, raws, strict=True)
+            if raw is not None
+        }
+
+    def _fetch(self, key: bytes) -> bytes | None:
+        try:
+            return self._lookup(key)
+        except Exception as exc:
+            self._reraise(exc)
+
+    def _lookup_unavailable(self, key: bytes) -> bytes | None:
+        return self._ready_storage().get(key)  # raises StoreNotReady / StoreClosed
+
+    # -- scans -------------------------------------------------------------------------------
+
+    def items(
+        self,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[str, Any]]:
+        """(key, value) in key byte order over one point-in-time view; start inclusive, end
+        exclusive. Exhaust or close the iterator before close()."""
+        scan = self._scan(prefix, start, end, reverse, limit)  # the view is fixed here
+        return self._guarded(codec.decode_items(scan, self.topic))
+
+    def keys(
+        self,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[str]:
+        """Keys with the same filters as items()."""
+        scan = self._scan(prefix, start, end, reverse, limit)
+        return self._guarded(k.decode() for k, _ in scan)
+
+    def values(
+        self,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[Any]:
+        """Values with the same filters as items()."""
+        return (value for _, value in self.items(prefix, start, end, reverse, limit))
+
+    def entries(
+        self,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[codec.Entry]:
+        """Entries (key, value, record timestamp, partition, offset), filtered like items()."""
+        scan = self._scan(prefix, start, end, reverse, limit)
+        return self._guarded(codec.decode_entry(raw, k, self.topic) for k, raw in scan)
+
+    def _scan(
+        self,
+        prefix: str | None,
+        start: str | None,
+        end: str | None,
+        reverse: bool,
+        limit: int | None,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        lower, upper = _bounds(prefix, start, end)
+        scan = self._ready_storage().scan(lower, upper, reverse)
+        return scan if limit is None else itertools.islice(scan, max(0, limit))
+
+    # -- errors ------------------------------------------------------------------------------
+
+    def _guarded(self, it: Iterator[_T]) -> Iterator[_T]:
+        try:
+            yield from it
+        except Exception as exc:
+            self._reraise(exc)
+
+    def _guard(self, read: Callable[[], _T]) -> _T:
+        try:
+            return read()
+        except Exception as exc:
+            self._reraise(exc)
+
+    def _reraise(self, exc: Exception) -> NoReturn:
+        """Raise what a failed read means to the caller: rocksdict raises bare Exceptions,
+        both for a read racing close() and for RocksDB's own read errors (damage, I/O)."""
+        if self._closed:
+            raise StoreClosed(f"store for {self.topic!r} was closed") from exc
+        if isinstance(exc, GlobalStoreError):
+            raise exc
+        raise StorageError(f"RocksDB read failed in {self.path}: {exc}") from exc
+
+
+def _bounds(
+    prefix: str | None, start: str | None, end: str | None
+) -> tuple[bytes | None, bytes | None]:
+    """Byte bounds [lower, upper) from a prefix and/or a start/end key range."""
+    lower = None if start is None else start.encode("utf-8")
+    upper = None if end is None else end.encode("utf-8")
+    if prefix:
+        p = prefix.encode("utf-8")
+        lower = p if lower is None else max(lower, p)
+        succ = _successor(p)
+        if succ is not None:
+            upper = succ if upper is None else min(upper, succ)
+    return lower, upper
+
+
+def _successor(prefix: bytes) -> bytes | None:
+    """Smallest byte string greater than every string starting with prefix (None: no bound)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])

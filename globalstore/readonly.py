@@ -1,0 +1,84 @@
+"""ReadOnlyStore: look into a store directory without restoring, following or locking it.
+
+For the shell and for debugging: it opens the RocksDB files in read-only mode, so it works
+while an application holds the store, and sees what that store had written when it was
+opened. It never talks to Kafka; status() is what the store's own files say.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+
+from globalstore import codec
+from globalstore.config import RocksDBOptions
+from globalstore.errors import StoreClosed
+from globalstore.queries import StoreQueries
+from globalstore.storage import Storage
+from globalstore.store import StoreStatus
+
+
+class ReadOnlyStore(StoreQueries):
+    """The query methods of GlobalStore over a store directory as last written.
+    StorageError if there is no store at `path`."""
+
+    def __init__(self, path: str | Path, rocksdb: RocksDBOptions | None = None) -> None:
+        self.path = Path(path)
+        storage = Storage(self.path, rocksdb, read_only=True)
+        meta = storage.read_meta()
+        storage.load(meta)
+        self.topic = meta.topic or ""
+        self._storage: Storage | None = storage
+        self._lookup = storage.reader()
+
+    def _ready_storage(self) -> Storage:
+        if self._storage is None:
+            raise StoreClosed(f"read-only view of {self.path} is closed")
+        return self._storage
+
+    def count(self) -> int | None:
+        """Live keys as last counted (None while a bulk restore had not counted them yet)."""
+        return self._ready_storage().snapshot_state()[1]
+
+    def position(self) -> dict[int, int]:
+        return self._ready_storage().snapshot_state()[0]
+
+    def status(self) -> StoreStatus:
+        """Position, key count, layout and last restore as last written; lag and staleness
+        are unknown (empty / None); state is "offline"."""
+        storage = self._ready_storage()
+        position, count = storage.snapshot_state()
+        return StoreStatus(
+            topic=self.topic,
+            path=str(self.path),
+            state="offline",
+            ready=False,
+            position=dict(sorted(position.items())),
+            lag={},
+            key_count=count,
+            layout_version=codec.LAYOUT_VERSION if storage.layout is None else storage.layout,
+            last_restore_at=None
+            if storage.restored_at_ms is None
+            else storage.restored_at_ms / 1000,
+            connected=False,
+            staleness_seconds=None,
+            last_error=None,
+        )
+
+    def close(self) -> None:
+        self._closed = True
+        storage, self._storage = self._storage, None
+        self._lookup = self._lookup_unavailable
+        if storage is not None:
+            storage.close()
+
+    def __enter__(self) -> ReadOnlyStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
