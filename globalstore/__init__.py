@@ -4,6 +4,7 @@ compacted Kafka topic. See docs/store.md."""
 from globalstore.codec import Entry
 from globalstore.config import RocksDBOptions, StoreConfig
 from globalstore.errors import (
+    AuthorizationError,
     BrokerUnavailable,
     ConfigurationError,
     FatalError,
@@ -24,6 +25,7 @@ from globalstore.readonly import ReadOnlyStore
 from globalstore.store import GlobalStore, StoreStatus
 
 __all__ = [
+    "AuthorizationError",
     "BrokerUnavailable",
     "ConfigurationError",
     "Entry",

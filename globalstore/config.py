@@ -75,6 +75,10 @@ class StoreConfig:
     path: Path
     kafka_config: Mapping[str, Any] = field(default_factory=dict)
     allow_uncompacted: bool = False
+    # Read the topic's cleanup.policy and delete.retention.ms at start (needs the
+    # DescribeConfigs ACL). False skips both checks: compaction is not verified and a store
+    # offline longer than delete.retention.ms is resumed, not rebuilt (a WARNING says so).
+    check_topic_config: bool = True
     rocksdb: RocksDBOptions = field(default_factory=RocksDBOptions)
     # Records per consume() call while restoring: large batches amortise Python overhead.
     restore_batch_size: int = 10_000

@@ -10,7 +10,10 @@
         ├── StoreClosed           the store was closed (or its thread died: see __cause__)
         ├── TopicNotFound         the topic does not exist
         ├── TopicNotCompacted     the topic is not compacted and allow_uncompacted is False
-        ├── ConfigurationError    a Kafka client refused a setting (names it)
+        ├── ConfigurationError    a setting is refused: by a Kafka client, or because the
+        │                         store relies on its own value (names it)
+        ├── AuthorizationError    the broker denied the store's principal an operation it
+        │                         needs on the topic; names topic, operation and the way on
         ├── OffsetsOutOfRange     while following, the topic stopped holding the store's
         │                         position (records deleted, topic recreated): restart to rebuild
         ├── InvalidValue          a stored value is not valid JSON (or has an unknown format);
@@ -65,7 +68,24 @@ class TopicNotCompacted(FatalError):  # noqa: N818 - public names fixed by the A
 
 
 class ConfigurationError(FatalError):
-    """A Kafka client refused a setting from kafka_config (unknown name or bad value)."""
+    """A setting is refused: a Kafka client's (unknown name or bad value), or one the store
+    relies on that kafka_config tried to change."""
+
+
+class AuthorizationError(FatalError):
+    """The broker denied the store's principal an operation on the topic (an ACL is missing).
+    Not an outage: retrying will not help until someone grants it; the message names the
+    topic, the operation and what to do."""
+
+    def __init__(
+        self, topic: str, operation: str, username: str | None, denial: str, remedy: str
+    ) -> None:
+        who = f"User:{username}" if username else "the store's principal"
+        super().__init__(
+            f"the broker denied {who} {operation} on topic {topic!r} ({denial}). {remedy}"
+        )
+        self.topic = topic
+        self.operation = operation
 
 
 class OffsetsOutOfRange(FatalError):  # noqa: N818 - public names fixed by the API

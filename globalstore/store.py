@@ -58,6 +58,7 @@ class GlobalStore(StoreQueries):
         kafka_config: Mapping[str, Any] | None = None,
         *,
         allow_uncompacted: bool = False,
+        check_topic_config: bool = True,
         listeners: Sequence[StoreListener] = (),
         rocksdb: RocksDBOptions | None = None,
     ) -> None:
@@ -67,6 +68,7 @@ class GlobalStore(StoreQueries):
             path=Path(path),
             kafka_config=dict(kafka_config or {}),
             allow_uncompacted=allow_uncompacted,
+            check_topic_config=check_topic_config,
             rocksdb=rocksdb or RocksDBOptions(),
         )
         self._init(config, listeners)

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 from globalstore import migrate, plan, topic
 from globalstore.config import StoreConfig
 from globalstore.errors import (
+    AuthorizationError,
     BrokerUnavailable,
     ConfigurationError,
     FatalError,
@@ -347,8 +348,29 @@ class StoreThread(threading.Thread):
                 "holds the store's position (records deleted or topic recreated); the store "
                 "serves its last state until restarted, which rebuilds it from the beginning"
             )
+        if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # librdkafka looks up the coordinator of the (random) group.id a consumer must
+            # have; the store never joins or commits, so a principal without group ACLs is fine.
+            log.debug("consumer on %s: %s (the store uses no group)", self.config.topic, err)
+            return
+        if topic.denied(err) and self._state is State.RESTORING:
+            # No READ ACL: librdkafka would back off and retry for ever, and start() time
+            # out as if the broker were down. Once running, a revoked grant is logged below
+            # as an error while librdkafka keeps retrying; the store serves its last state.
+            raise AuthorizationError(
+                self.config.topic,
+                "Read",
+                self.config.kafka_config.get("sasl.username"),
+                str(err),
+                "The store needs Read and Describe on the topic: grant Read (kafka-acls.sh "
+                "--add --allow-principal User:<name> --operation Read --topic "
+                f"{self.config.topic}), or connect as a principal that has it.",
+            )
         self._health.last_error = str(err)
-        if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,):
+        if err.fatal() or err.code() in (
+            KafkaError.UNKNOWN_TOPIC_OR_PART,
+            KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        ):
             log.error("consumer error on %s: %s", self.config.topic, err)
             if err.fatal():
                 raise FatalError(f"fatal Kafka error on {self.config.topic}: {err}")

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[at
 
 from globalstore.codec import is_compacted, require_compacted
 from globalstore.config import StoreConfig
-from globalstore.errors import BrokerUnavailable, TopicNotFound
+from globalstore.errors import AuthorizationError, BrokerUnavailable, TopicNotFound
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,8 @@ class TopicInfo:
     partitions: tuple[int, ...]
     topic_id: str | None
     cleanup_policy: str | None
-    delete_retention_ms: int | None
+    delete_retention_ms: int | None  # None: not set, or not checked
+    configs_checked: bool = True  # False: check_topic_config=False, the two above unknown
 
     @property
     def compacted(self) -> bool:
@@ -40,7 +41,8 @@ def records_between(start: Mapping[int, int], end: Mapping[int, int]) -> int:
 def describe_topic(
     consumer: Consumer, admin: AdminClient, config: StoreConfig, timeout: float
 ) -> TopicInfo:
-    """Partitions and relevant settings of the topic; raises BrokerUnavailable if unreachable."""
+    """Partitions and relevant settings of the topic; raises BrokerUnavailable if unreachable,
+    AuthorizationError if the broker denies the store Describe or DescribeConfigs on it."""
     topic = config.topic
     try:
         md = consumer.list_topics(topic, timeout=timeout)
@@ -51,11 +53,24 @@ def describe_topic(
         code = tmd.error.code() if tmd is not None and tmd.error is not None else None
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, None):
             raise TopicNotFound(f"topic {topic!r} does not exist at {config.bootstrap_servers}")
+        if denied(tmd.error):
+            raise AuthorizationError(
+                topic,
+                "Describe",
+                config.kafka_config.get("sasl.username"),
+                str(tmd.error),
+                "The store needs Read and Describe on the topic: grant them (kafka-acls.sh "
+                "--add --allow-principal User:<name> --operation Read --operation Describe "
+                f"--topic {topic}), or connect as a principal that has them.",
+            )
         raise BrokerUnavailable(f"metadata for {topic!r} failed: {tmd.error}")
+    partitions = tuple(sorted(tmd.partitions))
+    if not config.check_topic_config:
+        return TopicInfo(partitions, _topic_id(admin, topic, timeout), None, None, False)
     settings = _topic_configs(admin, topic, config, timeout)
     retention = settings.get("delete.retention.ms")
     return TopicInfo(
-        partitions=tuple(sorted(tmd.partitions)),
+        partitions=partitions,
         topic_id=_topic_id(admin, topic, timeout),
         cleanup_policy=settings.get("cleanup.policy"),
         delete_retention_ms=int(retention) if retention else None,
@@ -69,8 +84,28 @@ def _topic_configs(
     try:
         entries = admin.describe_configs([resource])[resource].result(timeout=timeout)
     except (KafkaException, TimeoutError) as exc:  # a future's timeout is the builtin one
+        if denied(exc):
+            raise AuthorizationError(
+                topic,
+                "DescribeConfigs",
+                config.kafka_config.get("sasl.username"),
+                str(exc),
+                "The store reads the topic's cleanup.policy and delete.retention.ms to check "
+                "that it is compacted and when a store offline too long must be rebuilt. Grant "
+                "DescribeConfigs on the topic (kafka-acls.sh --add --allow-principal "
+                f"User:<name> --operation DescribeConfigs --topic {topic}), or pass "
+                "check_topic_config=False to start without these checks.",
+            ) from exc
         raise BrokerUnavailable(_unreachable(config, exc)) from exc
     return {name: entry.value for name, entry in entries.items() if entry.value is not None}
+
+
+def denied(error: object) -> bool:
+    """Whether a client error (a KafkaError, or a KafkaException carrying one) is the broker
+    refusing an operation on the topic: a missing ACL, which waiting will not cure."""
+    if isinstance(error, KafkaException) and error.args:
+        error = error.args[0]
+    return isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 def _topic_id(admin: AdminClient, topic: str, timeout: float) -> str | None:
@@ -103,7 +138,14 @@ def watermarks(
 
 def check_compaction(info: TopicInfo, config: StoreConfig) -> None:
     """TopicNotCompacted, unless the topic compacts or the caller accepted that it does not."""
-    if not config.allow_uncompacted:
+    if not info.configs_checked:
+        log.warning(
+            "topic %s: cleanup.policy and delete.retention.ms not checked "
+            "(check_topic_config=False): whether the topic is compacted is not verified, and "
+            "a store offline longer than delete.retention.ms is resumed, not rebuilt",
+            config.topic,
+        )
+    elif not config.allow_uncompacted:
         require_compacted(config.topic, info.cleanup_policy, "or pass allow_uncompacted=True")
     elif not info.compacted:
         log.warning(
