@@ -258,7 +258,7 @@ class LocalKafka:
             return
         command = [
             java, "-cp", classpath, "kafka.tools.StorageTool", "format",
-            "--cluster-id", _cluster_id(),
+            "--cluster-id", cluster_id(),
             "--config", str(self.data_dir / "server.properties"),
         ]  # fmt: skip
         result = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -323,9 +323,14 @@ class LocalKafka:
         return pid
 
 
-def _cluster_id() -> str:
-    # Kafka cluster ids are 16 random bytes in URL-safe base64 without padding.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def cluster_id() -> str:
+    """16 random bytes in URL-safe base64 without padding, as Kafka's own ids. One in 64 of
+    those begins with '-', which the storage tool reads as an option: draw again, as Kafka's
+    Uuid.randomUuid() does."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
 
 
 def _is_our_broker(pid: int) -> bool:

@@ -12,6 +12,7 @@ from globalstore.localkafka import JarResolutionError, JavaError
 from globalstore.localkafka.broker import (
     LocalKafka,
     PortInUseError,
+    cluster_id,
     free_port,
     render_server_properties,
 )
@@ -122,3 +123,10 @@ def test_status_of_a_never_started_broker(tmp_path: Path) -> None:
     assert status.pid is None
     assert status.bootstrap == "127.0.0.1:39092"
     assert "stopped" in status.describe()
+
+
+def test_cluster_ids_never_look_like_an_option() -> None:
+    # One random id in 64 used to begin with "-", and the storage tool refused it.
+    ids = [cluster_id() for _ in range(3000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 22 for i in ids) and len(set(ids)) == len(ids)
