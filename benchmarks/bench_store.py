@@ -46,6 +46,7 @@ from globalstore.codec import encode_key, encode_value, format_headers
 from globalstore.config import StoreConfig
 from globalstore.localkafka import LocalKafka, free_port
 from globalstore.thread import StoreThread
+from globalstore.topic import end_offsets
 
 PARTITIONS = 6
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,20 +147,6 @@ def fill_topic(bootstrap: str, topic: str, keys: int) -> float:
     if producer.flush(120) != 0:
         raise RuntimeError("records left unacknowledged")
     return time.perf_counter() - began
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
-    try:
-        return {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(PARTITIONS)
-        }
-    finally:
-        c.close()
-
-
-# -- measurements --------------------------------------------------------------------------
 
 
 def ceiling(bootstrap: str, topic: str, total: int, like_store: bool = True) -> float:

@@ -23,6 +23,7 @@ from globalstore.errors import (
 from globalstore.listeners import StoreListener
 from globalstore.readonly import ReadOnlyStore
 from globalstore.store import GlobalStore, StoreStatus
+from globalstore.topic import end_offsets
 
 __all__ = [
     "AuthorizationError",
@@ -47,4 +48,5 @@ __all__ = [
     "StoreStatus",
     "TopicNotCompacted",
     "TopicNotFound",
+    "end_offsets",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
@@ -36,6 +37,24 @@ class TopicInfo:
 def records_between(start: Mapping[int, int], end: Mapping[int, int]) -> int:
     """How many offsets lie between two positions, summed over the partitions of `end`."""
     return sum(max(0, e - start.get(p, 0)) for p, e in end.items())
+
+
+def end_offsets(
+    bootstrap_servers: str, topic: str, timeout: float = 10.0, **kafka_config: Any
+) -> dict[int, int]:
+    """{partition: end offset} of `topic` now: what a producer or a test waits for with
+    GlobalStore.wait_for(). kafka_config adds client settings (security, ...)."""
+    # librdkafka wants a group id for any consumer; nothing is subscribed or committed.
+    conf = {"bootstrap.servers": bootstrap_servers, "group.id": "globalstore-end-offsets"}
+    consumer = Consumer({**conf, **kafka_config})
+    try:
+        partitions = consumer.list_topics(topic, timeout=timeout).topics[topic].partitions
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout, cached=False)[1]
+            for p in sorted(partitions)
+        }
+    finally:
+        consumer.close()
 
 
 def describe_topic(

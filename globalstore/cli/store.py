@@ -49,6 +49,7 @@ class StoreTarget:
     path: Path
     kafka_config: dict[str, str]
     allow_uncompacted: bool
+    skip_topic_config_check: bool
     timeout: float
 
     def open(self, listener: StoreListener | None = None) -> GlobalStore:
@@ -59,6 +60,7 @@ class StoreTarget:
             path=self.path,
             kafka_config=self.kafka_config,
             allow_uncompacted=self.allow_uncompacted,
+            check_topic_config=not self.skip_topic_config_check,
             listeners=() if listener is None else (listener,),
         )
         try:
@@ -118,6 +120,12 @@ def _store_options(command: Callable[..., None]) -> Callable[..., None]:
             "--allow-uncompacted",
             is_flag=True,
             help="Accept a topic whose cleanup.policy lacks 'compact'.",
+        ),
+        click.option(
+            "--skip-topic-config-check",
+            is_flag=True,
+            help="Do not read cleanup.policy / delete.retention.ms (for a principal without "
+            "DescribeConfigs): compaction and the offline-age rebuild go unchecked.",
         ),
         click.option(
             "--timeout",

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from globalstore.demo.instance import restore_and_report
 from globalstore.demo.report import DemoResult
 from globalstore.localkafka import LocalKafka, free_port
+from globalstore.topic import end_offsets
 from pipelines import skeleton
 from pipelines.metrics import RunSummary
 from pipelines.orders.generator import StreamShape, generate, produce
@@ -110,7 +110,7 @@ def _run_in(work: Path, options: DemoOptions, steps: Steps) -> DemoResult:
             ]
             reports = _in_processes(restore_and_report, calls)
         with steps.step("checking the results"):
-            dead_letters = end_offsets_total(bootstrap, spec.dead_letter_topic)
+            dead_letters = sum(end_offsets(bootstrap, spec.dead_letter_topic).values())
     finally:
         broker.stop()
     return DemoResult(
@@ -190,17 +190,3 @@ def sample_keys(expected: ExpectedOrders) -> tuple[str, ...]:
     """Two active orders and one that ended (its key must be gone from every store)."""
     live = sorted(expected.active())
     return tuple(dict.fromkeys([*live[:1], *live[-1:], *expected.ended()[:1]]))
-
-
-def end_offsets_total(bootstrap: str, topic: str) -> int:
-    """Records ever written to `topic` (the sum of its partitions' end offsets)."""
-    # librdkafka wants a group id for any consumer; nothing is subscribed or committed.
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "globalstore-demo"})
-    try:
-        partitions = consumer.list_topics(topic, timeout=ADMIN_TIMEOUT_S).topics[topic].partitions
-        return sum(
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=ADMIN_TIMEOUT_S)[1]
-            for p in partitions
-        )
-    finally:
-        consumer.close()

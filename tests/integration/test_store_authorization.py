@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AclOperation, NewTopic  # type: ignore[attr-defined]
 
 from globalstore import AuthorizationError, FatalError, GlobalStore
+from globalstore.topic import end_offsets
 from tests.integration.sasl_broker import SaslBroker, sasl_broker
 from tests.integration.store_support import produce
 
@@ -83,7 +83,7 @@ def test_reader_skipping_the_topic_config_check_restores_and_follows(
         assert dict(store.items()) == dict(RECORDS)
         assert store.count() == 3
         produce(broker.plain_bootstrap, topic, [("a", None), ("d", {"n": 4})])
-        assert store.wait_for(_ends(broker, topic), timeout=30)
+        assert store.wait_for(end_offsets(broker.plain_bootstrap, topic), timeout=30)
         assert dict(store.items()) == {"b": {"n": 2}, "c": {"n": 3}, "d": {"n": 4}}
     warnings = [
         r.getMessage()
@@ -121,15 +121,3 @@ def test_reader_without_read_is_told_at_once(broker: SaslBroker, tmp_path: Path)
     assert repr(topic) in message
     assert "Read" in message
     assert "User:reader" in message
-
-
-def _ends(broker: SaslBroker, topic: str) -> dict[int, int]:
-    """The topic's end offsets, asked as the super user."""
-    consumer = Consumer({"bootstrap.servers": broker.plain_bootstrap, "group.id": "ends"})
-    try:
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in (0, 1)
-        }
-    finally:
-        consumer.close()

@@ -11,9 +11,8 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
-
 from globalstore import GlobalStore, StoreClosed
+from globalstore.topic import end_offsets
 from tests.integration.store_support import produce
 
 _INSTANCE = """
@@ -26,17 +25,6 @@ with GlobalStore(topic, bootstrap, path) as store:
     assert store.wait_for(target, timeout=60), store.status()
     print(json.dumps({"items": dict(store.items()), "count": store.count()}), flush=True)
 """
-
-
-def _end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
-    try:
-        return {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(partitions)
-        }
-    finally:
-        c.close()
 
 
 def test_two_processes_converge(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:
@@ -71,7 +59,7 @@ def test_two_processes_converge(kafka_bootstrap: str, make_topic, tmp_path: Path
         for proc in procs:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
         write(2000)  # while both follow
-        target = json.dumps(_end_offsets(kafka_bootstrap, topic, 3))
+        target = json.dumps(end_offsets(kafka_bootstrap, topic))
         results = []
         for proc in procs:
             out, _ = proc.communicate(target + "\n", timeout=90)

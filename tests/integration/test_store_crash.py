@@ -46,6 +46,7 @@ from globalstore import GlobalStore
 from globalstore.codec import HEADER_SIZE, encode_key, encode_value, format_headers, origin
 from globalstore.meta import offset_key
 from globalstore.storage import Storage
+from globalstore.topic import end_offsets
 from tests.integration.store_support import produce, producer
 
 PARTITIONS = 4
@@ -245,8 +246,7 @@ def test_kill_9_at_random_moments(kafka_bootstrap: str, make_topic, tmp_path: Pa
     assert kills.get("mid-restore", 0) >= 1 and kills.get("follow", 0) >= 1, kills
 
     # Full restart with the producer stopped: the store must equal the whole topic.
-    ends = {p: oracle.consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
-            for p in range(PARTITIONS)}  # fmt: skip
+    ends = end_offsets(kafka_bootstrap, topic)
     expected = {k.decode(): orjson.loads(v) for k, (v, _, _) in oracle.fold(ends).items()}
     with GlobalStore(topic, kafka_bootstrap, path) as store:
         assert store.position() == ends

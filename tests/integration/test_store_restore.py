@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from globalstore import (
     GlobalStore,
@@ -15,6 +14,7 @@ from globalstore import (
     StoreListener,
     StoreNotReady,
 )
+from globalstore.topic import end_offsets
 from tests.integration.store_support import produce
 
 
@@ -148,7 +148,7 @@ def test_bulk_restore_is_ready_before_counting_and_counts_exactly(
     with GlobalStore.from_config(config) as store:
         # Changes that arrive while the keys are being counted count exactly once.
         produce(kafka_bootstrap, topic, [("new-1", {"n": 1}), ("k0001", None), ("k0000", 0)])
-        assert store.wait_for(_ends(kafka_bootstrap, topic), 30)
+        assert store.wait_for(end_offsets(kafka_bootstrap, topic), 30)
         assert store.count() == 2000 + 1 - 1 + 1
         assert store.count() == len(list(store.keys()))
     assert GlobalStore.inspect(tmp_path / "s").key_count == 2001
@@ -182,15 +182,3 @@ class SeenAtRestoreStart(StoreListener):
     def on_restore_start(self, topic, start_offsets, end_offsets):  # type: ignore[no-untyped-def]
         assert self.store is not None
         self.last_restore_at = self.store.status().last_restore_at
-
-
-def _ends(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends"})
-    try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in meta.partitions
-        }
-    finally:
-        consumer.close()

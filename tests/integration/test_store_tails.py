@@ -10,10 +10,11 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from globalstore import GlobalStore
 from globalstore.codec import encode_key, encode_value, format_headers
+from globalstore.topic import end_offsets
 
 WAIT = 20.0
 
@@ -30,23 +31,12 @@ def _transaction(bootstrap: str, topic: str, records: dict[str, object], commit:
         p.abort_transaction(30)
 
 
-def _high_watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tails-oracle"})
-    try:
-        return {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-            for p in range(partitions)
-        }
-    finally:
-        c.close()
-
-
 def test_a_partition_ending_in_a_commit_marker_is_reached(
     kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
     topic = make_topic(partitions=1)
     _transaction(kafka_bootstrap, topic, {"a": 1, "b": 2}, commit=True)
-    high = _high_watermarks(kafka_bootstrap, topic, 1)
+    high = end_offsets(kafka_bootstrap, topic)
     assert high == {0: 3}  # two records and the commit marker
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
         assert store.wait_for(high, timeout=WAIT), store.status()
@@ -60,7 +50,7 @@ def test_aborted_records_at_the_end_are_skipped_and_reached(
     topic = make_topic(partitions=2)
     _transaction(kafka_bootstrap, topic, {f"kept-{i}": i for i in range(10)}, commit=True)
     _transaction(kafka_bootstrap, topic, {f"aborted-{i}": i for i in range(10)}, commit=False)
-    high = _high_watermarks(kafka_bootstrap, topic, 2)
+    high = end_offsets(kafka_bootstrap, topic)
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
         assert store.wait_for(high, timeout=WAIT), store.status()
         assert store.lag() == {0: 0, 1: 0}
@@ -69,7 +59,7 @@ def test_aborted_records_at_the_end_are_skipped_and_reached(
         _transaction(kafka_bootstrap, topic, {"late-aborted": 1}, commit=False)
         _transaction(kafka_bootstrap, topic, {"late-kept": 1}, commit=True)
         _transaction(kafka_bootstrap, topic, {"last-aborted": 1}, commit=False)
-        high = _high_watermarks(kafka_bootstrap, topic, 2)
+        high = end_offsets(kafka_bootstrap, topic)
         assert store.wait_for(high, timeout=WAIT), (high, store.status())
         assert store.lag() == {0: 0, 1: 0}
         assert store.get("late-kept") == 1

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
+from globalstore.topic import end_offsets
+
 
 @dataclass(frozen=True)
 class Record:
@@ -24,7 +26,7 @@ def read_topic(
         {"bootstrap.servers": bootstrap, "group.id": "tests", "enable.auto.commit": False}
     )
     try:
-        ends = end_offsets(consumer, topic)
+        ends = end_offsets(bootstrap, topic)
         starts = after or {}
         assigned = [
             TopicPartition(topic, p, starts.get(p, 0)) for p in ends if ends[p] > starts.get(p, 0)
@@ -50,19 +52,6 @@ def read_topic(
         return records
     finally:
         consumer.close()
-
-
-def end_offsets(consumer_or_bootstrap: Consumer | str, topic: str) -> dict[int, int]:
-    consumer = (
-        Consumer({"bootstrap.servers": consumer_or_bootstrap, "group.id": "tests"})
-        if isinstance(consumer_or_bootstrap, str)
-        else consumer_or_bootstrap
-    )
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    return {
-        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-        for p in partitions
-    }
 
 
 def compacted(records: list[Record]) -> dict[str, bytes]:

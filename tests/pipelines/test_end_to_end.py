@@ -18,12 +18,13 @@ from pyspark.sql import SparkSession
 
 from globalstore import GlobalStore
 from globalstore.codec import VALUE_FORMAT_HEADER, VALUE_FORMAT_VERSION
+from globalstore.topic import end_offsets
 from pipelines import skeleton
 from pipelines.orders.generator import RawRecord, StreamShape, generate, produce
 from pipelines.orders.reference import ExpectedOrders
 from pipelines.orders.transform import ORDERS
 from pipelines.records import DLQ_OFFSET_HEADER, DLQ_PARTITION_HEADER, DLQ_REASON_HEADER
-from tests.pipelines.kafka_read import compacted, end_offsets, read_topic
+from tests.pipelines.kafka_read import compacted, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
