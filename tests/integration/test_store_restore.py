@@ -8,7 +8,7 @@ import pytest
 
 from globalstore import (
     GlobalStore,
-    RetriableError,
+    ReadOnlyStore,
     StoreClosed,
     StoreConfig,
     StoreListener,
@@ -91,7 +91,6 @@ def test_queries_before_ready_are_retriable(
     listener.store = store
     with pytest.raises(StoreNotReady):
         store.get("k1")
-    assert isinstance(StoreNotReady("x"), RetriableError)
     store.start()
     try:
         assert listener.errors and all(isinstance(e, StoreNotReady) for e in listener.errors)
@@ -151,7 +150,8 @@ def test_bulk_restore_is_ready_before_counting_and_counts_exactly(
         assert store.wait_for(end_offsets(kafka_bootstrap, topic), 30)
         assert store.count() == 2000 + 1 - 1 + 1
         assert store.count() == len(list(store.keys()))
-    assert GlobalStore.inspect(tmp_path / "s").key_count == 2001
+    with ReadOnlyStore(tmp_path / "s") as view:
+        assert view.status().key_count == 2001
 
 
 def test_last_restore_time_survives_a_restart(
@@ -162,7 +162,8 @@ def test_last_restore_time_survives_a_restart(
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
         restored = store.status().last_restore_at
     assert restored is not None
-    offline = GlobalStore.inspect(tmp_path / "s")
+    with ReadOnlyStore(tmp_path / "s") as view:
+        offline = view.status()
     assert offline.last_restore_at == restored and offline.position == {0: 1}
     assert offline.key_count == 1 and offline.topic == topic
     seen = SeenAtRestoreStart()
