@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
 from globalstore import codec
@@ -30,6 +31,17 @@ class StoreQueries:
 
     def _ready_storage(self) -> Storage:
         raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     # -- point lookups -----------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ opened. It never talks to Kafka; status() is what the store's own files say.
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 
 from globalstore import codec
 from globalstore.config import RocksDBOptions
@@ -74,11 +73,3 @@ class ReadOnlyStore(StoreQueries):
 
     def __enter__(self) -> ReadOnlyStore:
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

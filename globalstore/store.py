@@ -8,7 +8,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from globalstore import codec
@@ -180,14 +179,6 @@ class GlobalStore(StoreQueries):
     def __enter__(self) -> GlobalStore:
         # Both `with GlobalStore(...) as s:` and `with GlobalStore(...).start(t) as s:` work.
         return self if self._thread is not None else self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- queries (the methods are StoreQueries'; this says when they may read) ---------------
 
