@@ -110,6 +110,7 @@ class StoreThread(threading.Thread):
         self._restored_at_ms: int | None = None
         self._rebuild_reason: str | None = None
         self._skipped = 0
+        self._start_offsets: dict[int, int] = {}
         self._end_offsets: dict[int, int] = {}
         self._stop_event = threading.Event()
         self._restore_records = 0
@@ -220,6 +221,7 @@ class StoreThread(threading.Thread):
         return plan.plan(meta, info, marks, self.config)
 
     def _begin(self, consumer: Consumer, restore_plan: plan.Plan) -> None:
+        self._start_offsets = dict(restore_plan.start_offsets)
         self._end_offsets = dict(restore_plan.end_offsets)
         self._health.high = dict(restore_plan.end_offsets)
         self._exact_count = restore_plan.exact_count
@@ -322,12 +324,13 @@ class StoreThread(threading.Thread):
             self.on_applied()  # wakes count() callers waiting for the number
 
     def _log_progress(self, positions: dict[int, int]) -> None:
+        reached = {p: min(positions.get(p, 0), e) for p, e in self._end_offsets.items()}
         log.info(
             "restoring %s: %d records so far, %d/%d offsets",
             self.config.topic,
             self._restore_records,
-            sum(min(positions.get(p, 0), e) for p, e in self._end_offsets.items()),
-            sum(self._end_offsets.values()),
+            topic.records_between(self._start_offsets, reached),
+            topic.records_between(self._start_offsets, self._end_offsets),
         )
 
     # -- events, health, partitions ----------------------------------------------------------
