@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from globalstore import migrate
 from globalstore.config import StoreConfig
 from globalstore.meta import Meta
-from globalstore.topic import TopicInfo, records_between
+from globalstore.topic import Marks, TopicInfo, records_between
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,14 @@ class Rebuild:
 def plan(
     meta: Meta,
     info: TopicInfo,
-    marks: Mapping[int, tuple[int, int]],
+    marks: Mapping[int, Marks],
     config: StoreConfig,
 ) -> Plan:
     """Resume from the stored offsets (a new store starts at each partition's low mark).
     Call rebuild_reason() first: this assumes the store may resume."""
-    start = {p: meta.offsets.get(p, marks[p][0]) for p in info.partitions}
-    end = {p: marks[p][1] for p in info.partitions}
+    start = {p: meta.offsets.get(p, marks[p].low) for p in info.partitions}
+    # The last stable offset: a transaction left open must not hold the restore back.
+    end = {p: max(start[p], marks[p].stable) for p in info.partitions}
     exact = meta.count is not None and records_between(start, end) <= config.bulk_restore_threshold
     return Plan(start, end, exact)
 
@@ -56,7 +57,7 @@ def rebuild_reason(
     meta: Meta,
     store_is_empty: bool,
     info: TopicInfo,
-    marks: Mapping[int, tuple[int, int]],
+    marks: Mapping[int, Marks],
     config: StoreConfig,
     now_ms: int | None = None,
 ) -> Rebuild | None:
@@ -69,7 +70,7 @@ def _reason(
     meta: Meta,
     store_is_empty: bool,
     info: TopicInfo,
-    marks: Mapping[int, tuple[int, int]],
+    marks: Mapping[int, Marks],
     config: StoreConfig,
     now_ms: int | None,
 ) -> str | None:
@@ -85,7 +86,7 @@ def _reason(
     for p, offset in meta.offsets.items():
         if p not in marks:
             return f"stored partition {p} no longer exists in the topic"
-        low, high = marks[p]
+        low, high = marks[p].low, marks[p].high
         if not low <= offset <= high:
             return (
                 f"stored offset {offset} of partition {p} is outside the topic's range "

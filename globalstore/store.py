@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from globalstore import codec
 from globalstore.config import RocksDBOptions, StoreConfig
@@ -149,7 +149,6 @@ class GlobalStore(StoreQueries):
         thread = self._thread
         if thread is None:
             self._raise_unless_started()
-        assert thread is not None
         if not thread.ready.wait(timeout):
             return False
         status = thread.status
@@ -186,7 +185,6 @@ class GlobalStore(StoreQueries):
         thread, storage = self._thread, self._storage
         if thread is None or storage is None:
             self._raise_unless_started()
-        assert thread is not None and storage is not None
         status = thread.status
         if status.state is State.FAILED and status.restored_at_ms is None:
             raise StoreClosed(f"store thread for {self.topic!r} failed") from status.error
@@ -197,7 +195,7 @@ class GlobalStore(StoreQueries):
         self._lookup = storage.reader()
         return storage
 
-    def _raise_unless_started(self) -> None:
+    def _raise_unless_started(self) -> NoReturn:
         if self._closed:
             raise StoreClosed(f"store for {self.topic!r} is closed")
         raise StoreNotReady(f"store for {self.topic!r} has not been started")
@@ -247,7 +245,6 @@ class GlobalStore(StoreQueries):
         thread = self._thread
         if thread is None:
             self._raise_unless_started()
-        assert thread is not None
         status = thread.status
         if status.state in (State.FAILED, State.CLOSED):
             raise StoreClosed(

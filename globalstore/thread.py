@@ -185,7 +185,9 @@ class StoreThread(threading.Thread):
             try:
                 info = topic.describe_topic(consumer, admin, self.config, self.rpc_timeout)
                 topic.check_compaction(info, self.config)
-                marks = topic.watermarks(consumer, self.config, info.partitions, self.rpc_timeout)
+                marks = topic.watermarks(
+                    consumer, admin, self.config, info.partitions, self.rpc_timeout
+                )
             except BrokerUnavailable as exc:
                 self._health.last_error = str(exc)
                 self._publish()
@@ -195,7 +197,7 @@ class StoreThread(threading.Thread):
             return self._plan(info, marks)
         return None
 
-    def _plan(self, info: topic.TopicInfo, marks: Mapping[int, tuple[int, int]]) -> plan.Plan:
+    def _plan(self, info: topic.TopicInfo, marks: Mapping[int, topic.Marks]) -> plan.Plan:
         """Resume, or wipe and start over (WARNING) when resuming could leave the store
         different from the topic."""
         storage = self.storage

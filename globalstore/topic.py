@@ -11,8 +11,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    OffsetSpec,
+)
 
 from globalstore.codec import is_compacted, require_compacted
 from globalstore.config import StoreConfig
@@ -136,22 +147,47 @@ def _topic_id(admin: AdminClient, topic: str, timeout: float) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class Marks:
+    """A partition's offsets now: the first held, the high watermark, and the last stable
+    offset, which is as far as a read_committed consumer can read (below an open
+    transaction) and so the end a restore can reach."""
+
+    low: int
+    high: int
+    stable: int
+
+
 def watermarks(
     consumer: Consumer,
+    admin: AdminClient,
     config: StoreConfig,
     partitions: tuple[int, ...],
     timeout: float,
-) -> dict[int, tuple[int, int]]:
-    """(low, high) per partition, asked from the broker now."""
-    out = {}
-    for p in partitions:
-        try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(config.topic, p), timeout=timeout, cached=False
-            )
-        except KafkaException as exc:
-            raise BrokerUnavailable(_unreachable(config, exc)) from exc
-        out[p] = (low, high)
+) -> dict[int, Marks]:
+    """Marks per partition, asked from the broker now."""
+    tps = [TopicPartition(config.topic, p) for p in partitions]
+    try:
+        futures = admin.list_offsets(
+            {tp: OffsetSpec.latest() for tp in tps},  # type: ignore[no-untyped-call]
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=timeout,
+        )
+        stable = {tp.partition: f.result(timeout=timeout).offset for tp, f in futures.items()}
+        out = {}
+        for tp in tps:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            out[tp.partition] = Marks(low, high, min(stable[tp.partition], high))
+    except (KafkaException, TimeoutError) as exc:
+        if denied(exc):
+            raise AuthorizationError(
+                config.topic,
+                "Describe",
+                config.kafka_config.get("sasl.username"),
+                str(exc),
+                "The store needs Read and Describe on the topic.",
+            ) from exc
+        raise BrokerUnavailable(_unreachable(config, exc)) from exc
     return out
 
 

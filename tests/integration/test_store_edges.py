@@ -1,0 +1,137 @@
+"""Behaviour at the edges of a store's life, against a real broker: a transaction left open
+on the topic, a quiet topic kept apart from a long absence, a start that times out against a
+reachable broker, Ctrl-C during start."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from globalstore import GlobalStore, StartTimeout, StoreConfig, StoreListener, end_offsets
+from globalstore.codec import encode_key, encode_value, format_headers
+from globalstore.storage import Storage
+from tests.integration.store_support import produce
+
+WAIT = 30.0
+
+
+def _open_transaction(bootstrap: str, topic: str, keys: list[str]) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{uuid.uuid4().hex}"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for key in keys:
+        p.produce(topic, key=encode_key(key), value=encode_value(1), headers=format_headers())
+    p.flush(30)  # written to the log, not committed
+    return p
+
+
+def test_a_transaction_left_open_does_not_hold_start_back(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    # A read_committed consumer cannot read past an open transaction: the end a store can
+    # reach is the last stable offset, not the high watermark.
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("a", 1), ("b", 2)])
+    pending = _open_transaction(kafka_bootstrap, topic, ["in-flight-1", "in-flight-2"])
+    try:
+        with GlobalStore(topic, kafka_bootstrap, tmp_path / "s").start(timeout=WAIT) as store:
+            assert dict(store.items()) == {"a": 1, "b": 2}
+            pending.commit_transaction(30)
+            assert store.wait_for(end_offsets(kafka_bootstrap, topic), timeout=WAIT)
+            assert store.get("in-flight-2") == 1 and store.lag() == {0: 0}
+    finally:
+        pending.flush(1)
+
+
+def test_a_quiet_topic_is_not_taken_for_a_long_absence(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    # Nothing is written for longer than delete.retention.ms while the store runs: its
+    # in-sync heartbeat keeps the clock, so the next start resumes.
+    retention_s = 3.0
+    topic = make_topic(partitions=1, config={"delete.retention.ms": str(int(retention_s * 1000))})
+    produce(kafka_bootstrap, topic, [("a", 1)])
+    config = StoreConfig(topic, kafka_bootstrap, tmp_path / "s", heartbeat_interval=0.2)
+    with GlobalStore.from_config(config):
+        time.sleep(retention_s * 1.5)  # the quiet stretch the heartbeat must cover
+    with GlobalStore.from_config(config) as store:
+        assert store.status().rebuild_reason is None
+    # The same quiet stretch spent away from the topic is an absence: rebuild.
+    time.sleep(retention_s * 1.5)
+    with GlobalStore.from_config(config) as store:
+        reason = store.status().rebuild_reason
+        assert reason is not None and "delete.retention.ms" in reason
+
+
+class _Stall(StoreListener):
+    """Keeps the restore from finishing until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def on_batch_restored(self, topic, positions, records) -> None:  # type: ignore[no-untyped-def]
+        self.release.wait(WAIT)
+
+
+def test_a_restore_that_outlasts_its_timeout_is_a_start_timeout(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(100)])
+    stall = _Stall()
+    config = StoreConfig(topic, kafka_bootstrap, tmp_path / "s", restore_batch_size=10)
+    store = GlobalStore.from_config(config, listeners=[stall])
+    began = time.monotonic()
+    with pytest.raises(StartTimeout, match="did not finish restoring") as raised:
+        store.start(timeout=2)
+    stall.release.set()
+    assert type(raised.value) is StartTimeout  # the broker answered: not BrokerUnavailable
+    assert time.monotonic() - began < 2 + WAIT
+    Storage(tmp_path / "s").close()  # the directory was released
+
+
+_SLOW_START = """
+import sys, time
+from globalstore import GlobalStore, StoreConfig, StoreListener
+
+class Slow(StoreListener):  # 100 batches of 10 records, 0.2 s each: far from ready for 20 s
+    def on_batch_restored(self, topic, positions, records):
+        print("restoring", flush=True)
+        time.sleep(0.2)
+
+config = StoreConfig(sys.argv[1], sys.argv[2], sys.argv[3], restore_batch_size=10)
+try:
+    GlobalStore.from_config(config, listeners=[Slow()]).start(timeout=120)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    raise
+"""
+
+
+def test_ctrl_c_during_start_releases_the_store(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(1000)])
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_START, topic, kafka_bootstrap, str(tmp_path / "s")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "restoring"
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=WAIT)
+    finally:
+        child.kill()
+    assert "interrupted" in out and child.returncode != 0
+    Storage(tmp_path / "s").close()  # nothing holds the directory any more
