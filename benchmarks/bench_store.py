@@ -186,7 +186,8 @@ class Counter(StoreListener):
 def open_store(
     bootstrap: str, topic: str, path: Path, listener: Counter | None = None
 ) -> GlobalStore:
-    return GlobalStore(topic, bootstrap, path, listeners=[listener]).start(timeout=900)
+    listeners = () if listener is None else (listener,)
+    return GlobalStore(topic, bootstrap, path, listeners=listeners).start(timeout=900)
 
 
 def cold_restore(bootstrap: str, topic: str, path: Path) -> tuple[float, int]:
