@@ -22,6 +22,7 @@ import click
 import orjson
 
 from globalstore.cli.settings import parse_settings
+from globalstore.cli.watch import Watcher, watch
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 from globalstore.errors import BrokerUnavailable, GlobalStoreError, StoreLocked
 from globalstore.listeners import StoreListener
@@ -292,13 +293,24 @@ def count(target: StoreTarget) -> None:
     is_flag=True,
     help="Read the store's own files only, without a broker (works beside a running store).",
 )
+@click.option("--watch", is_flag=True, help="Refresh until Ctrl-C: state, rate, lag, keys.")
+@click.option("--interval", default=1.0, show_default=True, type=click.FloatRange(min=0.05))
+@click.option("--count", type=click.IntRange(min=1), help="With --watch: stop after N refreshes.")
 def status(
     target: StoreTarget,
     as_json: bool,
     offline: bool,
+    watch: bool,
+    interval: float,
+    count: int | None,
 ) -> None:
     """Print position, lag, key count, layout version and last restore time. If no broker
-    answers, say so on stderr and print what the store's own files say (as --offline)."""
+    answers, say so on stderr and print what the store's own files say (as --offline).
+    --watch keeps a live view of the store (redrawn on a terminal, a line per refresh
+    otherwise); beside a running application it reads the store's files each time."""
+    if watch:
+        _watch(target, offline, interval, count)
+        return
     if offline:
         report = _inspect(target.path)
     else:
@@ -316,6 +328,20 @@ def status(
         click.echo(orjson.dumps(dataclasses.asdict(report), option=orjson.OPT_NON_STR_KEYS))
     else:
         click.echo(_describe(report))
+
+
+def _watch(target: StoreTarget, offline: bool, interval: float, count: int | None) -> None:
+    watcher = Watcher(sys.stdout, tty=sys.stdout.isatty())
+    with contextlib.ExitStack() as stack:
+        store = None if offline else stack.enter_context(target.open_for_queries())
+        if isinstance(store, GlobalStore):
+            report = store.status
+        else:  # a directory another process holds: its files, read afresh each time
+            if store is not None:
+                store.close()
+            report = functools.partial(_inspect, target.path)
+        with contextlib.suppress(KeyboardInterrupt):
+            watch(report, watcher, interval, count)
 
 
 def _describe(s: StoreStatus) -> str:
