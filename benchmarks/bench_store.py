@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import charts
 import confluent_kafka
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -472,6 +473,32 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+RESTORE_PNG = "img/store-restore.png"
+VISIBLE_PNG = "img/store-visible.png"
+
+
+def draw(ceil: float, defaults: float, restore: float, visible: dict[str, list[float]]) -> None:
+    charts.bars(
+        DOCS.parent / RESTORE_PNG,
+        "Cold restore, 1M records: median records/s",
+        [
+            ("plain consumer, the store's fetch settings", ceil),
+            ("plain consumer, librdkafka defaults", defaults),
+            ("globalstore cold restore", restore),
+        ],
+        "records per second",
+        ours=["globalstore cold restore"],
+        target=300_000,
+    )
+    charts.distribution(
+        DOCS.parent / VISIBLE_PNG,
+        "Produce → visible in a following store",
+        visible,
+        "milliseconds",
+        scale=1000.0,
+    )
+
+
 def docs_section(
     rows: list[Row], about: str, setup: str, notes: list[str], profiles: dict[str, str]
 ) -> str:
@@ -483,6 +510,10 @@ def docs_section(
         f"Command: `python benchmarks/bench_store.py {' '.join(sys.argv[1:])}`. {setup}",
         "",
         table(rows),
+        "",
+        f"![Cold restore against plain consume loops]({RESTORE_PNG})",
+        "",
+        f"![Produce to visible, cumulative distribution]({VISIBLE_PNG})",
         "",
         *[f"- {n}" for n in notes],
     ]
@@ -662,8 +693,9 @@ def run(args: argparse.Namespace, bootstrap: str, kafka_version: str, workdir: P
     for name, text in profiles.items():
         print(f"\n{name}:\n{text}")
     if args.write_docs:
+        draw(ceil, median(defaults), rest, {"wait_for": waited, "get polling": polled})
         write_docs(docs_section(rows, about, setup, notes, profiles))
-        log(f"wrote the Store section of {DOCS}")
+        log(f"wrote the Store section of {DOCS} and its pictures")
 
 
 def main() -> None:
