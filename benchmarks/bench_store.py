@@ -233,7 +233,7 @@ def multi_get_vs_loop(store: GlobalStore, keys: list[str], batch: int) -> tuple[
         began = time.perf_counter()
         looped = [get(k) for k in chunk]
         loop += time.perf_counter() - began
-        if len(found) != sum(v is not None for v in looped):
+        if found != {k: v for k, v in zip(chunk, looped, strict=True) if v is not None}:
             raise RuntimeError("get_many and get disagree")
     return len(keys) / many, len(keys) / loop
 
