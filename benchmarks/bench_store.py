@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import charts
 import confluent_kafka
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -478,6 +477,8 @@ VISIBLE_PNG = "img/store-visible.png"
 
 
 def draw(ceil: float, defaults: float, restore: float, visible: dict[str, list[float]]) -> None:
+    # Imported here: matplotlib would add ~40 MB to the RSS probe, which runs this script.
+    import charts  # noqa: PLC0415
     charts.bars(
         DOCS.parent / RESTORE_PNG,
         "Cold restore, 1M records: median records/s",
