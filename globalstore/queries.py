@@ -70,10 +70,12 @@ class StoreQueries:
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
         """{key: value} for the keys present, read with one RocksDB multi-get."""
         wanted = list(keys)
-        raws = self._guard(lambda: self._ready_storage().get_many([k.encode() for k in wanted]))
+        encoded = [key.encode() for key in wanted]
+        raws = self._guard(lambda: self._ready_storage().get_many(encoded))
+        decode, topic = codec.decode, self.topic
         return {
-            key: codec.decode(raw, key.encode(), self.topic)
-            for key, raw in zip(wanted, raws, strict=True)
+            key: decode(raw, k, topic)
+            for key, k, raw in zip(wanted, encoded, raws, strict=True)
             if raw is not None
         }
 
