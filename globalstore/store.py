@@ -12,7 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from globalstore import codec
+from globalstore import codec, snapshot
 from globalstore.config import RocksDBOptions, StoreConfig
 from globalstore.errors import (
     BrokerUnavailable,
@@ -65,6 +65,7 @@ class GlobalStore:
         restore_listener: RestoreListener | None = None,
         rocksdb: RocksDBOptions | None = None,
         config: StoreConfig | None = None,
+        bootstrap_from: str | Path | None = None,
     ) -> None:
         self.config = config or StoreConfig(
             topic=topic,
@@ -75,6 +76,9 @@ class GlobalStore:
             rocksdb=rocksdb or RocksDBOptions(),
         )
         self._listener = restore_listener or RestoreListener()
+        # A peer's snapshot (URL of GET /v1/snapshot, or a snapshot directory) to start from
+        # when the store directory is empty; see snapshot.install.
+        self._bootstrap_from = bootstrap_from
         self._storage: Storage | None = None
         self._thread: StoreThread | None = None
         self._applied = threading.Condition()
@@ -95,6 +99,8 @@ class GlobalStore:
             raise StoreClosed("store was closed; create a new GlobalStore")
         if self._thread is not None:
             raise RuntimeError("start() was already called")
+        if self._bootstrap_from is not None:
+            snapshot.install(self._bootstrap_from, self.config.path)
         self._storage = Storage(self.config.path, self.config.rocksdb)
         # Short broker requests while planning, so a failed start() returns near its timeout.
         rpc_timeout = min(5.0, max(0.5, timeout / 2))
@@ -311,6 +317,12 @@ class GlobalStore:
                     return False
                 self._raise_unless_following()
                 self._applied.wait(0.1 if remaining is None else min(remaining, 0.1))
+
+    def checkpoint(self, dest: str | Path) -> None:
+        """Write a consistent RocksDB checkpoint of the running store into `dest` (which must
+        not exist): data and offsets of one instant, so a new instance can start from it
+        (bootstrap_from). Table files are hard-linked when `dest` is on the same file system."""
+        self._ready_storage().checkpoint(Path(dest))
 
     def _raise_unless_following(self) -> None:
         """For calls that wait on the store thread: it must be there and still applying."""

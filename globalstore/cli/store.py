@@ -49,7 +49,9 @@ class StoreTarget:
     allow_uncompacted: bool
     timeout: float
 
-    def open(self, listener: RestoreListener | None = None) -> GlobalStore:
+    def open(
+        self, listener: RestoreListener | None = None, bootstrap_from: str | None = None
+    ) -> GlobalStore:
         """A started store, or a ClickException carrying the store's own explanation."""
         store = GlobalStore(
             topic=self.topic,
@@ -58,6 +60,7 @@ class StoreTarget:
             kafka_config=self.kafka_config,
             allow_uncompacted=self.allow_uncompacted,
             restore_listener=listener,
+            bootstrap_from=bootstrap_from,
         )
         try:
             return store.start(timeout=self.timeout)
@@ -188,11 +191,18 @@ class Progress(RestoreListener):
 
 @click.command()
 @_store_options
-def restore(target: StoreTarget) -> None:
+@click.option(
+    "--from-snapshot",
+    metavar="URL_OR_DIR",
+    help="When --path is empty, start from this snapshot (a peer's GET /v1/snapshot URL or "
+    "a `snapshot create` directory) and catch up from its offsets; if it does not fit the "
+    "topic, a WARNING says why and the restore reads the whole topic.",
+)
+def restore(target: StoreTarget, from_snapshot: str | None) -> None:
     """Restore (or catch up) the store at --path to the topic's current end, then exit."""
     err = sys.stderr
     progress = Progress(err, tty=err.isatty())
-    store = target.open(progress)
+    store = target.open(progress, bootstrap_from=from_snapshot)
     with contextlib.closing(store):
         click.echo(f"ready: {store.count():,} keys, position {_offsets(store.position())}")
 
