@@ -20,6 +20,8 @@ import anyio
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -33,6 +35,21 @@ from globalstore.server.params import BadRequest
 from globalstore.server.served import ServedStore
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+class _KeyConvertor(Convertor[str]):
+    """Any key, slashes and newlines included (Starlette's `path` stops at a newline)."""
+
+    regex = r"[\s\S]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("key", _KeyConvertor())
 
 
 @dataclass(frozen=True)
@@ -77,7 +94,7 @@ class Api:
 
     def routes(self) -> list[Route]:
         table: list[tuple[str, str, Handler]] = [
-            ("/v1/keys/{key:path}", "key", self.get_key),
+            ("/v1/keys/{key:key}", "key", self.get_key),
             ("/v1/keys", "keys", self.list_keys),
             ("/v1/export", "export", self.export),
             ("/v1/count", "count", self.count),
@@ -281,4 +298,11 @@ def create_app(served: ServedStore, settings: ServerSettings | None = None) -> G
         finally:
             await anyio.to_thread.run_sync(served.close)
 
-    return Guard(Starlette(routes=api.routes(), lifespan=lifespan), settings.token)
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        return _json({"error": getattr(exc, "detail", "internal error")}, status)
+
+    app = Starlette(
+        routes=api.routes(), lifespan=lifespan, exception_handlers={HTTPException: http_error}
+    )
+    return Guard(app, settings.token)

@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from globalstore.snapshot import TOKEN_ENV
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
-MAX_QUERY_BYTES = 64 * 1024
+MAX_QUERY_BYTES = 32 * 1024
 
 
 def load_token(token_file: Path | None) -> str | None:

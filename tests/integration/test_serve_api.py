@@ -234,7 +234,8 @@ def test_min_position_waits_for_the_follower_or_answers_503_with_the_position(
         waited = time.monotonic() - began
         assert late.status_code == 503, late.text
         body = late.json()
-        assert body["position"] == {"0": 1, "1": 0} and body["min_position"] == {"1": 1}, body
+        assert body["position"].get("1", 0) == 0 and body["position"]["0"] == 1, body
+        assert body["min_position"] == {"1": 1}, body
         assert 0.3 <= waited < 3, waited
 
         answers: list[int] = []
@@ -280,7 +281,7 @@ def test_malformed_parameters_get_400_naming_them(
             response = client.get(path, params=query)
             assert response.status_code == 400, (path, query, response.text)
             assert name in response.json()["error"], (path, query, response.text)
-        huge = client.get("/v1/keys", params={"prefix": "x" * 70_000})
+        huge = client.get("/v1/keys", params={"prefix": "x" * 40_000})
         assert huge.status_code == 414, huge.text
 
 

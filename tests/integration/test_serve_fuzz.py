@@ -72,4 +72,4 @@ def test_api_fuzzed_from_its_openapi_document_never_fails(
 
             fuzz()
             checked += 1
-        assert checked == 8, f"fuzzed {checked} operations"
+        assert checked == 7, f"fuzzed {checked} operations"
