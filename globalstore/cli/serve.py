@@ -7,8 +7,6 @@ from pathlib import Path
 import click
 
 from globalstore.cli.store import StoreTarget, _store_options
-from globalstore.restore import RestoreListener
-from globalstore.store import GlobalStore
 
 
 @click.command()
@@ -65,18 +63,9 @@ def serve(
     except (OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
 
-    def make_store(listener: RestoreListener) -> GlobalStore:
-        return GlobalStore(
-            topic=target.topic,
-            bootstrap_servers=target.bootstrap_servers,
-            path=target.path,
-            kafka_config=target.kafka_config,
-            allow_uncompacted=target.allow_uncompacted,
-            restore_listener=listener,
-            bootstrap_from=bootstrap_from,
-        )
-
-    served = server.ServedStore(make_store, start_timeout=target.timeout)
+    served = server.ServedStore(
+        lambda listener: target.build(listener, bootstrap_from), start_timeout=target.timeout
+    )
     settings = server.ServerSettings(token=token, max_wait=max_wait)
     click.echo(f"serving {target.topic} on http://{host}:{port}", err=True)
     server.server(served, settings, host, port, graceful_seconds).run()

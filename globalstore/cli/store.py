@@ -49,11 +49,11 @@ class StoreTarget:
     allow_uncompacted: bool
     timeout: float
 
-    def open(
+    def build(
         self, listener: RestoreListener | None = None, bootstrap_from: str | None = None
     ) -> GlobalStore:
-        """A started store, or a ClickException carrying the store's own explanation."""
-        store = GlobalStore(
+        """The store these options describe, not started."""
+        return GlobalStore(
             topic=self.topic,
             bootstrap_servers=self.bootstrap_servers,
             path=self.path,
@@ -62,6 +62,12 @@ class StoreTarget:
             restore_listener=listener,
             bootstrap_from=bootstrap_from,
         )
+
+    def open(
+        self, listener: RestoreListener | None = None, bootstrap_from: str | None = None
+    ) -> GlobalStore:
+        """A started store, or a ClickException carrying the store's own explanation."""
+        store = self.build(listener, bootstrap_from)
         try:
             return store.start(timeout=self.timeout)
         except GlobalStoreError as exc:

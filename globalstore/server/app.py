@@ -148,9 +148,10 @@ class Api:
             return
         if not store.status().ready:
             raise StoreNotReady(f"store for {store.config.topic!r} is not ready")
-        reached = await anyio.to_thread.run_sync(
-            store.wait_for, wanted, wait, limiter=self._waiters
-        )
+        with self.metrics.waiting.track_inprogress():
+            reached = await anyio.to_thread.run_sync(
+                store.wait_for, wanted, wait, limiter=self._waiters
+            )
         if not reached:
             raise PositionNotReached(wanted, store.position(), wait)
 

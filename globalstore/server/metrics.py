@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -95,6 +95,11 @@ class Metrics:
             "Time to the response head (streams: to the first chunk), by route",
             ["route"],
             buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.waiting = Gauge(
+            "globalstore_min_position_waiting",
+            "Queries waiting for the store to reach their min_position",
             registry=self.registry,
         )
         self.decode_errors = Counter(

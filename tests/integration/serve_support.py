@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from confluent_kafka import Consumer, TopicPartition
 
 from globalstore import GlobalStore
 from globalstore.localkafka import free_port
@@ -61,19 +60,6 @@ def wait_ready(client: httpx.Client, timeout: float = 60) -> None:
             return
         assert time.monotonic() < deadline, f"not ready within {timeout}s: {response.text}"
         time.sleep(0.02)
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    """The topic's current end offset per partition, from the broker."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "serve-tests"})
-    try:
-        md = consumer.list_topics(topic, timeout=10).topics[topic]
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in md.partitions
-        }
-    finally:
-        consumer.close()
 
 
 def wait_position(client: httpx.Client, wanted: Mapping[int, int], headers: Any = None) -> None:

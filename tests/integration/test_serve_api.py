@@ -11,13 +11,13 @@ import orjson
 from globalstore.restore import RestoreListener
 from globalstore.server import ServerSettings
 from tests.integration.serve_support import (
-    end_offsets,
     running_server,
     served_store,
     wait_position,
     wait_ready,
 )
 from tests.integration.store_support import produce
+from tests.pipelines.kafka_read import end_offsets
 
 
 def test_get_key_gives_value_and_record_timestamp_and_404_when_absent(
