@@ -39,10 +39,21 @@ _BLOCK = 512
 Progress = Callable[[int], None]  # bytes received so far
 
 
+_CHECKPOINT_PREFIX = "checkpoint-"
+
+
 def checkpoint_dir(store_path: Path) -> Path:
     """A fresh path for a checkpoint beside the store's database (same file system, so RocksDB
     hard-links the table files instead of copying them). The caller removes it."""
-    return store_path / f"checkpoint-{uuid.uuid4().hex[:12]}"
+    return store_path / f"{_CHECKPOINT_PREFIX}{uuid.uuid4().hex[:12]}"
+
+
+def remove_stale_checkpoints(store_path: Path) -> None:
+    """Remove checkpoints a previous process left behind (killed while sending one): their
+    hard links would keep old table files on disk. Call it while holding the store."""
+    for leftover in store_path.glob(f"{_CHECKPOINT_PREFIX}*"):
+        log.info("removing stale checkpoint %s", leftover)
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def create(store_path: str | Path, dest: str | Path, rocksdb: RocksDBOptions | None = None) -> Path:

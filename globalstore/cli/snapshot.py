@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -30,3 +33,37 @@ def create(path: Path, dest: Path) -> None:
     except (GlobalStoreError, OSError) as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
     click.echo(f"snapshot written to {written.parent}")
+
+
+def install_snapshot(source: str, path: Path, out: TextIO) -> bool:
+    """snapshot.install with the bytes received shown on `out` (redrawn on a terminal, a line
+    every few seconds otherwise) and the outcome said in one line."""
+    tty = out.isatty()
+    installed = snapshots.install(source, path, progress=_received(out, tty))
+    if tty:
+        out.write("\r\x1b[K")
+    if installed:
+        out.write(f"installed snapshot {source}; catching up from its offsets\n")
+    elif snapshots.is_empty(path):
+        out.write(f"snapshot {source} not used (see the warning); restoring from Kafka\n")
+    else:
+        out.write(f"{path} already holds a store: snapshot {source} not used\n")
+    out.flush()
+    return installed
+
+
+def _received(out: TextIO, tty: bool) -> Callable[[int], None]:
+    began = shown = time.monotonic()
+
+    def show(received: int) -> None:
+        nonlocal shown
+        now = time.monotonic()
+        if now - shown < (0.1 if tty else 5.0):
+            return
+        shown = now
+        rate = received / (now - began) / 1e6
+        line = f"fetching snapshot: {received / 1e6:,.0f} MB ({rate:,.0f} MB/s)"
+        out.write(f"\r{line}" if tty else f"{line}\n")
+        out.flush()
+
+    return show

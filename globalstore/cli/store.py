@@ -22,6 +22,7 @@ import click
 import orjson
 
 from globalstore.cli.settings import parse_settings
+from globalstore.cli.snapshot import install_snapshot
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 from globalstore.errors import BrokerUnavailable, GlobalStoreError
 from globalstore.restore import RestoreListener
@@ -63,11 +64,9 @@ class StoreTarget:
             bootstrap_from=bootstrap_from,
         )
 
-    def open(
-        self, listener: RestoreListener | None = None, bootstrap_from: str | None = None
-    ) -> GlobalStore:
+    def open(self, listener: RestoreListener | None = None) -> GlobalStore:
         """A started store, or a ClickException carrying the store's own explanation."""
-        store = self.build(listener, bootstrap_from)
+        store = self.build(listener)
         try:
             return store.start(timeout=self.timeout)
         except GlobalStoreError as exc:
@@ -207,8 +206,10 @@ class Progress(RestoreListener):
 def restore(target: StoreTarget, from_snapshot: str | None) -> None:
     """Restore (or catch up) the store at --path to the topic's current end, then exit."""
     err = sys.stderr
+    if from_snapshot is not None:
+        install_snapshot(from_snapshot, target.path, err)
     progress = Progress(err, tty=err.isatty())
-    store = target.open(progress, bootstrap_from=from_snapshot)
+    store = target.open(progress)
     with contextlib.closing(store):
         click.echo(f"ready: {store.count():,} keys, position {_offsets(store.position())}")
 

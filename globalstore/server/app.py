@@ -27,7 +27,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from globalstore import snapshot
-from globalstore.errors import InvalidValue, StoreClosed, StoreNotReady
+from globalstore.errors import GlobalStoreError, InvalidValue, StoreClosed, StoreNotReady
 from globalstore.server import openapi, params
 from globalstore.server.guard import Guard
 from globalstore.server.metrics import Metrics
@@ -127,6 +127,8 @@ class Api:
             except InvalidValue as exc:
                 self.metrics.decode_errors.inc()
                 response = _json({"error": f"InvalidValue: {exc}"}, 500)
+            except GlobalStoreError as exc:  # StorageError and the like: say what failed
+                response = _json({"error": f"{type(exc).__name__}: {exc}"}, 500)
             latency.observe(time.perf_counter() - began)
             requests.labels(name, response.status_code).inc()
             return response

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from globalstore import snapshot
 from globalstore.errors import GlobalStoreError, RetriableError
 from globalstore.restore import RestoreListener
 from globalstore.store import GlobalStore
@@ -90,6 +91,7 @@ class ServedStore:
         while not self._stopping.is_set():
             try:
                 self.store.start(timeout=self.start_timeout)
+                snapshot.remove_stale_checkpoints(self.store.config.path)
                 return
             except RetriableError as exc:
                 if self._stopping.is_set():

@@ -315,3 +315,19 @@ def test_bearer_token_protects_every_route_but_the_probes(
                 assert denied.headers["www-authenticate"] == "Bearer"
         assert client.get("/v1/keys/t", headers=good).json()["value"] == 1
         assert client.get("/openapi.json", headers=good).json()["security"] == [{"bearer": []}]
+
+
+def test_a_store_that_cannot_start_fails_health_with_the_reason(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1, compact=False)
+    with running_server(served_store(topic, kafka_bootstrap, tmp_path / "s")) as client:
+        deadline = time.monotonic() + 30
+        while (health := client.get("/healthz")).status_code == 200:
+            assert time.monotonic() < deadline, "healthz still 200 after 30s"
+            time.sleep(0.02)
+        assert health.status_code == 503
+        assert health.json()["error"].startswith("TopicNotCompacted"), health.text
+        assert client.get("/readyz").status_code == 503
+        status = client.get("/v1/status").json()
+        assert status["ready"] is False and "is not compacted" in status["start_error"], status

@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from globalstore import GlobalStore, RestoreListener
 from globalstore.cli import main
+from globalstore.server import ServerSettings
 from tests.integration.serve_support import running_server, served_store, wait_ready
 from tests.integration.store_support import produce
 from tests.pipelines.kafka_read import end_offsets
@@ -49,7 +50,11 @@ def _expected(*batches: list[tuple[str, object]]) -> dict[str, object]:
 
 
 def test_new_instance_boots_from_a_peer_snapshot_while_records_flow(
-    kafka_bootstrap: str, make_topic, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    kafka_bootstrap: str,
+    make_topic,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     topic = make_topic(partitions=3)
     first = [(f"k{i:05d}", {"v": i}) for i in range(20_000)]
@@ -68,7 +73,10 @@ def test_new_instance_boots_from_a_peer_snapshot_while_records_flow(
             produce(kafka_bootstrap, topic, batch)
             flowing.append(batch)
 
-    with running_server(served_store(topic, kafka_bootstrap, tmp_path / "a")) as client:
+    monkeypatch.setenv("GLOBALSTORE_TOKEN", "peer-token")  # B sends it to fetch the snapshot
+    settings = ServerSettings(token="peer-token")
+    with running_server(served_store(topic, kafka_bootstrap, tmp_path / "a"), settings) as client:
+        client.headers["Authorization"] = "Bearer peer-token"
         wait_ready(client)
         writer = threading.Thread(target=write)
         writer.start()
@@ -140,6 +148,12 @@ def test_unfit_snapshots_are_refused_and_the_store_restores_from_kafka(
 
     assert boot(tmp_path / "mine", tmp_path / "ok").to_read == [0]  # a fitting one is used
     assert "rebuilding" not in caplog.text
+    argv = ["restore", "--topic", topic, "--bootstrap-servers", kafka_bootstrap]
+    argv += ["--path", str(tmp_path / "cli"), "--from-snapshot", str(tmp_path / "mine")]
+    restored = CliRunner().invoke(main, argv)
+    assert restored.exit_code == 0, restored.output
+    assert restored.stdout.startswith("ready: 300 keys"), restored.stdout
+    assert "installed snapshot" in restored.stderr and "0 records to read" in restored.stderr
 
     cases = [
         ("foreign", tmp_path / "foreign", f"store holds topic {other!r}"),
