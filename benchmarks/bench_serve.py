@@ -230,7 +230,12 @@ def write_section(rows: list[Row], about: str, notes: list[str]) -> None:
     )
     text = DOCS.read_text()
     pattern = re.compile(rf"^{HEADING}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
+    old = pattern.search(text)
+    if old:
+        # Hand-written subsections ("### ...": the stack choice, findings) are kept.
+        kept = re.search(r"^### .*", old.group(0), re.S | re.M)
+        if kept:
+            section += "\n\n" + kept.group(0).rstrip()
         text = pattern.sub(lambda _: section + "\n\n", text, count=1)
     else:
         text = text.rstrip() + "\n\n" + section
