@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 
+from globalstore import GlobalStore
 from globalstore.restore import RestoreListener
 from globalstore.server import ServerSettings
 from tests.integration.serve_support import (
@@ -331,3 +332,22 @@ def test_a_store_that_cannot_start_fails_health_with_the_reason(
         assert client.get("/readyz").status_code == 503
         status = client.get("/v1/status").json()
         assert status["ready"] is False and "is not compacted" in status["start_error"], status
+
+
+def test_an_export_abandoned_by_its_client_releases_the_store(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [(f"x{i:05d}", {"pad": "p" * 200}) for i in range(20_000)])
+    settings = ServerSettings(export_chunk=10)
+    path = tmp_path / "s"
+    with running_server(served_store(topic, kafka_bootstrap, path), settings) as client:
+        wait_ready(client)
+        with client.stream("GET", "/v1/export") as response:
+            first = next(response.iter_lines())
+            assert orjson.loads(first)["key"] == "x00000"
+        # The client hung up after one line; the server must still answer and stop cleanly.
+        assert client.get("/v1/count").json() == {"count": 20_000}
+    # Stopping closed the store: no iterator kept RocksDB's lock, so it opens again.
+    with GlobalStore(topic, kafka_bootstrap, path) as again:
+        assert again.count() == 20_000
