@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
 import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -256,20 +255,24 @@ class Api:
 
 def _ndjson_chunks(items: Iterator[tuple[str, Any]], size: int) -> Iterator[bytes]:
     """NDJSON lines in chunks of `size` items. A value that cannot be decoded ends the stream
-    with an {"error": ...} line, since the 200 status has already been sent."""
+    (after the lines before it) with an {"error": ...} line: the 200 status is already sent."""
     dumps = orjson.dumps
+    lines: list[bytes] = []
     try:
-        while True:
-            lines = [dumps({"key": k, "value": v}) for k, v in itertools.islice(items, size)]
-            if not lines:
-                return
-            lines.append(b"")
-            yield b"\n".join(lines)
+        for key, value in items:
+            lines.append(dumps({"key": key, "value": value}))
+            if len(lines) == size:
+                lines.append(b"")
+                yield b"\n".join(lines)
+                lines = []
     except (InvalidValue, StoreClosed) as exc:
-        yield dumps({"error": f"{type(exc).__name__}: {exc}"}) + b"\n"
+        lines.append(dumps({"error": f"{type(exc).__name__}: {exc}"}))
     finally:
         with contextlib.suppress(Exception):
             items.close()  # type: ignore[attr-defined]  # a generator: releases the iterator
+    if lines:
+        lines.append(b"")
+        yield b"\n".join(lines)
 
 
 async def _in_threads(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:

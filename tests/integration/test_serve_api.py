@@ -17,7 +17,7 @@ from tests.integration.serve_support import (
     wait_position,
     wait_ready,
 )
-from tests.integration.store_support import produce
+from tests.integration.store_support import produce, produce_raw
 from tests.pipelines.kafka_read import end_offsets
 
 
@@ -351,3 +351,22 @@ def test_an_export_abandoned_by_its_client_releases_the_store(
     # Stopping closed the store: no iterator kept RocksDB's lock, so it opens again.
     with GlobalStore(topic, kafka_bootstrap, path) as again:
         assert again.count() == 20_000
+
+
+def test_an_undecodable_value_is_reported_with_its_record_and_counted(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("a-good", 1)])
+    produce_raw(kafka_bootstrap, topic, b"b-bad", b"{not json")
+    produce(kafka_bootstrap, topic, [("c-good", 3)])
+    with running_server(served_store(topic, kafka_bootstrap, tmp_path / "s")) as client:
+        wait_ready(client)
+        bad = client.get("/v1/keys/b-bad")
+        assert bad.status_code == 500, bad.text
+        assert "InvalidValue" in bad.json()["error"] and "offset 1" in bad.json()["error"]
+        assert client.get("/v1/keys/a-good").json()["value"] == 1
+        lines = [orjson.loads(line) for line in client.get("/v1/export").text.splitlines()]
+        assert lines[0] == {"key": "a-good", "value": 1}
+        assert lines[-1]["error"].startswith("InvalidValue"), lines
+        assert "globalstore_decode_errors_total 1.0" in client.get("/metrics").text
