@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 
 from globalstore import GlobalStore
+from globalstore.localkafka import free_port
 from globalstore.restore import RestoreListener
 from globalstore.server import ServerSettings
 from tests.integration.serve_support import (
@@ -370,3 +371,19 @@ def test_an_undecodable_value_is_reported_with_its_record_and_counted(
         assert lines[0] == {"key": "a-good", "value": 1}
         assert lines[-1]["error"].startswith("InvalidValue"), lines
         assert "globalstore_decode_errors_total 1.0" in client.get("/metrics").text
+
+
+def test_no_broker_at_start_keeps_the_server_alive_not_ready_and_saying_why(
+    tmp_path: Path,
+) -> None:
+    nowhere = f"127.0.0.1:{free_port()}"
+    with running_server(served_store("t", nowhere, tmp_path / "s")) as client:
+        deadline = time.monotonic() + 30
+        while not (status := client.get("/v1/status").json())["last_error"]:
+            assert time.monotonic() < deadline, f"no error reported within 30s: {status}"
+            time.sleep(0.05)
+        assert nowhere in status["last_error"] or "Connect" in status["last_error"], status
+        assert status["ready"] is False and status["start_error"] is None, status
+        assert client.get("/healthz").status_code == 200  # retrying, not failed
+        assert client.get("/readyz").status_code == 503
+        assert client.get("/v1/count").status_code == 503
