@@ -92,7 +92,7 @@ class Metrics:
         )
         self.latency = Histogram(
             "globalstore_http_request_seconds",
-            "Time to the response head (streams: to the first chunk), by route",
+            "Time to build the response (streams: not their transfer), by route",
             ["route"],
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
