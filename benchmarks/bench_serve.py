@@ -13,6 +13,7 @@ the "## Serving" section of docs/benchmarks.md (nothing else there).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import os
 import random
@@ -251,15 +252,17 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
-        workdir = Path(tmp)
-        if args.bootstrap_servers:
-            run(args, args.bootstrap_servers, "(existing cluster)", workdir)
-            return
-        broker = LocalKafka(port=free_port(), data_dir=workdir / "kafka", heap="1g")
-        log("starting a local Kafka broker")
-        with broker:
-            run(args, broker.bootstrap, broker.status().version, workdir)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp,
+        contextlib.ExitStack() as on_exit,
+    ):
+        bootstrap, version = args.bootstrap_servers, f"at {args.bootstrap_servers} (given)"
+        if not bootstrap:
+            log("starting a local Kafka broker")
+            local = LocalKafka(port=free_port(), data_dir=Path(tmp, "kafka"), heap="1g")
+            broker = on_exit.enter_context(local)
+            bootstrap, version = broker.bootstrap, broker.status().version
+        run(args, bootstrap, version, Path(tmp))
 
 
 if __name__ == "__main__":
