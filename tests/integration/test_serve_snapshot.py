@@ -27,11 +27,13 @@ class _Starts(RestoreListener):
 
     def __init__(self) -> None:
         self.to_read: list[int] = []
+        self.started_at: list[int] = []  # sum of the start offsets
 
     def on_restore_start(
         self, topic: str, start_offsets: Mapping[int, int], end_offsets: Mapping[int, int]
     ) -> None:
         self.to_read.append(sum(end_offsets[p] - start_offsets[p] for p in end_offsets))
+        self.started_at.append(sum(start_offsets.values()))
 
 
 def _content(store: GlobalStore) -> dict[str, object]:
@@ -98,7 +100,10 @@ def test_new_instance_boots_from_a_peer_snapshot_while_records_flow(
     assert len(flowing) >= 2, "records did not keep flowing while B booted"
     assert "installed snapshot" in caplog.text
     assert "refused" not in caplog.text and "rebuilding" not in caplog.text, caplog.text
-    assert starts.to_read and starts.to_read[0] < 5_000, f"B read {starts.to_read} records"
+    # B started from the snapshot's offsets (which cover at least the first 20,000 records
+    # A had applied when it turned ready), not from the beginning; how much it then read
+    # depends on how fast the writer ran meanwhile.
+    assert starts.started_at and starts.started_at[0] >= 20_000, (starts.started_at, starts.to_read)
 
 
 def _set_delete_retention(admin: AdminClient, topic: str, ms: int) -> None:
