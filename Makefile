@@ -28,6 +28,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_store.py
 	$(BIN)/python benchmarks/bench_pipeline.py
+	$(BIN)/python benchmarks/bench_serve.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -479,6 +479,7 @@ VISIBLE_PNG = "img/store-visible.png"
 def draw(ceil: float, defaults: float, restore: float, visible: dict[str, list[float]]) -> None:
     # Imported here: matplotlib would add ~40 MB to the RSS probe, which runs this script.
     import charts  # noqa: PLC0415
+
     charts.bars(
         DOCS.parent / RESTORE_PNG,
         "Cold restore, 1M records: median records/s",

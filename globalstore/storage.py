@@ -407,6 +407,15 @@ class Storage:
             out.append(pair)
         return out
 
+    def checkpoint(self, dest: Path) -> None:
+        """A consistent copy of the database (data and meta, so its offsets) in `dest`, which
+        must not exist: RocksDB flushes the memtables and hard-links the table files (copies
+        them across file systems). Writers pause only for the flush."""
+        try:
+            rocksdict.Checkpoint(self._db).create_checkpoint(str(dest))
+        except Exception as exc:
+            raise StorageError(f"checkpoint of {self.path} into {dest} failed: {exc}") from exc
+
     def snapshot_state(self) -> tuple[dict[int, int], int | None]:
         with self._state_lock:
             return dict(self.positions), self.count

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from globalstore import codec
+from globalstore import codec, snapshot
 from globalstore.config import RocksDBOptions, StoreConfig
 from globalstore.errors import BrokerUnavailable, StartTimeout, StoreClosed, StoreNotReady
 from globalstore.listeners import StoreListener
@@ -60,6 +60,7 @@ class GlobalStore(StoreQueries):
         check_topic_config: bool = True,
         listeners: Sequence[StoreListener] = (),
         rocksdb: RocksDBOptions | None = None,
+        bootstrap_from: str | Path | None = None,
     ) -> None:
         config = StoreConfig(
             topic=topic,
@@ -70,19 +71,31 @@ class GlobalStore(StoreQueries):
             check_topic_config=check_topic_config,
             rocksdb=rocksdb or RocksDBOptions(),
         )
-        self._init(config, listeners)
+        self._init(config, listeners, bootstrap_from)
 
     @classmethod
     def from_config(
-        cls, config: StoreConfig, *, listeners: Sequence[StoreListener] = ()
+        cls,
+        config: StoreConfig,
+        *,
+        listeners: Sequence[StoreListener] = (),
+        bootstrap_from: str | Path | None = None,
     ) -> GlobalStore:
         """A store with every setting of `config` (the constructor covers the common ones)."""
         store = cls.__new__(cls)
-        store._init(config, listeners)
+        store._init(config, listeners, bootstrap_from)
         return store
 
-    def _init(self, config: StoreConfig, listeners: Sequence[StoreListener]) -> None:
+    def _init(
+        self,
+        config: StoreConfig,
+        listeners: Sequence[StoreListener],
+        bootstrap_from: str | Path | None,
+    ) -> None:
         self.config = config
+        # A peer's snapshot (URL of GET /v1/snapshot, or a snapshot directory) to start from
+        # when the store directory is empty; see snapshot.install.
+        self._bootstrap_from = bootstrap_from
         self.topic = config.topic
         self.path = config.path
         self._listeners = tuple(listeners)
@@ -112,6 +125,8 @@ class GlobalStore(StoreQueries):
                 raise StoreClosed("store was closed; create a new GlobalStore")
             if self._thread is not None:
                 raise RuntimeError("start() was already called")
+            if self._bootstrap_from is not None:
+                snapshot.install(self._bootstrap_from, self.config.path)
             storage = Storage(self.config.path, self.config.rocksdb)
             # Short broker requests while planning, so a failed start() returns near its
             # timeout.
@@ -239,6 +254,12 @@ class GlobalStore(StoreQueries):
                     return False
                 self._raise_if_stopped()
                 self._applied.wait(0.1 if remaining is None else min(remaining, 0.1))
+
+    def checkpoint(self, dest: str | Path) -> None:
+        """Write a consistent RocksDB checkpoint of the running store into `dest` (which must
+        not exist): data and offsets of one instant, so a new instance can start from it
+        (bootstrap_from). Table files are hard-linked when `dest` is on the same file system."""
+        self._ready_storage().checkpoint(Path(dest))
 
     def _raise_if_stopped(self) -> None:
         """For calls that wait on the store thread: it must be there and not stopped."""

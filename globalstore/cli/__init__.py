@@ -9,6 +9,8 @@ import click
 
 from globalstore.cli.demo import demo
 from globalstore.cli.kafka import kafka
+from globalstore.cli.serve import serve
+from globalstore.cli.snapshot import snapshot
 from globalstore.cli.store import register
 
 # Groups that live outside the library package, loaded only when named: the pipeline command
@@ -39,4 +41,6 @@ def main(verbose: int) -> None:
 
 main.add_command(demo)
 main.add_command(kafka)
+main.add_command(serve)
+main.add_command(snapshot)
 register(main)

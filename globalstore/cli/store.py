@@ -22,6 +22,7 @@ import click
 import orjson
 
 from globalstore.cli.settings import parse_settings
+from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.watch import Watcher, watch
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 from globalstore.errors import BrokerUnavailable, GlobalStoreError, StoreLocked
@@ -53,9 +54,11 @@ class StoreTarget:
     skip_topic_config_check: bool
     timeout: float
 
-    def open(self, listener: StoreListener | None = None) -> GlobalStore:
-        """A started store, or a ClickException carrying the store's own explanation."""
-        store = GlobalStore(
+    def build(
+        self, listener: StoreListener | None = None, bootstrap_from: str | None = None
+    ) -> GlobalStore:
+        """The store these options describe, not started."""
+        return GlobalStore(
             topic=self.topic,
             bootstrap_servers=self.bootstrap_servers,
             path=self.path,
@@ -63,7 +66,12 @@ class StoreTarget:
             allow_uncompacted=self.allow_uncompacted,
             check_topic_config=not self.skip_topic_config_check,
             listeners=() if listener is None else (listener,),
+            bootstrap_from=bootstrap_from,
         )
+
+    def open(self, listener: StoreListener | None = None) -> GlobalStore:
+        """A started store, or a ClickException carrying the store's own explanation."""
+        store = self.build(listener)
         try:
             return store.start(timeout=self.timeout)
         except GlobalStoreError as exc:
@@ -217,9 +225,18 @@ class Progress(StoreListener):
 
 @click.command()
 @_store_options
-def restore(target: StoreTarget) -> None:
+@click.option(
+    "--from-snapshot",
+    metavar="URL_OR_DIR",
+    help="When --path is empty, start from this snapshot (a peer's GET /v1/snapshot URL or "
+    "a `snapshot create` directory) and catch up from its offsets; if it does not fit the "
+    "topic, a WARNING says why and the restore reads the whole topic.",
+)
+def restore(target: StoreTarget, from_snapshot: str | None) -> None:
     """Restore (or catch up) the store at --path to the topic's current end, then exit."""
     err = sys.stderr
+    if from_snapshot is not None:
+        install_snapshot(from_snapshot, target.path, err)
     progress = Progress(err, tty=err.isatty())
     store = target.open(progress)
     with contextlib.closing(store):

@@ -1,0 +1,71 @@
+"""`globalstore serve`: a store for one topic plus its HTTP API (needs the `serve` extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from globalstore.cli.store import StoreTarget, _store_options
+
+
+@click.command()
+@_store_options
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="File holding the bearer token every route but the probes requires "
+    "(default: $GLOBALSTORE_TOKEN; neither: no token).",
+)
+@click.option(
+    "--max-wait",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0, 300),
+    help="Longest wait, in seconds, for a query's min_position.",
+)
+@click.option(
+    "--bootstrap-from",
+    metavar="URL_OR_DIR",
+    help="A peer's GET /v1/snapshot URL or a snapshot directory to start from when the "
+    "store directory is empty.",
+)
+@click.option(
+    "--graceful-seconds",
+    default=30,
+    show_default=True,
+    type=click.IntRange(0, 3600),
+    help="On SIGTERM, how long in-flight requests may take before they are cut.",
+)
+def serve(
+    target: StoreTarget,
+    host: str,
+    port: int,
+    token_file: Path | None,
+    max_wait: float,
+    bootstrap_from: str | None,
+    graceful_seconds: int,
+) -> None:
+    """Serve the store at --path over HTTP while it restores and follows --topic.
+
+    /readyz answers 503 until the restore is complete; queries meanwhile get 503 too.
+    """
+    try:
+        from globalstore import server  # noqa: PLC0415 - the optional extra, only when serving
+    except ImportError as exc:
+        raise click.ClickException(
+            f"globalstore serve needs the serve extra: pip install 'globalstore[serve]' ({exc})"
+        ) from exc
+    try:
+        token = server.load_token(token_file)
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+    served = server.ServedStore(
+        lambda listener: target.build(listener, bootstrap_from), start_timeout=target.timeout
+    )
+    settings = server.ServerSettings(token=token, max_wait=max_wait)
+    click.echo(f"serving {target.topic} on http://{host}:{port}", err=True)
+    server.server(served, settings, host, port, graceful_seconds).run()

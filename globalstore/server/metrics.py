@@ -1,0 +1,109 @@
+"""Prometheus metrics of one served store, in a registry of its own (so two servers in one
+process, as in tests, do not collide). Store gauges are read from status() at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from globalstore.server.served import ServedStore
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+
+
+class _StoreCollector(Collector):
+    def __init__(self, served: ServedStore) -> None:
+        self.served = served
+        self._baseline: int | None = None  # sum of offsets when this server began applying
+
+    def collect(self) -> Iterator[Metric]:
+        status = self.served.store.status()
+        progress = self.served.progress()
+        yield _gauge(
+            "globalstore_ready",
+            "1 once restored to the end offsets seen at start",
+            float(status.ready),
+        )
+        yield _gauge("globalstore_connected", "1 while the broker answers", float(status.connected))
+        if status.key_count is not None:
+            yield _gauge("globalstore_keys", "Live keys in the store", status.key_count)
+        if status.staleness_seconds is not None:
+            yield _gauge(
+                "globalstore_staleness_seconds",
+                "Seconds since the store last held the topic's end",
+                status.staleness_seconds,
+            )
+        position = GaugeMetricFamily(
+            "globalstore_position", "Next offset applied, per partition", labels=["partition"]
+        )
+        lag = GaugeMetricFamily(
+            "globalstore_lag_records", "Records behind the topic's end", labels=["partition"]
+        )
+        for p, o in sorted(status.position.items()):
+            position.add_metric([str(p)], o)
+        for p, n in sorted(status.lag.items()):
+            lag.add_metric([str(p)], n)
+        yield position
+        yield lag
+        total = sum(status.position.values())
+        if progress.start_offsets_total is not None:
+            self._baseline = progress.start_offsets_total
+        elif self._baseline is None:
+            self._baseline = total  # a store started elsewhere: count from the first scrape
+        applied = CounterMetricFamily(
+            "globalstore_records_applied",
+            "Offsets applied since this server started (records, plus transaction markers)",
+        )
+        applied.add_metric([], max(0, total - self._baseline))
+        yield applied
+        yield _gauge(
+            "globalstore_restore_records_target",
+            "Records the last restore had to read",
+            progress.records_to_restore,
+        )
+        yield _gauge(
+            "globalstore_restore_records_done",
+            "Records the last restore has read",
+            progress.records_restored,
+        )
+        yield _gauge(
+            "globalstore_restore_rate", "Records per second of the last restore", progress.rate
+        )
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+class Metrics:
+    """The registry plus the request instruments the routes update."""
+
+    def __init__(self, served: ServedStore) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_StoreCollector(served))
+        self.requests = Counter(
+            "globalstore_http_requests",
+            "HTTP requests by route and status",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "globalstore_http_request_seconds",
+            "Time to build the response (streams: not their transfer), by route",
+            ["route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.waiting = Gauge(
+            "globalstore_min_position_waiting",
+            "Queries waiting for the store to reach their min_position",
+            registry=self.registry,
+        )
+        self.decode_errors = Counter(
+            "globalstore_decode_errors",
+            "Stored values a query could not decode (InvalidValue)",
+            registry=self.registry,
+        )

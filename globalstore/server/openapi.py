@@ -1,0 +1,244 @@
+"""The OpenAPI 3.0 document of the HTTP API, served at /openapi.json (a stable path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PATH = "/openapi.json"
+
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {"type": "string"}},
+}
+_POSITION = {
+    "type": "object",
+    "description": "{partition: next offset applied}",
+    "additionalProperties": {"type": "integer", "minimum": 0},
+}
+_UNAVAILABLE = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string"},
+        "state": {"type": "string"},
+        "position": _POSITION,
+        "min_position": _POSITION,
+    },
+}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _query(name: str, description: str, **schema: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": {"type": "string", **schema},
+    }
+
+
+_WAIT_PARAMS = [
+    _query(
+        "min_position",
+        "Wait until the store has applied at least these offsets: `0:12,1:7` or JSON "
+        '`{"0": 12, "1": 7}` (as /v1/status returns the position). 503 if not reached in time.',
+    ),
+    _query(
+        "wait",
+        "Seconds to wait for min_position (at most the server's maximum).",
+        type="number",
+        minimum=0,
+    ),
+]
+_RANGE_PARAMS = [
+    _query("prefix", "Only keys starting with this."),
+    _query("start", "First key (inclusive)."),
+    _query("end", "Key to stop before (exclusive)."),
+]
+_QUERY_ERRORS = {
+    "400": _json(_ERROR, "A malformed parameter; the message names it."),
+    "401": _json(_ERROR, "Missing or wrong bearer token (when the server has one)."),
+    "503": _json(_UNAVAILABLE, "Not restored yet, or min_position not reached in time."),
+}
+
+
+def document(max_limit: int, default_limit: int, token: bool) -> dict[str, Any]:
+    item = {
+        "type": "object",
+        "required": ["key", "value"],
+        "properties": {"key": {"type": "string"}, "value": {}},
+    }
+    entry = {
+        "type": "object",
+        "required": ["key", "value", "timestamp", "partition", "offset"],
+        "properties": {
+            "key": {"type": "string"},
+            "value": {"description": "The JSON value as the topic holds it"},
+            "timestamp": {"type": "integer", "description": "Kafka record timestamp (ms)"},
+            "partition": {"type": "integer"},
+            "offset": {"type": "integer"},
+        },
+    }
+    page = {
+        "type": "object",
+        "required": ["items", "cursor"],
+        "properties": {
+            "items": {"type": "array", "items": item},
+            "cursor": {
+                "type": "string",
+                "nullable": True,
+                "description": "Pass as `cursor` for the next page; null on the last.",
+            },
+        },
+    }
+    probe = {"type": "object", "properties": {"status": {"type": "string"}}}
+    doc: dict[str, Any] = {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "globalstore",
+            "version": "1",
+            "description": "Queries on a complete local copy of a compacted Kafka topic.",
+        },
+        "paths": {
+            "/v1/keys/{key}": {
+                "get": {
+                    "summary": "Value and record timestamp of one key",
+                    "parameters": [
+                        {
+                            "name": "key",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string", "minLength": 1},
+                        },
+                        *_WAIT_PARAMS,
+                    ],
+                    "responses": {
+                        "200": _json(entry, "The value with the record it came from"),
+                        "404": _json(_ERROR, "No such key"),
+                        **_QUERY_ERRORS,
+                    },
+                }
+            },
+            "/v1/keys": {
+                "get": {
+                    "summary": "One page of keys and values in key order",
+                    "parameters": [
+                        *_RANGE_PARAMS,
+                        _query(
+                            "limit",
+                            f"Items per page (default {default_limit}).",
+                            type="integer",
+                            minimum=1,
+                            maximum=max_limit,
+                        ),
+                        _query("cursor", "The cursor of the previous page."),
+                        *_WAIT_PARAMS,
+                    ],
+                    "responses": {"200": _json(page, "A page"), **_QUERY_ERRORS},
+                }
+            },
+            "/v1/export": {
+                "get": {
+                    "summary": "Every item as NDJSON {key, value} lines, one point-in-time view",
+                    "parameters": [*_RANGE_PARAMS, *_WAIT_PARAMS],
+                    "responses": {
+                        "200": {
+                            "description": "NDJSON stream",
+                            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+                        },
+                        **_QUERY_ERRORS,
+                    },
+                }
+            },
+            "/v1/count": {
+                "get": {
+                    "summary": "Number of live keys",
+                    "parameters": list(_WAIT_PARAMS),
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["count"],
+                                "properties": {"count": {"type": "integer"}},
+                            },
+                            "The count",
+                        ),
+                        **_QUERY_ERRORS,
+                    },
+                }
+            },
+            "/v1/status": {
+                "get": {
+                    "summary": "State, position and lag per partition, key count, layout, restore",
+                    "responses": {
+                        "200": _json(
+                            {
+                                "type": "object",
+                                "required": ["ready", "position", "restore"],
+                                "properties": {
+                                    "ready": {"type": "boolean"},
+                                    "position": _POSITION,
+                                    "lag": _POSITION,
+                                    "restore": {"type": "object"},
+                                },
+                            },
+                            "The store's status",
+                        ),
+                        "401": _QUERY_ERRORS["401"],
+                    },
+                }
+            },
+            "/v1/snapshot": {
+                "get": {
+                    "summary": "A consistent RocksDB checkpoint of the store as a tar stream",
+                    "responses": {
+                        "200": {
+                            "description": "tar of db/...",
+                            "content": {
+                                "application/x-tar": {
+                                    "schema": {"type": "string", "format": "binary"}
+                                }
+                            },
+                        },
+                        "401": _QUERY_ERRORS["401"],
+                        "503": _QUERY_ERRORS["503"],
+                    },
+                }
+            },
+            "/healthz": {
+                "get": {
+                    "summary": "Alive (503 only when the store cannot start at all)",
+                    "security": [],
+                    "responses": {"200": _json(probe, "Alive"), "503": _json(_ERROR, "Failed")},
+                }
+            },
+            "/readyz": {
+                "get": {
+                    "summary": "Ready: restored to the end offsets seen at start, and following",
+                    "security": [],
+                    "responses": {"200": _json(probe, "Ready"), "503": _json(probe, "Not ready")},
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics",
+                    "responses": {
+                        "200": {
+                            "description": "Prometheus text format",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        },
+                        "401": _QUERY_ERRORS["401"],
+                    },
+                }
+            },
+        },
+    }
+    if token:
+        doc["components"] = {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}
+        doc["security"] = [{"bearer": []}]
+    return doc

@@ -1,0 +1,134 @@
+"""Query parameters of the HTTP API: parsed and bounded here, so a malformed one is a 400 with
+a message naming it, never a 500 further in."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import orjson
+
+
+class BadRequest(Exception):  # noqa: N818 - reads as the HTTP status it becomes
+    """A parameter is malformed or out of bounds (HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """Which keys a list or export covers: a prefix and/or [start, end)."""
+
+    prefix: str | None
+    start: str | None
+    end: str | None
+
+
+def text(params: Mapping[str, str], name: str, max_bytes: int = 4096) -> str | None:
+    """An optional string parameter, valid UTF-8 and at most `max_bytes` long."""
+    value = params.get(name)
+    if value is None:
+        return None
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise BadRequest(f"{name} is not valid UTF-8") from None
+    if size > max_bytes:
+        raise BadRequest(f"{name} is longer than {max_bytes} bytes")
+    return value
+
+
+def key_range(params: Mapping[str, str]) -> Range:
+    return Range(text(params, "prefix"), text(params, "start"), text(params, "end"))
+
+
+def integer(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, got {raw[:40]!r}") from None
+    if not low <= value <= high:
+        raise BadRequest(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def seconds(params: Mapping[str, str], name: str, default: float, high: float) -> float:
+    raw = params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be a number of seconds, got {raw[:40]!r}") from None
+    if not math.isfinite(value) or not 0 <= value <= high:
+        raise BadRequest(f"{name} must be between 0 and {high} seconds, got {raw[:40]!r}")
+    return value
+
+
+def encode_cursor(key: str) -> str:
+    """The cursor for the page after `key`: the key itself, base64url without padding."""
+    return base64.urlsafe_b64encode(key.encode("utf-8")).rstrip(b"=").decode("ascii")
+
+
+def cursor(params: Mapping[str, str]) -> str | None:
+    """The last key of the previous page, from its cursor."""
+    raw = params.get("cursor")
+    if raw is None:
+        return None
+    try:
+        padded = raw.encode("ascii") + b"=" * (-len(raw) % 4)
+        return base64.urlsafe_b64decode(padded).decode("utf-8")
+    except (UnicodeError, binascii.Error, ValueError):
+        raise BadRequest("cursor is not one this server returned") from None
+
+
+_MAX_PARTITION = 1 << 20
+_MAX_OFFSET = (1 << 63) - 1
+
+
+def min_position(params: Mapping[str, str]) -> dict[int, int] | None:
+    """{partition: offset} from `{"0": 12, "1": 7}` (JSON, as status returns it) or `0:12,1:7`."""
+    raw = params.get("min_position")
+    if raw is None:
+        return None
+    pairs: list[tuple[object, object]]
+    if raw.lstrip().startswith("{"):
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise BadRequest("min_position is not valid JSON") from None
+        if not isinstance(parsed, dict):
+            raise BadRequest("min_position must be a JSON object {partition: offset}")
+        pairs = list(parsed.items())
+    else:
+        pairs = []
+        for item in raw.split(","):
+            if item.strip():
+                left, _, right = item.partition(":")
+                pairs.append((left, right))
+    out: dict[int, int] = {}
+    for raw_partition, raw_offset in pairs:
+        partition = _bounded_int(raw_partition, _MAX_PARTITION, "partition")
+        offset = _bounded_int(raw_offset, _MAX_OFFSET, "offset")
+        out[partition] = max(out.get(partition, 0), offset)
+    return out
+
+
+def _bounded_int(value: object, high: int, what: str) -> int:
+    if isinstance(value, bool):
+        raise BadRequest(f"min_position: {what} {value!r} is not an integer")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        number = int(value.strip())
+    else:
+        raise BadRequest(
+            f"min_position: {what} {str(value)[:40]!r} is not an integer (use 0:12,1:7 or JSON)"
+        )
+    if not 0 <= number <= high:
+        raise BadRequest(f"min_position: {what} {number} is out of range")
+    return number

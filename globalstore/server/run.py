@@ -1,0 +1,32 @@
+"""Run the API on uvicorn (httptools + uvloop where installed). SIGTERM or SIGINT: stop
+accepting, let in-flight requests finish (up to `graceful_seconds`), then close the store."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from globalstore.server.app import ServerSettings, create_app
+from globalstore.server.served import ServedStore
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+
+
+def server(
+    served: ServedStore,
+    settings: ServerSettings | None = None,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    graceful_seconds: int = 30,
+) -> uvicorn.Server:
+    """A uvicorn Server for the API; call .run() (blocks, handles signals in the main thread)."""
+    config = uvicorn.Config(
+        create_app(served, settings),
+        host=host,
+        port=port,
+        lifespan="on",
+        access_log=False,
+        log_config=None,  # keep the application's logging set-up
+        timeout_graceful_shutdown=graceful_seconds,
+    )
+    return uvicorn.Server(config)

@@ -1,0 +1,67 @@
+"""Helpers for the HTTP API tests: a real uvicorn server in a thread around a real store."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from globalstore import GlobalStore
+from globalstore.listeners import StoreListener
+from globalstore.localkafka import free_port
+from globalstore.server import ServedStore, ServerSettings, server
+
+
+@contextlib.contextmanager
+def running_server(
+    served: ServedStore, settings: ServerSettings | None = None
+) -> Iterator[httpx.Client]:
+    """uvicorn serving `served` on a free loopback port; yields a client for it. On exit the
+    server stops the way SIGTERM stops it (and closes the store)."""
+    port = free_port()
+    srv = server(served, settings, "127.0.0.1", port, graceful_seconds=10)
+    thread = threading.Thread(target=srv.run, name="test-uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not srv.started:
+        assert thread.is_alive(), "uvicorn stopped while starting"
+        assert time.monotonic() < deadline, "uvicorn did not start within 20s"
+        time.sleep(0.01)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            yield client
+    finally:
+        srv.should_exit = True
+        thread.join(30)
+        assert not thread.is_alive(), "uvicorn did not stop within 30s"
+
+
+def served_store(
+    topic: str, bootstrap: str, path: Path, wrap: Callable[[StoreListener], Any] | None = None
+) -> ServedStore:
+    def make(listener: StoreListener) -> GlobalStore:
+        return GlobalStore(topic, bootstrap, path, listeners=[wrap(listener) if wrap else listener])
+
+    return ServedStore(make, start_timeout=60)
+
+
+def wait_ready(client: httpx.Client, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        response = client.get("/readyz")
+        if response.status_code == 200:
+            return
+        assert time.monotonic() < deadline, f"not ready within {timeout}s: {response.text}"
+        time.sleep(0.02)
+
+
+def wait_position(client: httpx.Client, wanted: Mapping[int, int], headers: Any = None) -> None:
+    """Block until the served store applied `wanted` (via the API's own min_position)."""
+    spec = ",".join(f"{p}:{o}" for p, o in wanted.items())
+    response = client.get("/v1/count", params={"min_position": spec}, headers=headers)
+    assert response.status_code == 200, response.text

@@ -1,0 +1,177 @@
+"""Snapshots: a new instance boots from a peer's checkpoint and catches up from the offsets
+inside it; a snapshot that does not fit the topic is refused with a WARNING and the instance
+restores from Kafka instead. Real broker, real stores."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+from globalstore import GlobalStore, StoreListener
+from globalstore.cli import main
+from globalstore.server import ServerSettings
+from tests.integration.serve_support import running_server, served_store, wait_ready
+from tests.integration.store_support import produce
+from tests.pipelines.kafka_read import end_offsets
+
+
+class _Starts(StoreListener):
+    """Records where each restore started and how many records it had to read."""
+
+    def __init__(self) -> None:
+        self.to_read: list[int] = []
+        self.started_at: list[int] = []  # sum of the start offsets
+
+    def on_restore_start(
+        self, topic: str, start_offsets: Mapping[int, int], end_offsets: Mapping[int, int]
+    ) -> None:
+        self.to_read.append(sum(end_offsets[p] - start_offsets[p] for p in end_offsets))
+        self.started_at.append(sum(start_offsets.values()))
+
+
+def _content(store: GlobalStore) -> dict[str, object]:
+    return dict(store.items())
+
+
+def _expected(*batches: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for batch in batches:
+        for key, value in batch:
+            if value is None:
+                out.pop(key, None)
+            else:
+                out[key] = value
+    return out
+
+
+def test_new_instance_boots_from_a_peer_snapshot_while_records_flow(
+    kafka_bootstrap: str,
+    make_topic,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topic = make_topic(partitions=3)
+    first = [(f"k{i:05d}", {"v": i}) for i in range(20_000)]
+    produce(kafka_bootstrap, topic, first)
+    flowing: list[list[tuple[str, object]]] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            batch: list[tuple[str, object]] = [
+                (f"k{i:05d}", {"v": -n}) for i in range(n, 20_000, 97)
+            ]
+            batch += [(f"k{i:05d}", None) for i in range(n, 20_000, 331)]
+            produce(kafka_bootstrap, topic, batch)
+            flowing.append(batch)
+
+    monkeypatch.setenv("GLOBALSTORE_TOKEN", "peer-token")  # B sends it to fetch the snapshot
+    settings = ServerSettings(token="peer-token")
+    with running_server(served_store(topic, kafka_bootstrap, tmp_path / "a"), settings) as client:
+        client.headers["Authorization"] = "Bearer peer-token"
+        wait_ready(client)
+        writer = threading.Thread(target=write)
+        writer.start()
+        try:
+            starts = _Starts()
+            caplog.set_level(logging.INFO, logger="globalstore")
+            url = str(client.base_url).rstrip("/") + "/v1/snapshot"
+            with GlobalStore(
+                topic, kafka_bootstrap, tmp_path / "b", listeners=[starts], bootstrap_from=url
+            ).start(timeout=60) as b:
+                stop.set()
+                writer.join(60)
+                assert b.wait_for(end_offsets(kafka_bootstrap, topic), timeout=30)
+                assert _content(b) == _expected(first, *flowing)
+                assert b.count() == len(_expected(first, *flowing))
+        finally:
+            stop.set()
+            writer.join(60)
+    assert len(flowing) >= 2, "records did not keep flowing while B booted"
+    assert "installed snapshot" in caplog.text
+    assert "refused" not in caplog.text and "rebuilding" not in caplog.text, caplog.text
+    # B started from the snapshot's offsets (which cover at least the first 20,000 records
+    # A had applied when it turned ready), not from the beginning; how much it then read
+    # depends on how fast the writer ran meanwhile.
+    assert starts.started_at and starts.started_at[0] >= 20_000, (starts.started_at, starts.to_read)
+
+
+def _set_delete_retention(admin: AdminClient, topic: str, ms: int) -> None:
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("delete.retention.ms", str(ms), incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
+def _garble(snapshot_dir: Path) -> None:
+    manifest = next((snapshot_dir / "db").glob("MANIFEST-*"))
+    manifest.write_bytes(b"\x00garbage\xff" * 64)
+
+
+def test_unfit_snapshots_are_refused_and_the_store_restores_from_kafka(
+    kafka_bootstrap: str,
+    kafka_admin: AdminClient,
+    make_topic,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    topic, other = make_topic(partitions=2), make_topic(partitions=2)
+    records = [(f"r{i}", {"i": i}) for i in range(300)]
+    produce(kafka_bootstrap, topic, records)
+    produce(kafka_bootstrap, other, [(f"o{i}", i) for i in range(50)])
+    for name, source in ((topic, tmp_path / "mine"), (other, tmp_path / "foreign")):
+        GlobalStore(name, kafka_bootstrap, tmp_path / f"store-{name}").start(30).close()
+        made = CliRunner().invoke(
+            main, ["snapshot", "create", "--path", str(tmp_path / f"store-{name}"), str(source)]
+        )
+        assert made.exit_code == 0, made.output
+    shutil.copytree(tmp_path / "mine", tmp_path / "corrupt")
+    _garble(tmp_path / "corrupt")
+
+    def boot(source: Path, path: Path) -> _Starts:
+        starts = _Starts()
+        caplog.clear()
+        with GlobalStore(
+            topic, kafka_bootstrap, path, listeners=[starts], bootstrap_from=str(source)
+        ).start(timeout=60) as store:
+            assert _content(store) == _expected(records)
+        return starts
+
+    assert boot(tmp_path / "mine", tmp_path / "ok").to_read == [0]  # a fitting one is used
+    assert "rebuilding" not in caplog.text
+    argv = ["restore", "--topic", topic, "--bootstrap-servers", kafka_bootstrap]
+    argv += ["--path", str(tmp_path / "cli"), "--from-snapshot", str(tmp_path / "mine")]
+    restored = CliRunner().invoke(main, argv)
+    assert restored.exit_code == 0, restored.output
+    assert restored.stdout.startswith("ready: 300 keys"), restored.stdout
+    assert "installed snapshot" in restored.stderr and "0 records to read" in restored.stderr
+
+    cases = [
+        ("foreign", tmp_path / "foreign", f"store holds topic {other!r}"),
+        ("corrupt", tmp_path / "corrupt", "is damaged"),
+        ("missing", tmp_path / "nothing-here", "snapshot"),
+    ]
+    for label, source, why in cases:
+        starts = boot(source, tmp_path / f"b-{label}")
+        assert starts.to_read == [300], (label, starts.to_read)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert any(why in w for w in warnings), (label, warnings)
+
+    _set_delete_retention(kafka_admin, topic, 1)  # the snapshot is now older than that
+    starts = boot(tmp_path / "mine", tmp_path / "b-old")
+    assert starts.to_read == [300], starts.to_read
+    assert "longer than its delete.retention.ms" in caplog.text, caplog.text
