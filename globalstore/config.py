@@ -89,6 +89,9 @@ class StoreConfig:
     # lookup (~10 µs for a key on disk) and counts live keys after ready instead, in the
     # background (a keys-only scan, ~1 s per million keys).
     bulk_restore_threshold: int = 50_000
+    # Keys counted per loop iteration by that recount (~20 ms for 20k), between follow
+    # batches, so follow latency stays low.
+    recount_chunk: int = 20_000
     # How often the follower looks for new partitions and refreshes topic metadata.
     metadata_interval: float = 5.0
     # While caught up and idle, record "in sync at this wall time" this often (see hazards).

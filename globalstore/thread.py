@@ -41,8 +41,6 @@ _C = TypeVar("_C")
 
 _PROGRESS_LOG_INTERVAL = 5.0
 _BROKER_RETRY_PAUSE = 0.5
-# Keys counted per loop iteration after a bulk restore: ~20 ms, so follow latency stays low.
-_RECOUNT_CHUNK = 20_000
 _SKIPPED_LOGGED_PER_BATCH = 3  # the rest are counted in the status, not logged one by one
 
 
@@ -319,7 +317,7 @@ class StoreThread(threading.Thread):
         self.ready.set()
 
     def _recount_step(self) -> None:
-        n = self.storage.recount_step(_RECOUNT_CHUNK)
+        n = self.storage.recount_step(self.config.recount_chunk)
         if n is not None:
             self._recounting = False
             log.info("counted %d live keys in %s after a bulk restore", n, self.storage.path)

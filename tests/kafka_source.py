@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from globalstore.localkafka import LocalKafka, free_port
+from globalstore.localkafka import ANY_PORT, LocalKafka
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def kafka_bootstrap_source(scratch: Path) -> Iterator[str]:
         with kafka_container() as bootstrap:
             yield bootstrap
     else:
-        broker = LocalKafka(port=free_port(), data_dir=scratch / "broker", heap="768m")
+        broker = LocalKafka(port=ANY_PORT, data_dir=scratch / "broker", heap="768m")
         # Generous: a cold first run resolves the jars, and shared CI machines can be slow.
         broker.start(timeout=180)
         try:

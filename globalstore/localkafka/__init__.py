@@ -9,6 +9,7 @@ and the demo; not part of the store.
 """
 
 from globalstore.localkafka.broker import (
+    ANY_PORT,
     DEFAULT_HEAP,
     DEFAULT_KAFKA_VERSION,
     DEFAULT_PORT,
@@ -26,6 +27,7 @@ from globalstore.localkafka.errors import (
 )
 
 __all__ = [
+    "ANY_PORT",
     "DEFAULT_HEAP",
     "DEFAULT_KAFKA_VERSION",
     "DEFAULT_PORT",

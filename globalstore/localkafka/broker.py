@@ -37,6 +37,10 @@ DEFAULT_PORT = 9092
 DEFAULT_HEAP = "1g"
 _STATE_FILE = "broker.json"
 _HOST = "127.0.0.1"
+ANY_PORT = 0  # LocalKafka(port=ANY_PORT): start() picks free ports and retries a lost race
+_PORT_ATTEMPTS = 5
+# What a JVM whose listener port was taken after the check writes before it exits.
+_BIND_FAILURES = ("java.net.BindException", "Address already in use")
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,11 @@ def free_port() -> int:
     raise LocalKafkaError("could not find two consecutive free ports")
 
 
+def lost_port_race(log: str) -> bool:
+    """Whether a broker's log says it could not bind its listener port."""
+    return any(marker in log for marker in _BIND_FAILURES)
+
+
 class LocalKafka:
     """A single-node KRaft broker in a data directory that survives restarts."""
 
@@ -143,6 +152,10 @@ class LocalKafka:
         extra_config: Mapping[str, str] | None = None,
         cache_dir: Path | None = None,
     ) -> None:
+        # port=ANY_PORT: the first start() picks the ports (client and controller) and tries
+        # again with new ones if another process binds them first; .port then tells, and
+        # later starts reuse it.
+        self._any_port = port == ANY_PORT
         self.port = port
         self.controller_port = controller_port or port + 1
         self.data_dir = Path(data_dir) if data_dir else default_data_dir()
@@ -170,18 +183,39 @@ class LocalKafka:
         if running is not None:
             self.stop()
         java = check_java()
-        self._check_ports()
+        if not self._any_port:
+            self._check_ports()
         jars = resolve_kafka_jars(self.version, self.cache_dir)
         if fresh:
             shutil.rmtree(self.data_dir, ignore_errors=True)
-        self._write_config_files()
-        self._format_storage(java, jars.classpath)
-        process = self._launch(java, jars.classpath)
-        try:
-            self._wait_until_ready(process, timeout)
-        except BaseException:  # timeout, Ctrl-C: the JVM runs in its own session, stop it
-            self.stop()
-            raise
+        deadline = time.monotonic() + timeout
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            retry = self._any_port and attempt < _PORT_ATTEMPTS
+            if self._any_port:
+                self.port = free_port()
+                self.controller_port = self.port + 1
+                try:
+                    self._check_ports()
+                except PortInUseError:
+                    if retry:
+                        continue
+                    raise
+            self._write_config_files()
+            self._format_storage(java, jars.classpath)
+            logged = self._log_sizes()
+            process = self._launch(java, jars.classpath)
+            try:
+                self._wait_until_ready(process, max(0.0, deadline - time.monotonic()))
+            except BrokerExitedError:
+                self.stop()
+                if retry and lost_port_race(self._log_since(logged)):
+                    continue
+                raise
+            except BaseException:  # timeout, Ctrl-C: the JVM runs in its own session, stop it
+                self.stop()
+                raise
+            break
+        self._any_port = False  # from now on the broker is at this address, also after stop
         self._started_here = True
         return self.bootstrap
 
@@ -242,6 +276,22 @@ class LocalKafka:
                     f"port {port} ({role} listener) is already in use on {_HOST}: stop what "
                     "holds it, or pick another port (`globalstore kafka start --port N`)"
                 )
+
+    def _logs(self) -> tuple[Path, Path]:
+        return self.log_file, self.data_dir / "logs" / "stdout.log"
+
+    def _log_sizes(self) -> list[int]:
+        return [path.stat().st_size if path.exists() else 0 for path in self._logs()]
+
+    def _log_since(self, sizes: list[int]) -> str:
+        """What the broker's logs gained since _log_sizes() returned `sizes`."""
+        text = []
+        for path, size in zip(self._logs(), sizes, strict=True):
+            if path.exists():
+                with path.open("rb") as f:
+                    f.seek(size if path.stat().st_size >= size else 0)  # rolled over: all
+                    text.append(f.read().decode(errors="replace"))
+        return "".join(text)
 
     def _write_config_files(self) -> None:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,11 @@
 """Child process of test_store_crash: open a GlobalStore, restore, follow until SIGKILLed.
 
-    python crash_follower.py BOOTSTRAP TOPIC PATH
+    python crash_follower.py BOOTSTRAP TOPIC PATH RESTORE_BATCH PAUSE
 
 Prints one line per phase on stdout ("restoring", "batch", "restored", "following") so the
-test knows what it interrupted.
+test knows what it interrupted. The restore reads at most RESTORE_BATCH records per batch and
+sleeps PAUSE seconds after each one, so a restore of N records takes at least
+N / RESTORE_BATCH * PAUSE seconds however fast the machine is: the test can kill it mid-restore.
 """
 
 from __future__ import annotations
@@ -11,11 +13,15 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
-from globalstore import GlobalStore, StoreListener
+from globalstore import GlobalStore, StoreConfig, StoreListener
 
 
 class Phases(StoreListener):
+    def __init__(self, pause: float) -> None:
+        self.pause = pause
+
     def on_restore_start(
         self, topic: str, start_offsets: Mapping[int, int], end_offsets: Mapping[int, int]
     ) -> None:
@@ -24,15 +30,19 @@ class Phases(StoreListener):
 
     def on_batch_restored(self, topic: str, positions: Mapping[int, int], records: int) -> None:
         print(f"batch {records}", flush=True)
+        time.sleep(self.pause)
 
     def on_restore_end(self, topic: str, total_records: int, seconds: float) -> None:
         print(f"restored {total_records}", flush=True)
 
 
 def main() -> None:
-    bootstrap, topic, path = sys.argv[1:4]
-    store = GlobalStore(topic, bootstrap, path, listeners=[Phases()])
-    store.start(timeout=60)
+    bootstrap, topic, path, batch, pause = sys.argv[1:6]
+    config = StoreConfig(
+        topic=topic, bootstrap_servers=bootstrap, path=Path(path), restore_batch_size=int(batch)
+    )
+    store = GlobalStore.from_config(config, listeners=[Phases(float(pause))])
+    store.start(timeout=120)
     print("following", flush=True)
     while True:
         time.sleep(1)

@@ -27,14 +27,22 @@ def producer(bootstrap: str, **extra: Any) -> Producer:
 def produce(
     bootstrap: str, topic: str, records: Iterable[Record], partition: int | None = None
 ) -> None:
-    """Produce (key, value) records and wait until all are acknowledged."""
+    """Produce (key, value) records and wait until all are acknowledged; fail on any
+    delivery error."""
     p = producer(bootstrap)
     headers = format_headers()
+    failed: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            failed.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
     for key, value in records:
         kwargs: dict[str, Any] = {
             "key": encode_key(key),
             "value": encode_value(value),
             "headers": headers,
+            "on_delivery": on_delivery,
         }
         if partition is not None:
             kwargs["partition"] = partition
@@ -45,6 +53,7 @@ def produce(
             except BufferError:
                 p.poll(0.05)
     assert p.flush(30) == 0, "records left unacknowledged"
+    assert not failed, f"{len(failed)} records not delivered, e.g. {failed[:3]}"
 
 
 def produce_raw(bootstrap: str, topic: str, key: bytes, value: bytes | None) -> None:

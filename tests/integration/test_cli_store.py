@@ -12,8 +12,8 @@ from click.testing import CliRunner, Result
 from globalstore import GlobalStore
 from globalstore.cli import main
 from globalstore.cli.store import Progress
-from globalstore.localkafka import free_port
 from tests.integration.store_support import produce
+from tests.ports import closed_port
 
 
 def run(bootstrap: str, topic: str, path: Path, *args: str) -> Result:
@@ -133,8 +133,9 @@ def test_restoring_a_locked_store_is_a_clear_error(
 
 
 def test_unreachable_broker_is_a_clear_error(tmp_path: Path) -> None:
-    nowhere = f"127.0.0.1:{free_port()}"
-    result = run(nowhere, "t", tmp_path / "s", "count", "--timeout", "2")
+    with closed_port() as port:
+        nowhere = f"127.0.0.1:{port}"
+        result = run(nowhere, "t", tmp_path / "s", "count", "--timeout", "2")
     assert result.exit_code == 1
     assert "BrokerUnavailable" in result.stderr and nowhere in result.stderr
 
@@ -180,8 +181,9 @@ def test_status_offline_reads_the_store_files(
     assert "keys:           54" in offline.stdout and "lag:            unknown" in offline.stdout
     assert "last restore:   never" not in offline.stdout
 
-    nowhere = f"127.0.0.1:{free_port()}"
-    fallback = run(nowhere, filled, path, "status", "--json", "--timeout", "2")
+    with closed_port() as port:
+        nowhere = f"127.0.0.1:{port}"
+        fallback = run(nowhere, filled, path, "status", "--json", "--timeout", "2")
     assert fallback.exit_code == 0, fallback.output
     assert "BrokerUnavailable" in fallback.stderr and "own files" in fallback.stderr
     report = orjson.loads(fallback.stdout)

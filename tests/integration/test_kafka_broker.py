@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
 from pathlib import Path
 
@@ -9,7 +10,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from globalstore.localkafka import BrokerExitedError, LocalKafka, free_port
+from globalstore.localkafka import ANY_PORT, BrokerExitedError, LocalKafka
+from globalstore.localkafka import broker as broker_module
 from tests.conftest import TopicFactory
 
 
@@ -77,7 +79,7 @@ def test_transactions_commit_and_abort(kafka_bootstrap: str, make_topic: TopicFa
 
 @pytest.fixture
 def own_broker(tmp_path: Path):
-    broker = LocalKafka(port=free_port(), data_dir=tmp_path / "broker", heap="512m")
+    broker = LocalKafka(port=ANY_PORT, data_dir=tmp_path / "broker", heap="512m")
     yield broker
     broker.stop(timeout=10)
 
@@ -101,6 +103,42 @@ def test_restarted_broker_keeps_topics_and_records(own_broker: LocalKafka) -> No
     own_broker.start()
     assert own_broker.status().pid != first_pid
     assert len(_consume_all(bootstrap, "survivor", 50)) == 50
+
+
+def test_any_port_broker_retries_when_its_port_is_taken_before_it_binds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race: a port is free when picked and taken before the JVM binds it. Here the first
+    pick is a port this test listens on, and the pre-launch check is skipped (as if the port
+    was taken just after it): the JVM fails to bind and exits, start() picks new ports."""
+    real_free_port = broker_module.free_port
+    picks: list[int] = []
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setattr(
+            broker_module,
+            "free_port",
+            lambda: (
+                picks.append(real_free_port() if picks else taken.getsockname()[1]) or picks[-1]
+            ),
+        )
+        monkeypatch.setattr(broker_module.LocalKafka, "_check_ports", lambda self: None)
+        broker = LocalKafka(port=ANY_PORT, data_dir=tmp_path / "broker", heap="384m")
+        try:
+            bootstrap = broker.start(timeout=120)
+            assert len(picks) == 2, picks
+            assert bootstrap == f"127.0.0.1:{picks[1]}" == broker.bootstrap
+            assert broker_module.lost_port_race(_all_logs(tmp_path / "broker" / "logs"))
+            assert AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).brokers
+            broker.stop(timeout=20)
+            assert broker.start(timeout=120) == bootstrap  # a restart keeps the port it got
+        finally:
+            broker.stop(timeout=10)
+
+
+def _all_logs(directory: Path) -> str:
+    return "".join(path.read_text(errors="replace") for path in sorted(directory.glob("*.log")))
 
 
 def test_broker_that_dies_during_start_shows_its_log(own_broker: LocalKafka) -> None:

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from globalstore import GlobalStore, StoreConfig
-from globalstore.localkafka import LocalKafka, free_port
+from globalstore.localkafka import ANY_PORT, LocalKafka
 from tests.integration.store_support import produce
 
 
@@ -27,7 +27,7 @@ def _eventually(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def test_store_keeps_serving_and_reconnects(tmp_path: Path) -> None:
-    broker = LocalKafka(port=free_port(), data_dir=tmp_path / "broker", heap="384m")
+    broker = LocalKafka(port=ANY_PORT, data_dir=tmp_path / "broker", heap="384m")
     bootstrap = broker.start(fresh=True, timeout=120)
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -3,6 +3,7 @@ and many reader threads never see an error or a half-applied batch while the fol
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import subprocess
@@ -11,13 +12,13 @@ import threading
 import time
 from pathlib import Path
 
-from globalstore import GlobalStore, StoreClosed
+from globalstore import GlobalStore, StoreClosed, StoreListener
 from globalstore.topic import end_offsets
 from tests.integration.store_support import produce
 
 _INSTANCE = """
 import json, sys
-from globalstore import GlobalStore, StoreClosed
+from globalstore import GlobalStore, StoreClosed, StoreListener
 topic, bootstrap, path = sys.argv[1:4]
 with GlobalStore(topic, bootstrap, path) as store:
     print("READY", flush=True)
@@ -74,16 +75,21 @@ def test_two_processes_converge(kafka_bootstrap: str, make_topic, tmp_path: Path
 
 
 def test_readers_never_see_torn_batches(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:
-    """Record n sets key k{n % K} to n. Any point-in-time view of a prefix of the log then
-    holds exactly the K consecutive numbers ending at its last record: a torn view would not."""
+    """Record n sets key k{n % K} to n, so a view holding the K consecutive numbers ending at
+    e - 1 is the log up to offset e. A listener notes each applied batch's end (the store's
+    position when on_changes runs) and holds the writer until readers have scanned it. Readers
+    must then have seen exactly those batch ends: never a view inside a batch."""
     keys = 40
     topic = make_topic(partitions=1)
     produce(kafka_bootstrap, topic, [(f"k{n % keys}", n) for n in range(keys)])
     errors: list[BaseException] = []
-    scans = [0]
+    seen_ends: set[int] = set()
     stop = threading.Event()
+    batches = BatchEnds()
+    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", listeners=[batches])
+    batches.store = store
 
-    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+    with store:
 
         def reader() -> None:
             try:
@@ -91,44 +97,85 @@ def test_readers_never_see_torn_batches(kafka_bootstrap: str, make_topic, tmp_pa
                     values = sorted(v for _, v in store.items())
                     assert values == list(range(values[0], values[0] + keys)), values
                     assert store.get(f"k{random.randrange(keys)}") is not None
-                    scans[0] += 1
+                    seen_ends.add(values[-1] + 1)
+                    batches.scanned()
             except BaseException as exc:
                 errors.append(exc)
+                batches.scanned()
 
+        batches.ends.append(store.position()[0])
         readers = [threading.Thread(target=reader) for _ in range(6)]
         for t in readers:
             t.start()
+        batches.hold = True
         total = keys
         for _ in range(10):
             produce(
                 kafka_bootstrap, topic, [(f"k{n % keys}", n) for n in range(total, total + 500)]
             )
             total += 500
-        assert store.wait_for({0: total}, timeout=30)
-        time.sleep(0.2)
+        assert store.wait_for({0: total}, timeout=60), f"store at {store.status()}"
+        batches.wait_for_scans(2)  # the last batch's end is scanned too
         stop.set()
         for t in readers:
-            t.join(10)
+            t.join(30)
         assert errors == []
-        assert scans[0] > 10
+        assert batches.ends[-1] == total
+        gaps = [b - a for a, b in itertools.pairwise(batches.ends)]
+        assert max(gaps) > 1, f"every batch held one record ({gaps}): nothing could be torn"
+        assert seen_ends == set(batches.ends), (
+            f"views at {sorted(seen_ends - set(batches.ends))} are inside a batch; "
+            f"batch ends never seen: {sorted(set(batches.ends) - seen_ends)}"
+        )
         assert sorted(v for _, v in store.items()) == list(range(total - keys, total))
         assert store.count() == keys
 
 
-def test_restore_of_100k_records(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:
+class BatchEnds(StoreListener):
+    """The store's position after each applied batch; with `hold`, the store thread waits
+    after each batch until readers have finished two scans (so one began after the write)."""
+
+    def __init__(self) -> None:
+        self.store: GlobalStore | None = None
+        self.ends: list[int] = []
+        self.hold = False
+        self._scans = 0
+        self._cond = threading.Condition()
+
+    def scanned(self) -> None:
+        with self._cond:
+            self._scans += 1
+            self._cond.notify_all()
+
+    def wait_for_scans(self, n: int) -> None:
+        with self._cond:
+            goal = self._scans + n
+            assert self._cond.wait_for(lambda: self._scans >= goal, timeout=60), (
+                f"readers finished {self._scans} scans, {goal} wanted"
+            )
+
+    def on_changes(self, topic, upserted, deleted):  # type: ignore[no-untyped-def]
+        if self.hold:
+            assert self.store is not None
+            self.ends.append(self.store.position()[0])
+            self.wait_for_scans(2)
+
+
+def test_restore_of_120k_records(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:
+    """A restore large enough to take the bulk path (counted after ready), checked record by
+    record. Its speed is measured by benchmarks/, not here."""
     topic = make_topic(partitions=6)
     n = 120_000
     body = "x" * 150
     produce(kafka_bootstrap, topic, ((f"key-{i:06d}", {"i": i, "pad": body}) for i in range(n)))
-    began = time.monotonic()
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
-        seconds = time.monotonic() - began
         assert store.count() == n
         assert sum(store.position().values()) == n
-        assert store.get("key-000000") == {"i": 0, "pad": body}
-        assert store.get(f"key-{n - 1:06d}") == {"i": n - 1, "pad": body}
+        assert store.position() == end_offsets(kafka_bootstrap, topic)
+        wrong = [k for k, v in store.items() if v != {"i": int(k[4:]), "pad": body}]
+        assert wrong == []
+        assert list(store.keys()) == [f"key-{i:06d}" for i in range(n)]
         assert sum(1 for _ in store.keys(prefix="key-0001")) == 100
-        print(f"restored {n} records in {seconds:.2f}s ({n / seconds:.0f} records/s)")
 
 
 def test_queries_racing_close_say_closed(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:
@@ -152,7 +199,11 @@ def test_queries_racing_close_say_closed(kafka_bootstrap: str, make_topic, tmp_p
     readers = [threading.Thread(target=reader) for _ in range(4)]
     for t in readers:
         t.start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 60
+    while reads[0] < 8 and not errors:  # let the readers get going before closing
+        assert time.monotonic() < deadline, f"{reads[0]} reads in 60 s"
+        time.sleep(0.01)
+    assert errors == [], "a read failed before close()"
     store.close()
     for t in readers:
         t.join(10)

@@ -2,8 +2,10 @@
 
 A child process (crash_follower.py) restores and follows a 4-partition topic while a thread
 here keeps producing overwrites and tombstones. The test SIGKILLs the child many times at
-random moments: some mid-restore (after a fresh wipe, once the first batch is written, so
-partial data is on disk), some while following, some at any moment after launch.
+random moments: some mid-restore (after a fresh wipe, within 0.5 s of the first batch being
+written, so partial data is on disk; the child pauses after each small restore batch, so its
+restore lasts seconds on any machine and such a kill always lands inside it), some while
+following, some at any moment after launch.
 
 After each kill the store directory is opened OFFLINE, with the storage layer itself
 (globalstore.storage.Storage: lock + RocksDB open, no Kafka consumer, no restore), and its
@@ -53,6 +55,12 @@ PARTITIONS = 4
 KEYS = 20_000
 PRELOAD = 150_000  # enough that a full restore takes a while, so kills can land inside it
 RATE = 3_000  # records/s produced while the child runs
+# The child restores at most RESTORE_BATCH records per batch and pauses RESTORE_PAUSE s after
+# each: a full restore then lasts at least PRELOAD / RESTORE_BATCH * RESTORE_PAUSE = 3.75 s on
+# any machine, well beyond MID_RESTORE_KILL_WITHIN after its first batch.
+RESTORE_BATCH = 2_000
+RESTORE_PAUSE = 0.05
+MID_RESTORE_KILL_WITHIN = 0.5
 ROUNDS = 18
 CHILD = Path(__file__).with_name("crash_follower.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -75,21 +83,37 @@ class Writer(threading.Thread):
         self.bootstrap, self.topic, self.rng = bootstrap, topic, random.Random(seed)
         self.stop_event = threading.Event()
         self.sent = 0
+        self.failure: BaseException | None = None  # raised by finish(), in the test's thread
+        self.unacknowledged: int | None = None
 
     def run(self) -> None:
-        p, headers = producer(self.bootstrap, **{"linger.ms": 5}), format_headers()
-        began = time.monotonic()
-        while not self.stop_event.is_set():
-            for _ in range(50):
-                key, value = record(self.rng, PRELOAD + self.sent)
-                p.produce(self.topic, key=encode_key(key), value=encode_value(value),
-                          headers=headers)  # fmt: skip
-                self.sent += 1
-            p.poll(0)
-            ahead = self.sent / RATE - (time.monotonic() - began)
-            if ahead > 0:
-                time.sleep(ahead)
-        assert p.flush(30) == 0
+        try:
+            p, headers = producer(self.bootstrap, **{"linger.ms": 5}), format_headers()
+            began = time.monotonic()
+            while not self.stop_event.is_set():
+                for _ in range(50):
+                    key, value = record(self.rng, PRELOAD + self.sent)
+                    p.produce(self.topic, key=encode_key(key), value=encode_value(value),
+                              headers=headers)  # fmt: skip
+                    self.sent += 1
+                p.poll(0)
+                ahead = self.sent / RATE - (time.monotonic() - began)
+                if ahead > 0:
+                    time.sleep(ahead)
+            self.unacknowledged = p.flush(30)
+        except BaseException as exc:
+            self.failure = exc
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(60)
+
+    def check(self) -> None:
+        """After stop(): fail the test if producing failed or left records unacknowledged."""
+        assert not self.is_alive(), "the writer did not stop within 60 s"
+        if self.failure is not None:
+            raise AssertionError("the writer thread failed") from self.failure
+        assert self.unacknowledged == 0, f"{self.unacknowledged} records left unacknowledged"
 
 
 class TopicLog:
@@ -177,7 +201,8 @@ class Child:
         )
         self.stderr = stderr
         self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD), bootstrap, topic, str(path)],
+            [sys.executable, str(CHILD), bootstrap, topic, str(path), str(RESTORE_BATCH),
+             str(RESTORE_PAUSE)],
             stdout=subprocess.PIPE, stderr=stderr.open("wb"), text=True, env=env,
         )  # fmt: skip
         self.lines: list[str] = []
@@ -229,19 +254,21 @@ def test_kill_9_at_random_moments(kafka_bootstrap: str, make_topic, tmp_path: Pa
             child = Child(kafka_bootstrap, topic, path, tmp_path / f"child-{n}.err")
             if mode == "restore":
                 child.wait_for("batch")  # partial data is on disk now
-                time.sleep(rng.uniform(0.0, 0.5))
+                time.sleep(rng.uniform(0.0, MID_RESTORE_KILL_WITHIN))
             else:
                 if mode == "follow":
-                    child.wait_for("following")
+                    child.wait_for("following", timeout=120)
                 time.sleep(rng.uniform(0.05, 1.5))
             phase = child.kill()
+            if mode == "restore":
+                assert phase == "mid-restore", f"round {n}: a restore kill landed in {phase}"
             kills[phase] = kills.get(phase, 0) + 1
             offsets, keys = check_offline(path, oracle)
             print(f"round {n}: {mode:7} killed in {phase:11} -> {keys} keys at "
                   f"{sum(offsets.values())} offsets: consistent")  # fmt: skip
     finally:
-        writer.stop_event.set()
-        writer.join(60)
+        writer.stop()
+    writer.check()
     print(f"kills by phase: {kills}, records produced while killing: {writer.sent}")
     assert kills.get("mid-restore", 0) >= 1 and kills.get("follow", 0) >= 1, kills
 

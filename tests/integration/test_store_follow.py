@@ -10,11 +10,8 @@ from confluent_kafka import Producer
 
 from globalstore import GlobalStore
 from globalstore.codec import encode_value, format_headers
+from globalstore.topic import end_offsets
 from tests.integration.store_support import produce
-
-
-def _end_offsets(store: GlobalStore) -> dict[int, int]:
-    return {p: store.position().get(p, 0) + lag for p, lag in store.lag().items()}
 
 
 def test_follow_applies_updates_and_deletes(
@@ -25,37 +22,44 @@ def test_follow_applies_updates_and_deletes(
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
         assert store.count() == 2
         produce(kafka_bootstrap, topic, [("a", {"v": 2}), ("b", None), ("c", {"v": 3})])
-        deadline = time.monotonic() + 10
-        while store.get("c") is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # Every partition's end, taken from the broker after the produce was acknowledged:
+        # a store that skips a partition or stops early cannot reach it.
+        ends = end_offsets(kafka_bootstrap, topic)
+        assert sum(ends.values()) == 5
+        assert store.wait_for(ends, timeout=60), f"ends {ends}, store at {store.status()}"
+        assert store.position() == ends
         assert store.get("a") == {"v": 2}
         assert store.get("b") is None
         assert store.get("c") == {"v": 3}
+        assert dict(store.items()) == {"a": {"v": 2}, "c": {"v": 3}}
         assert store.count() == 2
-        assert sum(store.position().values()) == 5
-        assert store.wait_for(store.position(), timeout=1)
         assert not store.wait_for({0: 10_000}, timeout=0.2)
 
         st = store.status()
         assert st.state == "running" and st.ready and st.key_count == 2
         assert st.layout_version == 1 and st.last_restore_at is not None
-        assert st.position == store.position()
-        assert all(v == 0 for v in store.lag().values())
+        assert st.position == ends
+        assert store.lag() == dict.fromkeys(ends, 0)
         assert st.last_error is None
 
 
 def test_wait_for_blocks_until_applied(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:
     topic = make_topic(partitions=1)
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
-        assert store.position() == {} or store.position() == {0: 0}
+        assert store.position() == {}  # an empty topic: nothing applied, no position yet
         result: list[bool] = []
-        waiter = threading.Thread(target=lambda: result.append(store.wait_for({0: 3}, 10)))
+        waiter = threading.Thread(target=lambda: result.append(store.wait_for({0: 3}, 120)))
         waiter.start()
-        time.sleep(0.1)
-        assert not result, "wait_for returned before anything was produced"
-        produce(kafka_bootstrap, topic, [("x", 1), ("y", 2), ("z", 3)])
-        waiter.join(10)
+        produce(kafka_bootstrap, topic, [("x", 1), ("y", 2)])
+        # Two of the three records are applied: wait_for({0: 3}) must still be blocked.
+        assert store.wait_for({0: 2}, timeout=60), f"store at {store.status()}"
+        assert not store.wait_for({0: 3}, timeout=0.2)
+        assert not result, f"wait_for({{0: 3}}) returned {result} at {store.position()}"
+        produce(kafka_bootstrap, topic, [("z", 3)])
+        waiter.join(60)
+        assert not waiter.is_alive(), f"wait_for still blocked at {store.status()}"
         assert result == [True]
+        assert store.position() == {0: 3}
         assert store.get("z") == 3
 
 
@@ -71,8 +75,10 @@ def test_produce_to_visible_latency_is_low(
             p.produce(
                 topic, key=f"k{i}".encode(), value=encode_value({"i": i}), headers=format_headers()
             )
-            p.flush(5)
+            assert p.flush(30) == 0, f"k{i} left unacknowledged"
+            deadline = time.monotonic() + 60
             while store.get(f"k{i}") is None:
+                assert time.monotonic() < deadline, f"k{i} not visible; store at {store.status()}"
                 time.sleep(0.0005)
             latencies.append(time.perf_counter() - t0)
         latencies.sort()

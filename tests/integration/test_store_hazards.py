@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import rocksdict
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from globalstore import (
@@ -193,13 +193,16 @@ def test_partitions_added_while_running_are_followed(
     )
     with GlobalStore.from_config(config) as store:
         kafka_admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
-        time.sleep(1.0)  # let the producer's metadata see the new partitions
-        produce(kafka_bootstrap, topic, [("on-p2", 2)], partition=2)
-        deadline = time.monotonic() + 20
-        while store.get("on-p2") is None and time.monotonic() < deadline:
+        # The broker's metadata shows the new partitions a moment after the call returns;
+        # a producer asked for partition 2 before that fails the delivery.
+        deadline = time.monotonic() + 60
+        while len(kafka_admin.list_topics(topic, timeout=10).topics[topic].partitions) < 3:
+            assert time.monotonic() < deadline, "the broker never listed 3 partitions"
             time.sleep(0.05)
+        produce(kafka_bootstrap, topic, [("on-p2", 2)], partition=2)  # fails unless delivered
+        assert store.wait_for({2: 1}, timeout=60), f"store at {store.status()}"
         assert store.get("on-p2") == 2
-        assert set(store.position()) >= {0, 2}
+        assert {p: o for p, o in store.position().items() if o} == {0: 1, 2: 1}  # 1 is empty
         assert store.count() == 2
 
 
@@ -407,15 +410,19 @@ def test_topic_recreated_under_a_running_store_stops_it_loudly_then_restart_rebu
 
 
 def _create_when_deleted(admin: AdminClient, topic: str, partitions: int = 1) -> None:
-    deadline = time.monotonic() + 30
+    """Create `topic` again once its deletion (asynchronous) is complete. Only "already
+    exists" means "not yet": any other error fails at once."""
+    deadline = time.monotonic() + 60
     config = {"cleanup.policy": "compact"}
-    while True:  # deletion completes asynchronously
+    while True:
         try:
             admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(
                 timeout=30
             )
             return
-        except Exception:
-            if time.monotonic() > deadline:
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+            assert time.monotonic() < deadline, f"{topic} still not deleted after 60 s: {error}"
             time.sleep(0.5)

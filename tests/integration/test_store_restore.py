@@ -15,7 +15,7 @@ from globalstore import (
     StoreNotReady,
 )
 from globalstore.topic import end_offsets
-from tests.integration.store_support import produce
+from tests.integration.store_support import Record, produce
 
 
 class Recorder(StoreListener):
@@ -143,15 +143,45 @@ def test_bulk_restore_is_ready_before_counting_and_counts_exactly(
         bootstrap_servers=kafka_bootstrap,
         path=tmp_path / "s",
         bulk_restore_threshold=0,  # force the bulk path: counted after ready
+        recount_chunk=1,  # one key per loop turn: 2000 turns, so changes land mid-count
     )
-    with GlobalStore.from_config(config) as store:
+    changes = [("new-1", {"n": 1}), ("k0001", None), ("k0000", 0)]
+    during = ProduceWhenRestored(kafka_bootstrap, topic, changes)
+    store = GlobalStore.from_config(config, listeners=[during])
+    during.store = store
+    with store:
         # Changes that arrive while the keys are being counted count exactly once.
-        produce(kafka_bootstrap, topic, [("new-1", {"n": 1}), ("k0001", None), ("k0000", 0)])
         assert store.wait_for(end_offsets(kafka_bootstrap, topic), 30)
         assert store.count() == 2000 + 1 - 1 + 1
         assert store.count() == len(list(store.keys()))
+    assert during.counts_seen, "the changes produced at restore end were never applied"
+    assert None in during.counts_seen, (
+        f"every change was applied after the recount ended (counts {during.counts_seen}): "
+        "the test did not overlap them"
+    )
     with ReadOnlyStore(tmp_path / "s") as view:
         assert view.status().key_count == 2001
+
+
+class ProduceWhenRestored(StoreListener):
+    """Produces `records` once the restore ends, on the store thread: after the recount took
+    its snapshot and before it counted a key. Notes the key count each applied change saw."""
+
+    def __init__(self, bootstrap: str, topic: str, records: list[Record]) -> None:
+        self.bootstrap, self.topic, self.records = bootstrap, topic, records
+        self.store: GlobalStore | None = None
+        self.produced = False
+        self.counts_seen: list[int | None] = []
+
+    def on_restore_end(self, topic, total_records, seconds):  # type: ignore[no-untyped-def]
+        produce(self.bootstrap, self.topic, self.records)
+        self.produced = True
+
+    def on_changes(self, topic, upserted, deleted):  # type: ignore[no-untyped-def]
+        assert self.store is not None
+        mine = {k for k, _ in self.records}
+        if self.produced and mine & {*upserted, *deleted}:
+            self.counts_seen.append(self.store.status().key_count)
 
 
 def test_last_restore_time_survives_a_restart(

@@ -13,11 +13,12 @@ from globalstore.localkafka.broker import (
     LocalKafka,
     PortInUseError,
     cluster_id,
-    free_port,
+    lost_port_race,
     render_server_properties,
 )
 from globalstore.localkafka.jars import resolve_kafka_jars
 from globalstore.localkafka.java import check_java, parse_java_major
+from tests.ports import closed_port
 
 
 def _properties(text: str) -> dict[str, str]:
@@ -94,10 +95,10 @@ def test_java_home_wins_over_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_taken_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    port = free_port()
     with socket.socket() as holder:
-        holder.bind(("127.0.0.1", port))
+        holder.bind(("127.0.0.1", 0))
         holder.listen()
+        port = holder.getsockname()[1]
         broker = LocalKafka(port=port, data_dir=tmp_path / "data", cache_dir=tmp_path / "cache")
         with pytest.raises(PortInUseError, match=rf"port {port} .*--port"):
             broker.start()
@@ -106,13 +107,25 @@ def test_a_taken_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
     assert not (tmp_path / "data" / "server.properties").exists()
 
 
+def test_a_lost_port_race_is_told_from_other_start_failures() -> None:
+    bind = (
+        "[2026-01-01 00:00:00,000] ERROR Exiting Kafka due to fatal exception during startup.\n"
+        "org.apache.kafka.common.KafkaException: Socket server failed to bind to "
+        "127.0.0.1:40001: Address already in use.\nCaused by: java.net.BindException: "
+        "Address already in use\n"
+    )
+    assert lost_port_race(bind)
+    assert not lost_port_race("Stored node id 1 doesn't match previous node id 2")
+    assert not lost_port_race("")
+
+
 def test_unreachable_repository_on_first_use_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    closed_port = free_port()  # nothing listens there: like being offline
-    monkeypatch.setenv("GLOBALSTORE_MAVEN_REPO", f"http://127.0.0.1:{closed_port}/maven2")
-    with pytest.raises(JarResolutionError, match="first use"):
-        resolve_kafka_jars("4.1.1", cache_dir=tmp_path)
+    with closed_port() as port:  # nothing listens there: like being offline
+        monkeypatch.setenv("GLOBALSTORE_MAVEN_REPO", f"http://127.0.0.1:{port}/maven2")
+        with pytest.raises(JarResolutionError, match="first use"):
+            resolve_kafka_jars("4.1.1", cache_dir=tmp_path)
     # A failed resolve leaves nothing that would pass for a usable cache.
     assert not (tmp_path / "kafka" / "4.1.1" / "lib").exists()
 
