@@ -8,6 +8,7 @@ import logging
 import click
 
 from globalstore.cli.demo import demo
+from globalstore.cli.errors import EXPLAINED, explain
 from globalstore.cli.kafka import kafka
 from globalstore.cli.serve import serve
 from globalstore.cli.snapshot import snapshot
@@ -23,6 +24,14 @@ class _Main(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *_LAZY_GROUPS])
 
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except EXPLAINED as exc:
+            if ctx.params.get("verbose"):
+                raise  # -v: the whole traceback, for a bug report
+            raise explain(exc) from exc
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in _LAZY_GROUPS:
             module, name = _LAZY_GROUPS[cmd_name]
@@ -32,7 +41,12 @@ class _Main(click.Group):
 
 
 @click.group(cls=_Main)
-@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="More log output (-v info, -vv debug), and tracebacks with errors.",
+)
 def main(verbose: int) -> None:
     """globalstore: a local, queryable copy of a compacted Kafka topic in every instance."""
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)

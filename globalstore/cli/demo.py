@@ -8,8 +8,6 @@ from types import FrameType
 
 import click
 
-from globalstore.localkafka import LocalKafkaError
-
 
 @click.command()
 @click.option("--orders", default=3000, show_default=True, type=click.IntRange(min=1))
@@ -28,10 +26,7 @@ def demo(orders: int, seed: int, partitions: int, port: int | None, keep_dir: bo
     # SIGTERM (from a CI runner or `kill`) unwinds like Ctrl-C, so the demo's broker, which
     # runs in a session of its own, is stopped by the same cleanup.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    try:
-        result = run_demo(DemoOptions(orders, seed, partitions, port, keep_dir))
-    except LocalKafkaError as exc:  # a fix the user can make
-        raise click.ClickException(str(exc)) from exc
+    result = run_demo(DemoOptions(orders, seed, partitions, port, keep_dir))
     click.echo(render_summary(result))
     if result.problems():
         raise SystemExit(1)

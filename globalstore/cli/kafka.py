@@ -17,7 +17,6 @@ from globalstore.localkafka import (
     DEFAULT_KAFKA_VERSION,
     DEFAULT_PORT,
     LocalKafka,
-    LocalKafkaError,
     default_data_dir,
 )
 
@@ -79,10 +78,7 @@ def start(
                         extra_config=extra)  # fmt: skip
     was_running = broker.status().running
     began = time.monotonic()
-    try:
-        bootstrap = broker.start(fresh=fresh, timeout=timeout)
-    except LocalKafkaError as exc:
-        raise click.ClickException(str(exc)) from exc
+    bootstrap = broker.start(fresh=fresh, timeout=timeout)
     note = (
         "already running"
         if was_running and not fresh

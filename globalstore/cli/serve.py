@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from globalstore.cli.errors import UserError
 from globalstore.cli.store import StoreTarget, _store_options
 
 
@@ -55,13 +56,13 @@ def serve(
     try:
         from globalstore import server  # noqa: PLC0415 - the optional extra, only when serving
     except ImportError as exc:
-        raise click.ClickException(
+        raise UserError(
             f"globalstore serve needs the serve extra: pip install 'globalstore[serve]' ({exc})"
         ) from exc
     try:
         token = server.load_token(token_file)
     except (OSError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise UserError(str(exc)) from exc
 
     served = server.ServedStore(
         lambda listener: target.build(listener, bootstrap_from), start_timeout=target.timeout

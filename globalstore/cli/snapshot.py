@@ -10,7 +10,7 @@ from typing import TextIO
 import click
 
 from globalstore import snapshot as snapshots
-from globalstore.errors import GlobalStoreError
+from globalstore.cli.errors import UserError
 
 
 @click.group()
@@ -30,8 +30,8 @@ def create(path: Path, dest: Path) -> None:
     """Write a consistent checkpoint of the store at --path into DEST/db."""
     try:
         written = snapshots.create(path, dest)
-    except (GlobalStoreError, OSError) as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+    except OSError as exc:
+        raise UserError(f"cannot write the snapshot into {dest}: {exc}") from exc
     click.echo(f"snapshot written to {written.parent}")
 
 

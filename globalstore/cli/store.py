@@ -25,7 +25,7 @@ from globalstore.cli.settings import parse_settings
 from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.watch import Watcher, watch
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
-from globalstore.errors import BrokerUnavailable, GlobalStoreError, StoreLocked
+from globalstore.errors import BrokerUnavailable, StoreLocked
 from globalstore.listeners import StoreListener
 from globalstore.readonly import ReadOnlyStore
 from globalstore.store import GlobalStore, StoreStatus
@@ -70,24 +70,17 @@ class StoreTarget:
         )
 
     def open(self, listener: StoreListener | None = None) -> GlobalStore:
-        """A started store, or a ClickException carrying the store's own explanation."""
-        store = self.build(listener)
-        try:
-            return store.start(timeout=self.timeout)
-        except GlobalStoreError as exc:
-            raise _click_error(exc) from exc
+        """A started store (its errors rise to the group, which explains them)."""
+        return self.build(listener).start(timeout=self.timeout)
 
     def open_for_queries(self) -> GlobalStore | ReadOnlyStore:
         """A started store; or, when a running application holds the directory, a read-only
         view of what it has written (said on stderr), instead of failing on its lock."""
         try:
             return self.open()
-        except click.ClickException as exc:
-            if not isinstance(exc.__cause__, StoreLocked):
-                raise
-            held = exc.__cause__
-        click.echo(f"{held}; answering read-only from what it has written so far", err=True)
-        return _read_only(self.path)
+        except StoreLocked as held:
+            click.echo(f"{held}; answering read-only from what it has written", err=True)
+        return ReadOnlyStore(self.path)
 
 
 _TARGET_FIELDS = tuple(field.name for field in dataclasses.fields(StoreTarget))
@@ -149,20 +142,9 @@ def _store_options(command: Callable[..., None]) -> Callable[..., None]:
     return wrapped
 
 
-def _read_only(path: Path) -> ReadOnlyStore:
-    try:
-        return ReadOnlyStore(path)
-    except GlobalStoreError as exc:
-        raise _click_error(exc) from exc
-
-
 def _inspect(path: Path) -> StoreStatus:
-    with _read_only(path) as view:
+    with ReadOnlyStore(path) as view:
         return view.status()
-
-
-def _click_error(exc: Exception) -> click.ClickException:
-    return click.ClickException(f"{type(exc).__name__}: {exc}")
 
 
 class Progress(StoreListener):
@@ -254,10 +236,7 @@ def get(
 ) -> None:
     """Print the JSON value of KEY; exit status 1 if the key is absent."""
     with contextlib.closing(target.open_for_queries()) as store:
-        try:
-            found = store.get_entry(key)
-        except GlobalStoreError as exc:
-            raise _click_error(exc) from exc
+        found = store.get_entry(key)
     if found is None:
         click.echo(f"key {key!r} not found", err=True)
         sys.exit(1)
@@ -287,8 +266,6 @@ def scan(
         try:
             for k, v in items:
                 out.write(orjson.dumps({"key": k, "value": v}) + b"\n")
-        except GlobalStoreError as exc:
-            raise _click_error(exc) from exc
         finally:
             out.flush()
 
@@ -333,10 +310,8 @@ def status(
     else:
         try:
             store = target.open_for_queries()
-        except click.ClickException as exc:
-            if not isinstance(exc.__cause__, BrokerUnavailable):
-                raise
-            click.echo(f"{exc.message}\nshowing the store's own files instead", err=True)
+        except BrokerUnavailable as exc:
+            click.echo(f"{exc}; showing the store's own files instead", err=True)
             report = _inspect(target.path)
         else:
             with contextlib.closing(store):

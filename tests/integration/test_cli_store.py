@@ -16,6 +16,17 @@ from tests.integration.store_support import produce
 from tests.ports import closed_port
 
 
+def one_line_error(result: Result, *fragments: str) -> None:
+    """The failure a person reads: exit status 2, one `error:` line naming what is wrong and
+    what to do, no traceback."""
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
 def run(bootstrap: str, topic: str, path: Path, *args: str) -> Result:
     argv = [args[0], "--topic", topic, "--bootstrap-servers", bootstrap, "--path", str(path)]
     return CliRunner().invoke(main, [*argv, *args[1:]])
@@ -113,8 +124,7 @@ def test_uncompacted_topic_is_refused_clearly(
     topic = make_topic(partitions=1, compact=False)
     produce(kafka_bootstrap, topic, [("a", {"v": 1})])
     refused = run(kafka_bootstrap, topic, tmp_path / "s", "count")
-    assert refused.exit_code == 1
-    assert "TopicNotCompacted" in refused.stderr and "Traceback" not in refused.output
+    one_line_error(refused, "not compact", "cleanup.policy=compact", "allow_uncompacted")
 
     accepted = run(kafka_bootstrap, topic, tmp_path / "s", "count", "--allow-uncompacted")
     assert accepted.exit_code == 0, accepted.output
@@ -128,16 +138,25 @@ def test_restoring_a_locked_store_is_a_clear_error(
     path = tmp_path / "s"
     with GlobalStore(filled, kafka_bootstrap, path):
         result = run(kafka_bootstrap, filled, path, "restore")
-    assert result.exit_code == 1
-    assert "StoreLocked" in result.stderr and "in use by another process" in result.stderr
+    one_line_error(result, "in use by another process", "use another --path")
 
 
 def test_unreachable_broker_is_a_clear_error(tmp_path: Path) -> None:
     with closed_port() as port:
         nowhere = f"127.0.0.1:{port}"
         result = run(nowhere, "t", tmp_path / "s", "count", "--timeout", "2")
-    assert result.exit_code == 1
-    assert "BrokerUnavailable" in result.stderr and nowhere in result.stderr
+    one_line_error(result, f"no Kafka broker answered at {nowhere}", "globalstore kafka start")
+
+
+def test_a_missing_topic_is_a_clear_error(kafka_bootstrap: str, tmp_path: Path) -> None:
+    result = run(kafka_bootstrap, "no-such-topic", tmp_path / "s", "get", "k")
+    one_line_error(result, "'no-such-topic' does not exist", "check --topic")
+
+
+def test_a_bad_flag_value_is_a_usage_error(tmp_path: Path) -> None:
+    result = run("127.0.0.1:1", "t", tmp_path / "s", "scan", "--limit", "many")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "Invalid value for '--limit'" in result.stderr
 
 
 def test_bad_kafka_config_is_a_usage_error(tmp_path: Path) -> None:
@@ -185,7 +204,8 @@ def test_status_offline_reads_the_store_files(
         nowhere = f"127.0.0.1:{port}"
         fallback = run(nowhere, filled, path, "status", "--json", "--timeout", "2")
     assert fallback.exit_code == 0, fallback.output
-    assert "BrokerUnavailable" in fallback.stderr and "own files" in fallback.stderr
+    assert f"no Kafka broker answered at {nowhere}" in fallback.stderr
+    assert "own files" in fallback.stderr
     report = orjson.loads(fallback.stdout)
     assert report["state"] == "offline" and report["key_count"] == 54
     assert sum(report["position"].values()) == 57 and report["last_restore_at"] is not None
@@ -193,7 +213,7 @@ def test_status_offline_reads_the_store_files(
 
 def test_status_offline_without_a_store_is_a_clear_error(tmp_path: Path) -> None:
     result = run("127.0.0.1:1", "t", tmp_path / "none", "status", "--offline")
-    assert result.exit_code == 1 and "no store" in result.stderr
+    one_line_error(result, "no store at")
 
 
 def test_queries_on_a_directory_a_running_store_holds_answer_read_only(
