@@ -53,4 +53,5 @@ class Health:
         self.last_error = str(err)
         if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
             self.connected = False
-        log.warning("kafka: %s", err)
+        # Transient as a rule (librdkafka reconnects); status() reports connection and staleness.
+        log.info("kafka: %s", err)

@@ -37,6 +37,9 @@ from globalstore.meta import DamagedLayoutError
 from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
+# librdkafka's own log lines (connection failures and the like, which the store retries and
+# reports through status()) go to Python logging under this name instead of stderr.
+LIBRDKAFKA_LOG = logging.getLogger("globalstore.librdkafka")
 _C = TypeVar("_C")
 
 _PROGRESS_LOG_INTERVAL = 5.0
@@ -173,12 +176,14 @@ class StoreThread(threading.Thread):
         conf = self.config.consumer_config()
         conf["stats_cb"] = self._health.on_stats
         conf["error_cb"] = self._health.on_error
+        conf["logger"] = LIBRDKAFKA_LOG
         return conf
 
     def _plan_with_retries(self, consumer: Consumer) -> plan.Plan | None:
         """Retry while the broker is unreachable; start() decides when to give up."""
         # Needed only here: dropped after.
-        admin = _client(AdminClient, self.config.admin_config(), "admin client")
+        admin_conf = {**self.config.admin_config(), "logger": LIBRDKAFKA_LOG}
+        admin = _client(AdminClient, admin_conf, "admin client")
         while not self._stop_event.is_set():
             try:
                 info = topic.describe_topic(consumer, admin, self.config, self.rpc_timeout)
@@ -187,7 +192,7 @@ class StoreThread(threading.Thread):
                     consumer, admin, self.config, info.partitions, self.rpc_timeout
                 )
             except BrokerUnavailable as exc:
-                self._health.last_error = str(exc)
+                self._health.last_error = str(exc.__cause__ or exc)  # the client's own words
                 self._publish()
                 self._stop_event.wait(_BROKER_RETRY_PAUSE)
                 continue

@@ -56,7 +56,11 @@ def end_offsets(
     """{partition: end offset} of `topic` now: what a producer or a test waits for with
     GlobalStore.wait_for(). kafka_config adds client settings (security, ...)."""
     # librdkafka wants a group id for any consumer; nothing is subscribed or committed.
-    conf = {"bootstrap.servers": bootstrap_servers, "group.id": "globalstore-end-offsets"}
+    conf = {
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": "globalstore-end-offsets",
+        "logger": logging.getLogger("globalstore.librdkafka"),
+    }
     consumer = Consumer({**conf, **kafka_config})
     try:
         partitions = consumer.list_topics(topic, timeout=timeout).topics[topic].partitions

@@ -51,6 +51,8 @@ def main(verbose: int) -> None:
     """globalstore: a local, queryable copy of a compacted Kafka topic in every instance."""
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:  # the Kafka client's retries are for -v; failures reach the user as errors
+        logging.getLogger("globalstore.librdkafka").setLevel(logging.CRITICAL)
 
 
 main.add_command(demo)
