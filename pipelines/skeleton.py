@@ -9,8 +9,9 @@ trigger(availableNow=True): each run processes what arrived since the previous o
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from pathlib import Path
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pyspark.sql import DataFrame, SparkSession
@@ -35,17 +36,24 @@ class RunOptions:
     source_topic: str
     target_topic: str
     dead_letter_topic: str
-    checkpoint_dir: Path
+    checkpoint_dir: str | os.PathLike[str]  # or any URI Spark can write (hdfs://, s3a://)
     mode: Mode = "batch"
     trigger_interval: str = "1 second"
     starting_offsets: str = "earliest"
+    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    """Kafka client settings (security etc.) for the source, the sink and the admin client."""
+
+    def spark_kafka_options(self) -> dict[str, str]:
+        """The Kafka source's and sink's client options (`kafka.` + client setting)."""
+        settings = {**self.kafka_options, "bootstrap.servers": self.bootstrap_servers}
+        return {f"kafka.{key}": value for key, value in settings.items()}
 
 
 def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> DataFrame:
     """The streaming DataFrame of sink rows (output and dead letters) for this pipeline."""
     raw = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", options.bootstrap_servers)
+        .options(**options.spark_kafka_options())
         .option("subscribe", options.source_topic)
         .option("startingOffsets", options.starting_offsets)
         # Records deleted by retention before we read them are gone either way: keep going.
@@ -110,6 +118,7 @@ def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> Pipel
         options.source_topic,
         options.target_topic,
         options.dead_letter_topic,
+        options.kafka_options,
     )
     # Without this, a processing-time timeout makes Spark run an empty batch on every
     # trigger, and an availableNow query never ends. Timeouts still fire on the next batch
@@ -120,8 +129,8 @@ def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> Pipel
         build_records(spark, pipeline, options)
         .writeStream.format("kafka")
         .queryName(query_name)
-        .option("kafka.bootstrap.servers", options.bootstrap_servers)
-        .option("checkpointLocation", str(options.checkpoint_dir))
+        .options(**options.spark_kafka_options())
+        .option("checkpointLocation", os.fspath(options.checkpoint_dir))
         .option("includeHeaders", "true")
         .outputMode("append")
     )
