@@ -63,6 +63,11 @@ def pipeline() -> None:
 @click.option("--mode", type=click.Choice(["batch", "stream"]), default="batch", show_default=True)
 @click.option("--trigger-interval", default="1 second", show_default=True, help="Stream mode.")
 @click.option("--starting-offsets", default="earliest", show_default=True, help="First run only.")
+@click.option(
+    "--max-offsets-per-trigger",
+    type=click.IntRange(min=1),
+    help="Cap on raw records per micro-batch  [default: no cap]",
+)
 @click.option("--master", default="local[*]", show_default=True, help="Ignored under spark-submit.")
 def run(
     name: str,
@@ -75,6 +80,7 @@ def run(
     mode: str,
     trigger_interval: str,
     starting_offsets: str,
+    max_offsets_per_trigger: int | None,
     master: str,
 ) -> None:
     """Run pipeline NAME (batch: what is new since the last run; stream: until Ctrl-C)."""
@@ -105,6 +111,7 @@ def run(
         mode="stream" if mode == "stream" else "batch",
         trigger_interval=trigger_interval,
         starting_offsets=starting_offsets,
+        max_offsets_per_trigger=max_offsets_per_trigger,
         kafka_options=dict(kafka_options),
     )
     summary = skeleton.run(spark, spec, options)

@@ -40,6 +40,7 @@ class RunOptions:
     mode: Mode = "batch"
     trigger_interval: str = "1 second"
     starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None  # cap on records per micro-batch
     kafka_options: Mapping[str, str] = field(default_factory=dict)
     """Kafka client settings (security etc.) for the source, the sink and the admin client."""
 
@@ -51,15 +52,17 @@ class RunOptions:
 
 def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> DataFrame:
     """The streaming DataFrame of sink rows (output and dead letters) for this pipeline."""
-    raw = (
+    reader = (
         spark.readStream.format("kafka")
         .options(**options.spark_kafka_options())
         .option("subscribe", options.source_topic)
         .option("startingOffsets", options.starting_offsets)
         # Records deleted by retention before we read them are gone either way: keep going.
         .option("failOnDataLoss", "false")
-        .load()
     )
+    if options.max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
+    raw = reader.load()
     checked = validate(raw, pipeline.fields, pipeline.max_record_bytes)
     # Both branches (clean rows to the transform, bad ones to the dead letters) start from
     # one exchange, which Spark then plans once and reuses (ReusedExchange): the source is
@@ -120,10 +123,6 @@ def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> Pipel
         options.dead_letter_topic,
         options.kafka_options,
     )
-    # Without this, a processing-time timeout makes Spark run an empty batch on every
-    # trigger, and an availableNow query never ends. Timeouts still fire on the next batch
-    # that has data (docs/pipelines.md: the terminal-marker bound).
-    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     query_name = f"{pipeline.name}:{options.target_topic}"
     writer = (
         build_records(spark, pipeline, options)

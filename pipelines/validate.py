@@ -18,10 +18,11 @@ REASON = "_reason"
 SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset")
 
 # schema_of_variant names of the JSON types each kind accepts.
+_INTEGER = "TINYINT|SMALLINT|INT|BIGINT"
 _JSON_TYPES = {
     Kind.STRING: "^STRING$",
-    Kind.NUMBER: "^(TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|DECIMAL.*)$",
-    Kind.TIMESTAMP: "^STRING$",
+    Kind.NUMBER: f"^({_INTEGER}|FLOAT|DOUBLE|DECIMAL.*)$",
+    Kind.TIMESTAMP: f"^(STRING|{_INTEGER})$",  # ISO-8601 text or epoch milliseconds
 }
 
 
@@ -53,6 +54,9 @@ def validate(raw: DataFrame, fields: tuple[Field, ...], max_record_bytes: int) -
     )
 
 
+_MAX_EPOCH_MS = 10**14  # about the year 5138
+
+
 def _field_checks(field: Field) -> list[Column]:
     json_type, typed = sf.col(_type_column(field)), sf.col(field.name)
     checks = [
@@ -76,7 +80,13 @@ def _type_column(field: Field) -> str:
 
 def _typed(field: Field) -> Column:
     if field.kind is Kind.TIMESTAMP:
-        return sf.try_to_timestamp(sf.try_variant_get("_doc", _path(field), "string"))
+        text = sf.try_variant_get("_doc", _path(field), "string")
+        millis = sf.try_variant_get("_doc", _path(field), "bigint")
+        # Out of range epoch ms would overflow (an error in ANSI mode): a bad_timestamp.
+        in_range = millis.between(-_MAX_EPOCH_MS, _MAX_EPOCH_MS)
+        return sf.when(_json_type(field) == "STRING", sf.try_to_timestamp(text)).when(
+            in_range, sf.timestamp_millis(millis)
+        )
     return sf.try_variant_get("_doc", _path(field), field.kind.value)
 
 

@@ -23,7 +23,8 @@ def test_run_help_lists_every_flag_with_defaults() -> None:
     result = CliRunner().invoke(pipeline, ["run", "--help"])
     assert result.exit_code == 0
     flags = ("--bootstrap-servers", "--source-topic", "--target-topic", "--dead-letter-topic",
-             "--checkpoint-dir", "--mode", "--trigger-interval", "--starting-offsets")  # fmt: skip
+             "--checkpoint-dir", "--mode", "--trigger-interval", "--starting-offsets",
+             "--max-offsets-per-trigger", "--kafka-option")  # fmt: skip
     for flag in flags:
         assert flag in result.output
     assert "127.0.0.1:9092" in result.output

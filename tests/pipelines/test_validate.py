@@ -40,3 +40,18 @@ def test_clean_record_is_typed(spark: SparkSession) -> None:
     assert row is not None
     assert (row.order_id, row.status, row.lat, row.lon) == ("o-1", "CREATED", -33.9, 151.0)
     assert row.event_time == dt.datetime(2026, 1, 1, 10, 0, 0, 250000)
+
+
+def test_event_time_may_be_epoch_millis(spark: SparkSession) -> None:
+    millis = GOOD.replace(b'"2026-01-01T10:00:00.250Z"', b"1767261600250")
+    row = validate(kafka_rows(spark, [millis]), FIELDS, DEFAULT_MAX_RECORD_BYTES).first()
+    assert row is not None
+    assert row[REASON] is None
+    assert row.event_time == dt.datetime(2026, 1, 1, 10, 0, 0, 250000)
+
+
+def test_out_of_range_epoch_millis_is_a_bad_timestamp_not_a_crash(spark: SparkSession) -> None:
+    huge = GOOD.replace(b'"2026-01-01T10:00:00.250Z"', b"9223372036854775807")
+    row = validate(kafka_rows(spark, [huge]), FIELDS, DEFAULT_MAX_RECORD_BYTES).first()
+    assert row is not None
+    assert row[REASON] == "bad_timestamp:event_time"
