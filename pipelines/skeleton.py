@@ -123,6 +123,11 @@ def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> Pipel
         options.dead_letter_topic,
         options.kafka_options,
     )
+    # With an event-time watermark Spark follows every data batch that moves it with an
+    # empty batch, only to evict state or fire timeouts. The pipelines here do neither
+    # (markers are dropped when their bucket next has data), so that batch would only
+    # delay the next real one.
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     query_name = f"{pipeline.name}:{options.target_topic}"
     writer = (
         build_records(spark, pipeline, options)
