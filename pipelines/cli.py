@@ -1,8 +1,8 @@
-"""`globalstore pipeline run NAME`: run a Spark pipeline with a local[*] session.
+"""`globalstore pipeline run NAME` and `globalstore pipeline package`.
 
-The `globalstore` command adds this group lazily, and the same command is the spark-submit
-entry (pipelines/__main__.py), so every flag and default is defined once, here. Spark is
-imported only when a pipeline actually runs.
+The `globalstore` command adds this group lazily, and the same `run` command is the
+spark-submit entry (pipelines/__main__.py, or the script `package` writes), so every flag
+and default is defined once, here. Spark is imported only when a pipeline actually runs.
 """
 
 from __future__ import annotations
@@ -13,6 +13,20 @@ from pathlib import Path
 import click
 
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
+
+
+class KeyValue(click.ParamType):
+    """One KEY=VALUE option value, as a (key, value) pair."""
+
+    name = "KEY=VALUE"
+
+    def convert(
+        self, value: str, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, str]:
+        key, sep, setting = value.partition("=")
+        if not sep or not key.strip():
+            self.fail(f"expected KEY=VALUE, got {value!r}", param, ctx)
+        return key.strip(), setting.strip()
 
 
 @click.group()
@@ -29,28 +43,44 @@ def pipeline() -> None:
     envvar=BOOTSTRAP_ENV,
     show_envvar=True,
 )
+@click.option(
+    "--kafka-option",
+    "kafka_options",
+    type=KeyValue(),
+    multiple=True,
+    help="Kafka client setting for source, sink and admin client, e.g. "
+    "security.protocol=SSL (repeatable).",
+)
 @click.option("--source-topic", help="Raw events topic  [default: the pipeline's, e.g. orders.raw]")
 @click.option("--target-topic", help="Compacted output topic  [default: e.g. orders.current]")
 @click.option("--dead-letter-topic", help="Rejected records  [default: e.g. orders.deadletter]")
 @click.option(
     "--checkpoint-dir",
-    type=click.Path(path_type=Path),
-    help="Spark checkpoint (offsets + state)  [default: .globalstore/checkpoints/TARGET]",
+    help="Spark checkpoint (offsets + state): a path or any URI Spark can write "
+    "(hdfs://, s3a://). Required on a cluster.  [default, local master only: "
+    ".globalstore/checkpoints/TARGET]",
 )
 @click.option("--mode", type=click.Choice(["batch", "stream"]), default="batch", show_default=True)
 @click.option("--trigger-interval", default="1 second", show_default=True, help="Stream mode.")
 @click.option("--starting-offsets", default="earliest", show_default=True, help="First run only.")
+@click.option(
+    "--max-offsets-per-trigger",
+    type=click.IntRange(min=1),
+    help="Cap on raw records per micro-batch  [default: no cap]",
+)
 @click.option("--master", default="local[*]", show_default=True, help="Ignored under spark-submit.")
 def run(
     name: str,
     bootstrap_servers: str,
+    kafka_options: tuple[tuple[str, str], ...],
     source_topic: str | None,
     target_topic: str | None,
     dead_letter_topic: str | None,
-    checkpoint_dir: Path | None,
+    checkpoint_dir: str | None,
     mode: str,
     trigger_interval: str,
     starting_offsets: str,
+    max_offsets_per_trigger: int | None,
     master: str,
 ) -> None:
     """Run pipeline NAME (batch: what is new since the last run; stream: until Ctrl-C)."""
@@ -63,16 +93,41 @@ def run(
         spec = get_pipeline(name)
     except KeyError as exc:
         raise click.BadParameter(str(exc.args[0]), param_hint="NAME") from None
+    spark = build_session(master=master)
     target = target_topic or spec.target_topic
+    if checkpoint_dir is None:
+        if not spark.sparkContext.master.startswith("local"):
+            raise click.UsageError(
+                "--checkpoint-dir is required on a cluster: a URI every node can reach "
+                "(hdfs://, s3a://, a shared mount), since executors write the state there"
+            )
+        checkpoint_dir = str(Path(".globalstore", "checkpoints", target).resolve())
     options = skeleton.RunOptions(
         bootstrap_servers=bootstrap_servers,
         source_topic=source_topic or spec.source_topic,
         target_topic=target,
         dead_letter_topic=dead_letter_topic or spec.dead_letter_topic,
-        checkpoint_dir=checkpoint_dir or Path(".globalstore", "checkpoints", target),
+        checkpoint_dir=checkpoint_dir,
         mode="stream" if mode == "stream" else "batch",
         trigger_interval=trigger_interval,
         starting_offsets=starting_offsets,
+        max_offsets_per_trigger=max_offsets_per_trigger,
+        kafka_options=dict(kafka_options),
     )
-    summary = skeleton.run(build_session(master=master), spec, options)
+    summary = skeleton.run(spark, spec, options)
     click.echo(f"{name}: {summary.describe()}")
+
+
+@pipeline.command("package")
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("dist"),
+    show_default=True,
+)
+def package(output_dir: Path) -> None:
+    """Write the job's code as a zip for spark-submit --py-files, and its entry script."""
+    from pipelines.package import build_package  # noqa: PLC0415
+
+    archive, entry = build_package(output_dir)
+    click.echo(f"{archive}\n{entry}")

@@ -1,7 +1,13 @@
 """Build the SparkSession every pipeline runs in (spark-submit or the Python launcher).
 
-Under spark-submit the submitted configuration wins: defaults are only filled in where
-nothing was given, so `--master yarn` or `--conf spark.sql.shuffle.partitions=64` hold.
+Two ways in, one rule: whatever the user configured wins.
+
+- **Under spark-submit** the JVM already runs with the submitted master, jars, packages and
+  confs. The session is taken as it is; only the pipeline's SQL settings
+  (`SQL_DEFAULTS`) are filled in where the submitted configuration has no value, so
+  `--conf spark.sql.shuffle.partitions=64` holds and `--master` is never touched.
+- **The Python launcher** (`globalstore pipeline run`) builds the session itself: then it
+  also picks the master (`local[*]` by default) and resolves the Kafka connector.
 """
 
 from __future__ import annotations
@@ -11,7 +17,6 @@ import sys
 from collections.abc import Mapping
 
 import pyspark
-from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 SCALA_BINARY = "2.13"
@@ -19,12 +24,13 @@ KAFKA_CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{pyspar
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
+SUBMIT_ENV = "PYSPARK_GATEWAY_PORT"
+"""Set by spark-submit for the Python driver it starts: the JVM to attach to."""
 
-def session_defaults(master: str, shuffle_partitions: int) -> dict[str, str]:
+
+def sql_defaults(shuffle_partitions: int) -> dict[str, str]:
+    """Settings the job relies on, applied at runtime unless the user set them."""
     return {
-        "spark.master": master,
-        "spark.app.name": "globalstore-pipeline",
-        "spark.jars.packages": KAFKA_CONNECTOR,
         # Stateful operators keep their state in RocksDB: bounded JVM heap, big state OK.
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         # Commit a micro-batch by appending its changes to a changelog instead of taking a
@@ -37,8 +43,21 @@ def session_defaults(master: str, shuffle_partitions: int) -> dict[str, str]:
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         # Timestamps in the output are rendered in UTC whatever the machine's zone.
         "spark.sql.session.timeZone": "UTC",
+    }
+
+
+def launcher_defaults(master: str) -> dict[str, str]:
+    """Settings only the launcher chooses: spark-submit's command line owns these."""
+    return {
+        "spark.master": master,
+        "spark.app.name": "globalstore-pipeline",
+        "spark.jars.packages": KAFKA_CONNECTOR,
         "spark.ui.showConsoleProgress": "false",
     }
+
+
+def under_spark_submit() -> bool:
+    return SUBMIT_ENV in os.environ
 
 
 def build_session(
@@ -47,10 +66,22 @@ def build_session(
     extra: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """Return the (shared) SparkSession; `extra` overrides the defaults, spark-submit wins."""
+    if under_spark_submit():
+        return _submitted_session({**sql_defaults(shuffle_partitions), **(extra or {})})
     # Python workers must import pandas/pyarrow from this interpreter's environment, not
     # whatever `python3` is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    conf = SparkConf()  # under spark-submit this already holds the submitted settings
-    for key, value in {**session_defaults(master, shuffle_partitions), **(extra or {})}.items():
-        conf.setIfMissing(key, value)
-    return SparkSession.builder.config(conf=conf).getOrCreate()
+    builder = SparkSession.builder
+    settings = {**launcher_defaults(master), **sql_defaults(shuffle_partitions), **(extra or {})}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _submitted_session(defaults: Mapping[str, str]) -> SparkSession:
+    spark = SparkSession.builder.getOrCreate()
+    submitted = spark.sparkContext.getConf()  # what spark-submit and spark-defaults set
+    for key, value in defaults.items():
+        if not submitted.contains(key):
+            spark.conf.set(key, value)
+    return spark

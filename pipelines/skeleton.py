@@ -9,8 +9,9 @@ trigger(availableNow=True): each run processes what arrived since the previous o
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from pathlib import Path
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pyspark.sql import DataFrame, SparkSession
@@ -35,23 +36,33 @@ class RunOptions:
     source_topic: str
     target_topic: str
     dead_letter_topic: str
-    checkpoint_dir: Path
+    checkpoint_dir: str | os.PathLike[str]  # or any URI Spark can write (hdfs://, s3a://)
     mode: Mode = "batch"
     trigger_interval: str = "1 second"
     starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None  # cap on records per micro-batch
+    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    """Kafka client settings (security etc.) for the source, the sink and the admin client."""
+
+    def spark_kafka_options(self) -> dict[str, str]:
+        """The Kafka source's and sink's client options (`kafka.` + client setting)."""
+        settings = {**self.kafka_options, "bootstrap.servers": self.bootstrap_servers}
+        return {f"kafka.{key}": value for key, value in settings.items()}
 
 
 def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> DataFrame:
     """The streaming DataFrame of sink rows (output and dead letters) for this pipeline."""
-    raw = (
+    reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", options.bootstrap_servers)
+        .options(**options.spark_kafka_options())
         .option("subscribe", options.source_topic)
         .option("startingOffsets", options.starting_offsets)
         # Records deleted by retention before we read them are gone either way: keep going.
         .option("failOnDataLoss", "false")
-        .load()
     )
+    if options.max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
+    raw = reader.load()
     checked = validate(raw, pipeline.fields, pipeline.max_record_bytes)
     # Both branches (clean rows to the transform, bad ones to the dead letters) start from
     # one exchange, which Spark then plans once and reuses (ReusedExchange): the source is
@@ -110,18 +121,20 @@ def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> Pipel
         options.source_topic,
         options.target_topic,
         options.dead_letter_topic,
+        options.kafka_options,
     )
-    # Without this, a processing-time timeout makes Spark run an empty batch on every
-    # trigger, and an availableNow query never ends. Timeouts still fire on the next batch
-    # that has data (docs/pipelines.md: the terminal-marker bound).
+    # With an event-time watermark Spark follows every data batch that moves it with an
+    # empty batch, only to evict state or fire timeouts. The pipelines here do neither
+    # (markers are dropped when their bucket next has data), so that batch would only
+    # delay the next real one.
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     query_name = f"{pipeline.name}:{options.target_topic}"
     writer = (
         build_records(spark, pipeline, options)
         .writeStream.format("kafka")
         .queryName(query_name)
-        .option("kafka.bootstrap.servers", options.bootstrap_servers)
-        .option("checkpointLocation", str(options.checkpoint_dir))
+        .options(**options.spark_kafka_options())
+        .option("checkpointLocation", os.fspath(options.checkpoint_dir))
         .option("includeHeaders", "true")
         .outputMode("append")
     )

@@ -17,7 +17,7 @@ class Kind(enum.Enum):
 
     STRING = "string"
     NUMBER = "double"
-    TIMESTAMP = "timestamp"  # an ISO-8601 string, e.g. 2026-01-02T03:04:05.678Z
+    TIMESTAMP = "timestamp"  # ISO-8601 text (2026-01-02T03:04:05.678Z) or epoch milliseconds
 
 
 @dataclass(frozen=True)

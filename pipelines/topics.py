@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
@@ -11,12 +12,19 @@ from globalstore.codec import require_compacted
 ADMIN_TIMEOUT_S = 30.0
 
 
-def ensure_topics(bootstrap_servers: str, source: str, target: str, dead_letter: str) -> None:
+def ensure_topics(
+    bootstrap_servers: str,
+    source: str,
+    target: str,
+    dead_letter: str,
+    kafka_options: Mapping[str, str] | None = None,
+) -> None:
     """Create target (compacted) and dead-letter topics if missing; refuse a bad target.
 
-    New topics get the source topic's partition count so output parallelism follows input.
+    `kafka_options` are further client settings (security). New topics get the source
+    topic's partition count so output parallelism follows input.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({**(kafka_options or {}), "bootstrap.servers": bootstrap_servers})
     existing = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
     partitions = len(existing[source].partitions) if source in existing else 1
     if target in existing:

@@ -2,8 +2,10 @@
 
 Couriers pick orders up and move toward the drop-off; most orders are delivered, some
 cancelled, some still under way. Events reach the topic out of order (each one is delayed
-by a random transport lag), some are sent twice, and a few records are broken on purpose,
-each labelled with the dead-letter reason the pipeline must give it.
+by a random transport lag), some are sent twice, some ended orders get a stray event after
+their end (a courier app still pinging), event_time comes as ISO-8601 text or as epoch
+milliseconds, and a few records are broken on purpose, each labelled with the dead-letter
+reason the pipeline must give it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class StreamShape:
     cancelled: float = 0.1
     max_lag_ms: int = 120_000  # transport delay: how far events get out of order
     duplicates: float = 0.03
+    strays: float = 0.1  # share of ended orders that get one more event after the end
+    epoch_millis: float = 0.3  # share of events whose event_time is epoch ms, not ISO text
     bad_every: int = 50  # one broken record per this many good ones (0: none)
 
 
@@ -54,7 +58,7 @@ def generate(shape: StreamShape, seed: int = 0, first_order: int = 0) -> list[Ra
     for number in range(first_order, first_order + shape.orders):
         for event in order_events(rng, shape, number):
             arrival = event["_ms"] + rng.randrange(shape.max_lag_ms + 1)
-            record = _encode(event)
+            record = _encode(event, as_millis=rng.random() < shape.epoch_millis)
             arrivals.append((arrival, record))
             if rng.random() < shape.duplicates:
                 arrivals.append((arrival + rng.randrange(shape.max_lag_ms + 1), record))
@@ -83,6 +87,8 @@ def order_events(rng: random.Random, shape: StreamShape, number: int) -> list[di
             steps.append(("DELIVERED", to_lat, to_lon))
         else:  # still under way: drop a random tail of the journey
             steps = steps[: rng.randint(1, len(steps))]
+    if steps[-1][0] in ("DELIVERED", "CANCELLED") and rng.random() < shape.strays:
+        steps.append(("IN_TRANSIT", steps[-1][1], steps[-1][2]))  # a ping after the end
     events = []
     for status, at_lat, at_lon in steps:
         t += rng.randint(20_000, 90_000)
@@ -97,8 +103,10 @@ def _near_city(rng: random.Random) -> tuple[float, float]:
     return CITY[0] + rng.uniform(-0.1, 0.1), CITY[1] + rng.uniform(-0.15, 0.15)
 
 
-def _encode(event: dict[str, Any]) -> RawRecord:
+def _encode(event: dict[str, Any], as_millis: bool = False) -> RawRecord:
     body = {k: v for k, v in event.items() if not k.startswith("_")}
+    if as_millis:
+        body["event_time"] = event["_ms"]
     return RawRecord(event["order_id"].encode(), orjson.dumps(body))
 
 
@@ -122,6 +130,9 @@ def broken_records(order_id: str = "o-broken") -> list[RawRecord]:
         variant("lat_out_of_range", lat=91.5),
         variant("lon_out_of_range", lon=-180.5),
         variant("bad_timestamp:event_time", event_time="yesterday"),
+        variant("wrong_type:event_time", event_time=1.767225600e12),
+        variant("future_timestamp", event_time="2999-01-01T00:00:00.000Z"),
+        variant("future_timestamp", event_time=32_503_680_000_000),  # 3000-01-01, epoch ms
         variant("empty:order_id", order_id=""),
         variant("oversize", note="x" * DEFAULT_MAX_RECORD_BYTES),
     ]

@@ -1,28 +1,32 @@
 """The orders rules of docs/pipelines.md written out a second time, in plain Python.
 
 Nothing here is used by the Spark job: this is the independent expectation that tests and
-the demo compare the job's output with. It folds one event at a time, the slow and obvious
-way, so that a mistake in the vectorised rules (pipelines.orders.rules) shows up as a
-difference instead of being copied.
+the demo compare the job's output with. It applies one event at a time, in arrival order,
+the slow and obvious way, so that a mistake in the vectorised rules (pipelines.orders.rules)
+shows up as a difference instead of being copied. Whatever the micro-batches, the job's
+compacted output must equal `active()`.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from pipelines.orders.generator import RawRecord
+from pipelines.orders.rules import DEFAULT_RETENTION_MS
 
 LIFECYCLE = ["CREATED", "PICKED_UP", "IN_TRANSIT", "DELIVERED", "CANCELLED"]
 TERMINAL = ("DELIVERED", "CANCELLED")
-_ENDED = "ended"
 
 
-def millis(event_time: str) -> int:
+def millis(event_time: str | int) -> int:
+    """Epoch milliseconds of an event_time: epoch millis already, or an ISO-8601 string."""
+    if isinstance(event_time, int):
+        return event_time
     return round(datetime.fromisoformat(event_time.replace("Z", "+00:00")).timestamp() * 1000)
 
 
@@ -30,54 +34,64 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-class ExpectedOrders:
-    """Order id -> its current value, or the marker of an order that ended."""
+Event = tuple[int, int, str, float, float]  # event ms, lifecycle rank, courier, lat, lon
 
-    def __init__(self) -> None:
-        self.orders: dict[str, Any] = {}
+
+@dataclass
+class Order:
+    events: set[Event] = field(default_factory=set)  # distinct: duplicates count once
+
+    def value(self, order_id: str) -> dict[str, Any]:
+        at, rank, courier, lat, lon = max(self.events)  # latest; ties: the rule's order
+        return {
+            "order_id": order_id,
+            "courier_id": courier,
+            "status": LIFECYCLE[rank],
+            "location": {"lat": lat, "lon": lon},
+            "updates": len(self.events),
+            "first_seen": iso(min(self.events)[0]),
+            "last_seen": iso(at),
+        }
+
+
+class ExpectedOrders:
+    """Order id -> its distinct events while active; ended orders -> their marker time."""
+
+    def __init__(self, retention_ms: int = DEFAULT_RETENTION_MS) -> None:
+        self.retention_ms = retention_ms
+        self.orders: dict[str, Order] = {}
+        self.markers: dict[str, int] = {}
+        self.clock: int | None = None  # the latest event time seen
 
     def run(self, records: Iterable[RawRecord]) -> ExpectedOrders:
         """Apply the good records (bad ones go to the dead-letter topic); returns self."""
-        by_order: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for record in records:
             if record.bad_reason is None:
-                event = orjson.loads(record.value)
-                by_order[event["order_id"]].append(event)
-        for order_id, events in by_order.items():
-            # Event-time order. Of events at the same time only the first counts, so put the
-            # later lifecycle status first: on a tie it wins.
-            events.sort(key=lambda e: (millis(e["event_time"]), -LIFECYCLE.index(e["status"])))
-            for event in events:
-                self._accept(order_id, event)
+                self.apply(orjson.loads(record.value))
         return self
 
-    def _accept(self, order_id: str, event: dict[str, Any]) -> None:
-        current = self.orders.get(order_id)
-        at = millis(event["event_time"])
-        if current == _ENDED or (current is not None and at <= current["_last"]):
-            return  # after the end, late or a duplicate: changes nothing
-        if event["status"] in TERMINAL:
-            self.orders[order_id] = _ENDED
-            return
-        self.orders[order_id] = {
-            "order_id": order_id,
-            "courier_id": event["courier_id"],
-            "status": event["status"],
-            "location": {"lat": float(event["lat"]), "lon": float(event["lon"])},
-            "updates": 1 if current is None else current["updates"] + 1,
-            "first_seen": iso(at) if current is None else current["first_seen"],
-            "last_seen": iso(at),
-            "_last": at,
-        }
+    def apply(self, raw: dict[str, Any]) -> None:
+        order_id, at = raw["order_id"], millis(raw["event_time"])
+        horizon = None if self.clock is None else self.clock - self.retention_ms
+        self.clock = at if self.clock is None else max(self.clock, at)
+        if horizon is not None:
+            if at < horizon:
+                return  # too late: older than the retention allows
+            if self.markers.get(order_id, horizon) < horizon:
+                del self.markers[order_id]  # the marker is forgotten
+        if order_id in self.markers:
+            return  # the order ended: nothing brings it back
+        order = self.orders.setdefault(order_id, Order())
+        rank = LIFECYCLE.index(raw["status"])
+        order.events.add((at, rank, raw["courier_id"], float(raw["lat"]), float(raw["lon"])))
+        if raw["status"] in TERMINAL:
+            self.markers[order_id] = max(order.events)[0]
+            del self.orders[order_id]
 
     def active(self) -> dict[str, dict[str, Any]]:
         """The values a store must hold, by order id."""
-        return {
-            order_id: {k: v for k, v in order.items() if not k.startswith("_")}
-            for order_id, order in self.orders.items()
-            if order != _ENDED
-        }
+        return {order_id: order.value(order_id) for order_id, order in self.orders.items()}
 
     def ended(self) -> list[str]:
-        """Orders that were delivered or cancelled: no store may hold them."""
-        return sorted(order_id for order_id, order in self.orders.items() if order == _ENDED)
+        """Orders that were delivered or cancelled (and not yet forgotten): no store holds them."""
+        return sorted(self.markers)

@@ -1,24 +1,30 @@
-"""The orders pipeline's rules, vectorised with pandas: fold a micro-batch into order state.
+"""The orders rules, vectorised with numpy: fold a micro-batch into a bucket's state.
 
-Precisely (also in docs/pipelines.md):
-- Within one micro-batch an order's events are applied in event_time order; on equal
-  event_time the later lifecycle status goes first, so a DELIVERED that shares a timestamp
-  with an IN_TRANSIT wins.
-- An event is *accepted* only if its event_time is strictly later than the order's
-  last_seen. Duplicates (same event_time) and late events (earlier than last_seen) are
-  ignored, so nothing moves an order backwards. `updates` counts accepted events.
-- first_seen is the event_time of the first accepted event; last_seen of the latest.
-- An accepted DELIVERED or CANCELLED event ends the order: its state row becomes a terminal
-  marker (status DELIVERED/CANCELLED, expires_at > 0) that makes every later event for that
-  order be ignored until the marker expires.
+The rules (docs/pipelines.md states them for users) depend only on the set of distinct
+events an order has, never on how those events were cut into micro-batches:
 
-Applied to many orders at once, those rules say: sort by (order, event_time, status rank
-descending); the accepted events are the first event of each distinct event_time later
-than the order's last_seen, up to and including the first terminal one. No per-order
-Python runs, so the cost is per micro-batch and per row, not per order.
+- Exact duplicates (same courier, status, position and event time) count once.
+- An active order's value comes from its latest event by event time; on equal times the
+  later lifecycle status wins (so a terminal beats a non-terminal), then the greater
+  (courier_id, lat, lon), so that the choice never depends on arrival.
+- first_seen / last_seen are the earliest / latest event time of its distinct events,
+  `updates` their number.
+- A DELIVERED or CANCELLED event ends the order whenever it arrives: its events are
+  dropped and an *ended marker* (order id, latest event time) is kept; every later event
+  for that order is ignored while the marker lives.
+- The *horizon* is the latest event time the job has seen minus the retention (in Spark:
+  the event-time watermark, as it stood before the micro-batch). A marker older than the
+  horizon is forgotten, and an event older than it is too late and ignored: so a stray
+  event from before an order's end never starts it again, and state is bounded by the
+  retention.
+
+State per bucket: the distinct events of its active orders and the ended markers.
+Each micro-batch touches only the orders it has events for; no per-order Python runs.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -27,101 +33,109 @@ STATUSES = ("CREATED", "PICKED_UP", "IN_TRANSIT", "DELIVERED", "CANCELLED")
 TERMINAL_STATUSES = ("DELIVERED", "CANCELLED")
 
 EVENT_COLUMNS = ("order_id", "courier_id", "status", "lat", "lon", "event_ms")
-STATE_DTYPES = {
+EVENT_DTYPES = {
     "order_id": "str", "courier_id": "str", "status": "str", "lat": "float64",
-    "lon": "float64", "first_seen": "int64", "last_seen": "int64", "updates": "int64",
-    "expires_at": "int64",  # processing time a terminal marker is dropped at; 0 if active
+    "lon": "float64", "event_ms": "int64",
 }  # fmt: skip
+MARKER_DTYPES = {"order_id": "str", "ended_ms": "int64"}
 CHANGED_COLUMNS = (
     "order_id", "courier_id", "status", "lat", "lon", "updates", "first_seen", "last_seen",
     "deleted",
 )  # fmt: skip
-_NEVER = np.iinfo(np.int64).max
+
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+"""How far (event time) behind the newest event an ended order's marker is kept."""
+
+NO_HORIZON = 0
+"""The horizon before the job has seen any event (Spark's first watermark)."""
 
 
-def empty_state() -> pd.DataFrame:
-    return pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in STATE_DTYPES.items()})
+def _empty(dtypes: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in dtypes.items()})
 
 
-def expire(state: pd.DataFrame, now_ms: int) -> pd.DataFrame:
-    """Drop the terminal markers whose time is up; their orders may start again."""
-    expires_at = state.expires_at.to_numpy()
-    expired = (expires_at > 0) & (expires_at <= now_ms)
-    return state[~expired] if expired.any() else state
+@dataclass(frozen=True)
+class BucketState:
+    events: pd.DataFrame  # EVENT_DTYPES: distinct events of the active orders
+    markers: pd.DataFrame  # MARKER_DTYPES: ended orders and their latest event time
+
+    @classmethod
+    def empty(cls) -> BucketState:
+        return cls(_empty(EVENT_DTYPES), _empty(MARKER_DTYPES))
 
 
 def fold(
-    state: pd.DataFrame, events: pd.DataFrame, now_ms: int, terminal_ttl_ms: int
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(orders' state, a micro-batch of their events) -> (new state, changed orders).
+    state: BucketState, batch: pd.DataFrame, horizon_ms: int
+) -> tuple[BucketState, pd.DataFrame]:
+    """(bucket state, a micro-batch of its events, the horizon) -> (new state, changes).
 
-    `state` has STATE_DTYPES columns, one row per order; `events` has (at least)
-    EVENT_COLUMNS. The changed orders (CHANGED_COLUMNS) are the active orders an accepted
-    event changed, and (deleted=True) the orders that ended and had been published before
-    this batch. Plain numpy inside: pandas operations cost too much per call.
+    `batch` has (at least) EVENT_COLUMNS. The changed orders (CHANGED_COLUMNS) are the
+    active orders that got a new distinct event, and (deleted=True) the orders that ended
+    in this batch and had been published before it (an order that starts and ends in one
+    batch is never written).
     """
-    known = expire(state, now_ms)
-    if events.empty:
-        return known, pd.DataFrame(columns=list(CHANGED_COLUMNS))
-    # One integer code per order: known orders are 0..len(known)-1, in their row order.
-    codes, _ = pd.factorize(np.concatenate([known.order_id.to_numpy(), events.order_id.to_numpy()]))
-    order = codes[len(known) :]
-    event_ms = events.event_ms.to_numpy()
-    rank = _STATUS_INDEX.get_indexer(events.status)
-    # Events must be later than last_seen; a marker bars every event; new orders bar none.
-    bar = np.full(codes.max() + 1, -1, dtype=np.int64)
-    bar[: len(known)] = np.where(
-        known.expires_at.to_numpy() == 0, known.last_seen.to_numpy(), _NEVER
+    markers = state.markers[state.markers.ended_ms.to_numpy() >= horizon_ms]
+    fresh = batch[
+        (batch.event_ms.to_numpy() >= horizon_ms) & ~batch.order_id.isin(markers.order_id)
+    ][list(EVENT_COLUMNS)]
+    if fresh.empty:
+        return BucketState(state.events, markers.reset_index(drop=True)), _empty_changes()
+    touched = state.events.order_id.isin(fresh.order_id.unique())
+    # Known events first, so that a known event sent again is the one kept (not new).
+    candidates = pd.concat(
+        [state.events[touched].assign(new=False), fresh.assign(new=True)], ignore_index=True
+    ).drop_duplicates(subset=list(EVENT_COLUMNS), keep="first")
+    orders = _per_order(candidates)
+    ended = orders.ended.to_numpy()
+    kept = candidates[~candidates.order_id.isin(orders.order_id[ended])].drop(columns="new")
+    new_markers = orders.loc[ended, ["order_id", "last_seen"]]
+    new_state = BucketState(
+        pd.concat([state.events[~touched], kept], ignore_index=True),
+        pd.concat([markers, new_markers.set_axis(list(MARKER_DTYPES), axis=1)], ignore_index=True),
     )
-    by_time = np.lexsort((-rank, event_ms, order))  # per order, in application order
-    o, t = order[by_time], event_ms[by_time]
-    first_at_time = np.ones(len(o), dtype=bool)
-    first_at_time[1:] = (o[1:] != o[:-1]) | (t[1:] != t[:-1])
-    candidates = by_time[first_at_time & (t > bar[o])]
-    # Accept up to and including each order's first terminal event.
-    o, ends = order[candidates], rank[candidates] >= _FIRST_TERMINAL_RANK
-    starts = _group_starts(o)
-    ends_so_far = np.cumsum(ends)
-    start_of_row = np.maximum.accumulate(np.where(starts, np.arange(len(o)), 0))
-    ends_before = ends_so_far - ends - (ends_so_far[start_of_row] - ends[start_of_row])
-    accepted, o = candidates[ends_before == 0], o[ends_before == 0]
-    if len(accepted) == 0:
-        return known, pd.DataFrame(columns=list(CHANGED_COLUMNS))
+    # Written: orders with a new distinct event, except ended ones never published.
+    written = orders.changed.to_numpy() & (~ended | orders.published.to_numpy())
+    changes = orders[written].assign(deleted=ended[written])
+    return new_state, changes[list(CHANGED_COLUMNS)].reset_index(drop=True)
 
-    firsts = np.flatnonzero(_group_starts(o))
+
+def _per_order(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per order of `events` (with a `new` column): its value and what happened."""
+    order = pd.factorize(events.order_id, sort=True)[0]
+    courier = pd.factorize(events.courier_id, sort=True)[0]
+    rank = _STATUS_INDEX.get_indexer(events.status)
+    event_ms = events.event_ms.to_numpy()
+    # Sorted per order by the rule's precedence: the last row of each order is its value.
+    by = np.lexsort((events.lon.to_numpy(), events.lat.to_numpy(), courier, rank, event_ms, order))
+    o = order[by]
+    firsts = np.flatnonzero(np.r_[True, o[1:] != o[:-1]])
     lasts = np.r_[firsts[1:] - 1, len(o) - 1]
-    latest, changed_code = accepted[lasts], o[lasts]
-    existed = changed_code < len(known)
-    first_seen, updates = event_ms[accepted[firsts]], lasts - firsts + 1
-    first_seen[existed] = known.first_seen.to_numpy()[changed_code[existed]]
-    updates[existed] += known.updates.to_numpy()[changed_code[existed]]
-    ended = rank[latest] >= _FIRST_TERMINAL_RANK
-    changed = pd.DataFrame(
+    latest = by[lasts]
+
+    def any_per_order(flags: np.ndarray) -> np.ndarray:
+        return np.logical_or.reduceat(flags[by], firsts)
+
+    new = events.new.to_numpy()
+    return pd.DataFrame(
         {
             "order_id": events.order_id.to_numpy()[latest],
             "courier_id": events.courier_id.to_numpy()[latest],
             "status": events.status.to_numpy()[latest],
             "lat": events.lat.to_numpy()[latest],
             "lon": events.lon.to_numpy()[latest],
-            "first_seen": first_seen,
+            "updates": lasts - firsts + 1,
+            "first_seen": event_ms[by[firsts]],
             "last_seen": event_ms[latest],
-            "updates": updates,
-            "expires_at": np.where(ended, now_ms + terminal_ttl_ms, 0),
+            "ended": any_per_order(rank >= _FIRST_TERMINAL_RANK),
+            "changed": any_per_order(new),
+            "published": any_per_order(~new),
         }
-    ).astype(STATE_DTYPES)
-    unchanged = np.ones(len(known), dtype=bool)
-    unchanged[changed_code[existed]] = False
-    new_state = pd.concat([known[unchanged], changed], ignore_index=True)
-    # An order that started and ended inside this batch was never published: no tombstone.
-    published = ~ended | existed
-    return new_state, changed[published].assign(deleted=ended[published])[list(CHANGED_COLUMNS)]
+    )
+
+
+def _empty_changes() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(CHANGED_COLUMNS))
 
 
 _STATUS_INDEX = pd.Index(STATUSES)
 _FIRST_TERMINAL_RANK = min(STATUSES.index(status) for status in TERMINAL_STATUSES)
-
-
-def _group_starts(sorted_codes: np.ndarray) -> np.ndarray:
-    starts = np.ones(len(sorted_codes), dtype=bool)
-    starts[1:] = sorted_codes[1:] != sorted_codes[:-1]
-    return starts

@@ -7,7 +7,7 @@ rules.py; this module declares the validation and runs the rules in Spark state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pandas as pd
 import pyarrow as pa
@@ -16,16 +16,18 @@ from pyspark.sql import functions as sf
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from pipelines.orders.rules import (
-    STATE_DTYPES,
+    DEFAULT_RETENTION_MS,
+    EVENT_DTYPES,
+    MARKER_DTYPES,
+    NO_HORIZON,
     STATUSES,
-    empty_state,
-    expire,
+    BucketState,
     fold,
 )
 from pipelines.spec import Field, Kind, Pipeline, Rule
 
-DEFAULT_TERMINAL_TTL_MS = 60 * 60 * 1000
-"""How long (processing time) an ended order's marker blocks late events from reviving it."""
+DEFAULT_FUTURE_SKEW_MS = 3600 * 1000
+"""Events whose event_time is further ahead of the wall clock are dead-lettered."""
 
 STATE_BUCKETS = 8
 """Orders are kept in this many state rows (buckets of order ids by hash).
@@ -36,52 +38,61 @@ tens of milliseconds, so 8 beat 64, see docs/benchmarks.md). Fixed by the checkp
 changing it needs a new checkpoint (and output topic), like spark.sql.shuffle.partitions.
 """
 
-FIELDS = (
-    Field("order_id", Kind.STRING, (Rule(lambda c: sf.length(c) > 0, "empty:order_id"),)),
-    Field("courier_id", Kind.STRING),
-    Field("status", Kind.STRING, (Rule(lambda c: c.isin(*STATUSES), "unknown_status"),)),
-    Field("lat", Kind.NUMBER, (Rule(lambda c: sf.abs(c) <= 90, "lat_out_of_range"),)),
-    Field("lon", Kind.NUMBER, (Rule(lambda c: sf.abs(c) <= 180, "lon_out_of_range"),)),
-    Field("event_time", Kind.TIMESTAMP),
-)
 
-_STATE_SCHEMA = "orders binary"  # the bucket's orders as one Arrow IPC stream
-_ARROW_STATE = pa.schema(
-    [(column, pa.string() if dtype == "str" else pa.from_numpy_dtype(dtype))
-     for column, dtype in STATE_DTYPES.items()]
-)  # fmt: skip
+def fields(future_skew_ms: int = DEFAULT_FUTURE_SKEW_MS) -> tuple[Field, ...]:
+    # current_timestamp() is the micro-batch's start: one instant for all its records.
+    not_future = Rule(
+        lambda c: sf.unix_millis(c) <= sf.unix_millis(sf.current_timestamp()) + future_skew_ms,
+        "future_timestamp",
+    )
+    return (
+        Field("order_id", Kind.STRING, (Rule(lambda c: sf.length(c) > 0, "empty:order_id"),)),
+        Field("courier_id", Kind.STRING),
+        Field("status", Kind.STRING, (Rule(lambda c: c.isin(*STATUSES), "unknown_status"),)),
+        Field("lat", Kind.NUMBER, (Rule(lambda c: sf.abs(c) <= 90, "lat_out_of_range"),)),
+        Field("lon", Kind.NUMBER, (Rule(lambda c: sf.abs(c) <= 180, "lon_out_of_range"),)),
+        Field("event_time", Kind.TIMESTAMP, (not_future,)),
+    )
+
+
+FIELDS = fields()
+
+_STATE_SCHEMA = "events binary, markers binary"  # each an Arrow IPC stream
 _OUTPUT_SCHEMA = (
     "order_id string, courier_id string, status string, lat double, lon double, "
     "updates long, first_seen long, last_seen long, deleted boolean"
 )
 
-GroupFunction = Callable[[tuple[int], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]
 
-
-def orders_pipeline(terminal_ttl_ms: int = DEFAULT_TERMINAL_TTL_MS) -> Pipeline:
+def orders_pipeline(
+    retention_ms: int = DEFAULT_RETENTION_MS, future_skew_ms: int = DEFAULT_FUTURE_SKEW_MS
+) -> Pipeline:
     return Pipeline(
         name="orders",
-        fields=FIELDS,
-        transform=lambda clean: transform(clean, terminal_ttl_ms),
+        fields=fields(future_skew_ms),
+        transform=lambda clean: transform(clean, retention_ms),
         source_topic="orders.raw",
         target_topic="orders.current",
         dead_letter_topic="orders.deadletter",
     )
 
 
-def transform(clean: DataFrame, terminal_ttl_ms: int = DEFAULT_TERMINAL_TTL_MS) -> DataFrame:
+def transform(clean: DataFrame, retention_ms: int = DEFAULT_RETENTION_MS) -> DataFrame:
     """Clean order events (streaming) -> (key, value struct or null for a tombstone)."""
-    events = clean.select(
+    # The watermark (newest event time seen - retention) is the rules' horizon: Spark drops
+    # events older than it before the state function, which drops markers older than it.
+    events = clean.withWatermark("event_time", f"{retention_ms} milliseconds").select(
+        "event_time",
         sf.pmod(sf.xxhash64("order_id"), sf.lit(STATE_BUCKETS)).alias("bucket"),
         "order_id", "courier_id", "status", "lat", "lon",
         sf.unix_millis("event_time").alias("event_ms"),
     )  # fmt: skip
     changed = events.groupBy("bucket").applyInPandasWithState(
-        bucket_updates(terminal_ttl_ms),
+        bucket_updates,
         _OUTPUT_SCHEMA,
         _STATE_SCHEMA,
         "append",
-        GroupStateTimeout.ProcessingTimeTimeout,
+        GroupStateTimeout.NoTimeout,
     )
     value = sf.struct(
         "order_id",
@@ -102,53 +113,53 @@ def _iso_utc(millis_column: str) -> Column:
     return sf.date_format(sf.timestamp_millis(millis_column), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
 
 
-def bucket_updates(terminal_ttl_ms: int) -> GroupFunction:
+def bucket_updates(
+    key: tuple[int], batches: Iterator[pd.DataFrame], state: GroupState
+) -> Iterator[pd.DataFrame]:
     """The state function handed to applyInPandasWithState: one call per bucket and batch."""
-
-    def update(
-        key: tuple[int], batches: Iterator[pd.DataFrame], state: GroupState
-    ) -> Iterator[pd.DataFrame]:
-        now = state.getCurrentProcessingTimeMs()
-        orders = _load(state)
-        if state.hasTimedOut:  # a terminal marker's time is up: forget those orders
-            _store(state, expire(orders, now), now)
-            return
-        frames = list(batches)
-        events = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        orders, changed = fold(orders, events, now, terminal_ttl_ms)
-        _store(state, orders, now)
-        if len(changed):
-            yield changed
-
-    return update
+    frames = list(batches)
+    events = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    horizon = max(state.getCurrentWatermarkMs(), NO_HORIZON)
+    bucket, changed = fold(load_bucket(state), events, horizon)
+    state.update(encode_bucket(bucket))
+    if len(changed):
+        yield changed
 
 
-def _load(state: GroupState) -> pd.DataFrame:
-    return decode_bucket(state.get[0]) if state.exists else empty_state()
+def load_bucket(state: GroupState) -> BucketState:
+    return decode_bucket(*state.get) if state.exists else BucketState.empty()
 
 
-def decode_bucket(blob: bytes) -> pd.DataFrame:
-    """A bucket's state value -> its orders (rules.STATE_DTYPES columns)."""
+def decode_bucket(events: bytes, markers: bytes) -> BucketState:
+    """A bucket's state row -> its state."""
+    return BucketState(_from_arrow(events), _from_arrow(markers))
+
+
+def encode_bucket(bucket: BucketState) -> tuple[bytes, bytes]:
+    return _to_arrow(bucket.events, _ARROW_EVENTS), _to_arrow(bucket.markers, _ARROW_MARKERS)
+
+
+def _arrow_schema(dtypes: dict[str, str]) -> pa.Schema:
+    return pa.schema(
+        [(c, pa.string() if d == "str" else pa.from_numpy_dtype(d)) for c, d in dtypes.items()]
+    )
+
+
+_ARROW_EVENTS = _arrow_schema(EVENT_DTYPES)
+_ARROW_MARKERS = _arrow_schema(MARKER_DTYPES)
+
+
+def _from_arrow(blob: bytes) -> pd.DataFrame:
     return pa.ipc.open_stream(blob).read_all().to_pandas()
 
 
-def _encode_bucket(orders: pd.DataFrame) -> bytes:
-    batch = pa.record_batch([orders[column].to_numpy() for column in STATE_DTYPES], _ARROW_STATE)
+def _to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> bytes:
+    columns = [frame[name].to_numpy() for name in schema.names]
+    batch = pa.record_batch(columns, schema)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, _ARROW_STATE) as writer:
+    with pa.ipc.new_stream(sink, schema) as writer:
         writer.write_batch(batch)
     return bytes(sink.getvalue().to_pybytes())  # pyarrow is untyped
-
-
-def _store(state: GroupState, orders: pd.DataFrame, now: int) -> None:
-    if orders.empty:
-        state.remove()
-        return
-    state.update((_encode_bucket(orders),))
-    markers = orders.expires_at[orders.expires_at > 0]
-    if not markers.empty:
-        # Spark clears a group's timeout whenever it is called: set it again.
-        state.setTimeoutDuration(max(int(markers.min()) - now, 1))
 
 
 ORDERS = orders_pipeline()

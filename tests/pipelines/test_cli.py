@@ -1,18 +1,30 @@
-"""The click command: flags, defaults and the unknown-pipeline error (no Spark started)."""
+"""The click commands: flags, defaults, errors, the package zip (no Spark started)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
 from click.testing import CliRunner
+from confluent_kafka import KafkaException
 
 from globalstore.cli import main
+from pipelines import skeleton
 from pipelines.cli import pipeline
+from pipelines.package import ENTRY_NAME, ZIP_NAME
+from pipelines.topics import ensure_topics
 
 
 def test_run_help_lists_every_flag_with_defaults() -> None:
     result = CliRunner().invoke(pipeline, ["run", "--help"])
     assert result.exit_code == 0
     flags = ("--bootstrap-servers", "--source-topic", "--target-topic", "--dead-letter-topic",
-             "--checkpoint-dir", "--mode", "--trigger-interval", "--starting-offsets")  # fmt: skip
+             "--checkpoint-dir", "--mode", "--trigger-interval", "--starting-offsets",
+             "--max-offsets-per-trigger", "--kafka-option")  # fmt: skip
     for flag in flags:
         assert flag in result.output
     assert "127.0.0.1:9092" in result.output
@@ -32,3 +44,47 @@ def test_globalstore_command_lists_and_runs_the_pipeline_group() -> None:
     result = CliRunner().invoke(main, ["pipeline", "run", "nosuch"])
     assert result.exit_code == 2
     assert "known pipelines: orders" in result.output
+
+
+def test_kafka_option_must_be_key_value() -> None:
+    result = CliRunner().invoke(pipeline, ["run", "orders", "--kafka-option", "novalue"])
+    assert result.exit_code == 2
+    assert "expected KEY=VALUE" in result.output
+
+
+def test_kafka_options_reach_source_sink_and_admin_client() -> None:
+    options = skeleton.RunOptions(
+        bootstrap_servers="broker:9092",
+        source_topic="raw",
+        target_topic="current",
+        dead_letter_topic="dlq",
+        checkpoint_dir="s3a://bucket/checkpoint",
+        kafka_options={"security.protocol": "NOPE", "bootstrap.servers": "ignored:1"},
+    )
+    assert options.spark_kafka_options() == {
+        "kafka.security.protocol": "NOPE",
+        "kafka.bootstrap.servers": "broker:9092",
+    }
+    # librdkafka checks the value when the admin client is built: the option got there.
+    with pytest.raises(KafkaException, match=r"security\.protocol"):
+        ensure_topics("127.0.0.1:1", "raw", "current", "dlq", options.kafka_options)
+
+
+def test_package_is_importable_without_the_project(tmp_path: Path) -> None:
+    result = CliRunner().invoke(pipeline, ["package", "--output-dir", str(tmp_path / "dist")])
+    assert result.exit_code == 0, result.output
+    archive, entry = tmp_path / "dist" / ZIP_NAME, tmp_path / "dist" / ENTRY_NAME
+    assert result.output.split() == [str(archive), str(entry)]
+    # `python -S` skips the .pth hook of the editable install: only the zip provides them.
+    check = (
+        "import pipelines.registry, pipelines.cli, globalstore.codec;"
+        "print(pipelines.registry.__file__, globalstore.codec.__file__)"
+    )
+    site = sysconfig.get_paths()["purelib"]
+    env = {**os.environ, "PYTHONPATH": f"{archive}{os.pathsep}{site}"}
+    imported = subprocess.run(
+        [sys.executable, "-S", "-c", check],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert all(path.startswith(str(archive)) for path in imported.stdout.split())
+    assert "from pipelines.cli import run" in entry.read_text()

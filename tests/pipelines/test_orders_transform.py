@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as sf
 
-from pipelines.orders.transform import decode_bucket, transform
+from pipelines.orders.transform import STATE_BUCKETS, decode_bucket, transform
 
 pytestmark = pytest.mark.spark
 
@@ -31,8 +32,8 @@ def ev(order: str, status: str, second: int, lat: float = 1.0) -> dict[str, Any]
 class Batches:
     """Run the transform over micro-batches; collect (batch_id, key, value or None) rows."""
 
-    def __init__(self, spark: SparkSession, tmp_path: Path, terminal_ttl_ms: int) -> None:
-        self.spark, self.inbox, self.ttl = spark, tmp_path / "inbox", terminal_ttl_ms
+    def __init__(self, spark: SparkSession, tmp_path: Path, retention_ms: int) -> None:
+        self.spark, self.inbox, self.retention = spark, tmp_path / "inbox", retention_ms
         self.checkpoint = tmp_path / "checkpoint"
         self.inbox.mkdir()
         self.written = 0
@@ -51,7 +52,7 @@ class Batches:
     def _run_once(self) -> None:
         stream = self.spark.readStream.schema(EVENT_SCHEMA).json(str(self.inbox))
         query = (
-            transform(stream, self.ttl)
+            transform(stream, self.retention)
             .selectExpr("key", "to_json(value) AS value")
             .writeStream.foreachBatch(self._collect)
             .option("checkpointLocation", str(self.checkpoint))
@@ -59,11 +60,10 @@ class Batches:
             .start()
         )
         query.awaitTermination()
-        # Orders are kept in bucket rows: count the orders inside them.
-        buckets = self.spark.read.format("statestore").load(str(self.checkpoint)).collect()
-        self.state_orders.append(
-            sum(len(decode_bucket(row.value.groupState.orders)) for row in buckets)
-        )
+        # Orders are kept in bucket rows: count the orders (active or ended) inside them.
+        rows = self.spark.read.format("statestore").load(str(self.checkpoint)).collect()
+        buckets = [decode_bucket(*row.value.groupState) for row in rows]
+        self.state_orders.append(sum(b.events.order_id.nunique() + len(b.markers) for b in buckets))
 
     def _collect(self, frame: DataFrame, batch_id: int) -> None:
         for row in frame.collect():
@@ -73,36 +73,41 @@ class Batches:
 
 @pytest.fixture
 def batches(spark: SparkSession, tmp_path: Path) -> Batches:
-    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-    return Batches(spark, tmp_path, terminal_ttl_ms=60_000)
+    return Batches(spark, tmp_path, retention_ms=7 * 24 * 3600 * 1000)
 
 
-def test_latest_event_wins_and_late_duplicate_events_change_nothing(batches: Batches) -> None:
+def value(status: str, lat: float, updates: int, first: int, last: int) -> dict[str, Any]:
+    return {"order_id": "a", "courier_id": "c-9", "status": status,
+            "location": {"lat": lat, "lon": 2.0}, "updates": updates,
+            "first_seen": f"2026-01-01T00:00:{first:02d}.000Z",
+            "last_seen": f"2026-01-01T00:00:{last:02d}.000Z"}  # fmt: skip
+
+
+def test_latest_event_wins_duplicates_change_nothing_late_events_count(batches: Batches) -> None:
     out = batches.run(
         [ev("a", "PICKED_UP", 20), ev("a", "CREATED", 10), ev("a", "CREATED", 10)],
         [ev("a", "CREATED", 10), ev("a", "IN_TRANSIT", 15, lat=7.0)],  # duplicate + late
-        [ev("a", "IN_TRANSIT", 30, lat=5.0)],
+        [ev("a", "CREATED", 10)],  # only a duplicate: nothing written
+        [ev("a", "IN_TRANSIT", 30, lat=5.0), ev("a", "CREATED", 5)],
     )
     assert out == [
-        (0, "a", {"order_id": "a", "courier_id": "c-9", "status": "PICKED_UP",
-                  "location": {"lat": 1.0, "lon": 2.0}, "updates": 2,
-                  "first_seen": "2026-01-01T00:00:10.000Z",
-                  "last_seen": "2026-01-01T00:00:20.000Z"}),
-        (2, "a", {"order_id": "a", "courier_id": "c-9", "status": "IN_TRANSIT",
-                  "location": {"lat": 5.0, "lon": 2.0}, "updates": 3,
-                  "first_seen": "2026-01-01T00:00:10.000Z",
-                  "last_seen": "2026-01-01T00:00:30.000Z"}),
-    ]  # fmt: skip
+        (0, "a", value("PICKED_UP", 1.0, updates=2, first=10, last=20)),
+        (1, "a", value("PICKED_UP", 1.0, updates=3, first=10, last=20)),
+        (3, "a", value("IN_TRANSIT", 5.0, updates=5, first=5, last=30)),
+    ]
 
 
-def test_delivery_tombstones_and_late_events_do_not_resurrect(batches: Batches) -> None:
+def test_terminals_tombstone_whenever_they_arrive_and_nothing_resurrects(
+    batches: Batches,
+) -> None:
     out = batches.run(
-        [ev("a", "CREATED", 10), ev("b", "CREATED", 10)],
+        [ev("a", "CREATED", 10), ev("b", "CREATED", 10), ev("d", "IN_TRANSIT", 30)],
         [ev("a", "DELIVERED", 40), ev("b", "CANCELLED", 11), ev("c", "CREATED", 5)],
-        [ev("a", "IN_TRANSIT", 30), ev("b", "IN_TRANSIT", 50)],
+        [ev("a", "IN_TRANSIT", 30), ev("b", "IN_TRANSIT", 50), ev("d", "DELIVERED", 20)],
+        [ev("d", "IN_TRANSIT", 59)],
     )
     assert sorted((batch, key, value is None) for batch, key, value in out if batch > 0) == [
-        (1, "a", True), (1, "b", True), (1, "c", False)
+        (1, "a", True), (1, "b", True), (1, "c", False), (2, "d", True)
     ]  # fmt: skip
 
 
@@ -110,10 +115,28 @@ def test_order_that_starts_and_ends_in_one_batch_is_never_published(batches: Bat
     assert batches.run([ev("a", "CREATED", 10), ev("a", "DELIVERED", 20)]) == []
 
 
-def test_terminal_marker_is_released_after_its_ttl(spark: SparkSession, tmp_path: Path) -> None:
-    batches = Batches(spark, tmp_path, terminal_ttl_ms=1)
-    batches.run([ev("a", "CREATED", 10), ev("b", "CREATED", 10)])
-    batches.run([ev("a", "DELIVERED", 20)])
-    batches.run([ev("b", "IN_TRANSIT", 30)])  # any batch with data fires due timeouts
-    # a: active -> marker -> gone; b stays: state went 2 -> 2 -> 1 orders, not growing.
-    assert batches.state_orders == [2, 2, 1]
+def same_bucket(spark: SparkSession) -> tuple[str, str]:
+    """Two order ids that share a state bucket (a bucket drops markers when it has data)."""
+    ids = spark.createDataFrame([(f"o{i}",) for i in range(40)], "id string")
+    bucket = sf.pmod(sf.xxhash64("id"), sf.lit(STATE_BUCKETS))
+    rows = ids.select("id", bucket.alias("bucket")).collect()
+    first = rows[0]
+    return first.id, next(r.id for r in rows[1:] if r.bucket == first.bucket)
+
+
+def test_ended_marker_is_dropped_after_its_event_time_retention(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    a, c = same_bucket(spark)
+    batches = Batches(spark, tmp_path, retention_ms=5_000)
+    out = batches.run(
+        [ev(a, "CREATED", 10), ev(c, "CREATED", 10)],
+        [ev(a, "DELIVERED", 20)],
+        [ev(c, "IN_TRANSIT", 24)],  # watermark 19 s: a's marker (20 s) is kept
+        [ev(a, "IN_TRANSIT", 21), ev(c, "IN_TRANSIT", 40)],  # ignored: a ended
+        [ev(c, "IN_TRANSIT", 41)],  # watermark 35 s: the marker is dropped
+        [ev(a, "IN_TRANSIT", 18)],  # too late (older than the watermark): ignored
+    )
+    # a: active -> marker -> gone; c stays: the state does not grow with ended orders.
+    assert batches.state_orders == [2, 2, 2, 2, 1, 1]
+    assert [(batch, key) for batch, key, _ in out if key == a] == [(0, a), (1, a)]

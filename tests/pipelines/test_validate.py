@@ -40,3 +40,50 @@ def test_clean_record_is_typed(spark: SparkSession) -> None:
     assert row is not None
     assert (row.order_id, row.status, row.lat, row.lon) == ("o-1", "CREATED", -33.9, 151.0)
     assert row.event_time == dt.datetime(2026, 1, 1, 10, 0, 0, 250000)
+
+
+def test_event_time_may_be_epoch_millis(spark: SparkSession) -> None:
+    millis = GOOD.replace(b'"2026-01-01T10:00:00.250Z"', b"1767261600250")
+    row = validate(kafka_rows(spark, [millis]), FIELDS, DEFAULT_MAX_RECORD_BYTES).first()
+    assert row is not None
+    assert row[REASON] is None
+    assert row.event_time == dt.datetime(2026, 1, 1, 10, 0, 0, 250000)
+
+
+def test_out_of_range_epoch_millis_is_a_bad_timestamp_not_a_crash(spark: SparkSession) -> None:
+    huge = GOOD.replace(b'"2026-01-01T10:00:00.250Z"', b"9223372036854775807")
+    row = validate(kafka_rows(spark, [huge]), FIELDS, DEFAULT_MAX_RECORD_BYTES).first()
+    assert row is not None
+    assert row[REASON] == "bad_timestamp:event_time"
+
+
+IN_DOUBT = [  # records the fast route must hand to the exact one, and what that says
+    (b'"order_id": "o-1"', b'"order_id": "12345"', None),  # a string that looks numeric
+    (b'"order_id": "o-1"', b'"order_id": 12345', "wrong_type:order_id"),
+    (b'"order_id": "o-1"', b'"order_id": {"id": 1}', "wrong_type:order_id"),
+    (b'"status": "CREATED"', b'"status": true', "wrong_type:status"),
+    (b'"lat": -33.9', b'"lat": "NaN"', "wrong_type:lat"),
+    (b'"lon": 151', b'"lon": "Infinity"', "wrong_type:lon"),
+    (b'"event_time": "2026-01-01T10:00:00.250Z"', b'"event_time": 1.5e12',
+     "wrong_type:event_time"),
+    (b'"event_time": "2026-01-01T10:00:00.250Z"', b'"event_time": [1]',
+     "wrong_type:event_time"),
+]  # fmt: skip
+
+
+def test_records_in_doubt_get_the_exact_reason(spark: SparkSession) -> None:
+    values = [GOOD.replace(old, new) for old, new, _ in IN_DOUBT]
+    assert all(value != GOOD for value in values)
+    checked = validate(kafka_rows(spark, values), FIELDS, DEFAULT_MAX_RECORD_BYTES)
+    rows = checked.orderBy("offset").collect()
+    assert [row[REASON] for row in rows] == [reason for _, _, reason in IN_DOUBT]
+    assert rows[0].order_id == "12345"
+
+
+def test_epoch_millis_as_digits_text_is_the_same_instant(spark: SparkSession) -> None:
+    digits = GOOD.replace(b'"2026-01-01T10:00:00.250Z"', b'"1767261600250"')
+    array = b"[" + GOOD + b"]"  # not an object, though from_json could read its element
+    checked = validate(kafka_rows(spark, [digits, array]), FIELDS, DEFAULT_MAX_RECORD_BYTES)
+    rows = checked.orderBy("offset").collect()
+    assert [row[REASON] for row in rows] == [None, "not_object"]
+    assert rows[0].event_time == dt.datetime(2026, 1, 1, 10, 0, 0, 250000)

@@ -1,0 +1,112 @@
+"""A Spark standalone cluster (one master, one worker) started from the pyspark installation.
+
+Each daemon is its own JVM on loopback with a small heap, the way `sbin/start-master.sh`
+and `start-worker.sh` run them, minus the daemonizing: the test owns the processes and
+stops them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyspark
+
+from globalstore.localkafka import free_port
+
+SPARK_HOME = Path(pyspark.__file__).parent
+HOST = "127.0.0.1"
+START_TIMEOUT_S = 90.0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    master_url: str
+    master_ui: str
+    work_dir: Path
+
+    def state(self) -> dict[str, Any]:
+        """The master's view (workers, running and completed applications)."""
+        with urllib.request.urlopen(f"{self.master_ui}/json", timeout=10) as response:
+            state: dict[str, Any] = json.load(response)
+            return state
+
+
+@contextmanager
+def standalone_cluster(scratch: Path, env: Mapping[str, str]) -> Iterator[Cluster]:
+    port, ui_port, worker_ui = free_port(), free_port(), free_port()
+    daemon_env = {**env, "SPARK_HOME": str(SPARK_HOME), "SPARK_DAEMON_MEMORY": "256m"}
+    cluster = Cluster(f"spark://{HOST}:{port}", f"http://{HOST}:{ui_port}", scratch / "work")
+    master = _daemon(
+        scratch / "master.log",
+        daemon_env,
+        "org.apache.spark.deploy.master.Master",
+        *("--host", HOST, "--port", str(port), "--webui-port", str(ui_port)),
+    )
+    worker = None
+    try:
+        _wait_for(lambda: bool(_try_state(cluster)), "master")
+        worker = _daemon(
+            scratch / "worker.log",
+            {**daemon_env, "SPARK_WORKER_DIR": str(cluster.work_dir)},
+            "org.apache.spark.deploy.worker.Worker",
+            *("--host", HOST, "--cores", "1", "--memory", "1g"),
+            *("--webui-port", str(worker_ui), cluster.master_url),
+        )
+        _wait_for(lambda: _try_state(cluster).get("aliveworkers", 0) >= 1, "worker")
+        yield cluster
+    finally:
+        for process in (worker, master):
+            if process is not None:
+                process.terminate()
+                process.wait(30)
+
+
+def _daemon(
+    log: Path, env: Mapping[str, str], main_class: str, *args: str
+) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args],
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _try_state(cluster: Cluster) -> dict[str, Any]:
+    try:
+        return cluster.state()
+    except OSError:
+        return {}
+
+
+def _wait_for(ready: Any, what: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not ready():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Spark standalone {what} not up within {START_TIMEOUT_S:.0f} s")
+        time.sleep(0.5)
+
+
+def without_project_env(scratch: Path, python: str, site_packages: str) -> dict[str, str]:
+    """Environment whose Python sees the installed libraries but not this project.
+
+    The project is installed in editable mode through a `.pth` hook; `python -S` skips
+    site processing, and PYTHONPATH lists the site-packages directory itself, so pyspark,
+    pandas and friends import while `pipelines` and `globalstore` do not - as on a worker
+    that never saw the repository. Only what --py-files ships can provide them.
+    """
+    wrapper = scratch / "python-without-project"
+    wrapper.write_text(f'#!/bin/sh\nexec "{python}" -S "$@"\n')
+    wrapper.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
+    return {**env, "PYSPARK_PYTHON": str(wrapper), "PYTHONPATH": site_packages}

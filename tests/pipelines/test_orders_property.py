@@ -1,0 +1,62 @@
+"""The issue's proof: the orders job's topic does not depend on micro-batch boundaries.
+
+One generated event set (out of order, duplicates, late terminals, strays after the end,
+ISO and epoch-millisecond times, broken records) goes through the real job on real Kafka,
+cut into micro-batches in several random ways: `maxOffsetsPerTrigger`, several batch runs
+with events produced in between, and both. Every cut must compact to the reference model's
+active orders (pipelines.orders.reference, one event at a time).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from pyspark.sql import SparkSession
+
+from pipelines import skeleton
+from pipelines.orders.generator import StreamShape, generate, produce
+from pipelines.orders.reference import ExpectedOrders
+from pipelines.orders.transform import ORDERS
+from tests.pipelines.kafka_read import compacted, read_topic
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+SHAPE = StreamShape(orders=120, max_lag_ms=300_000, duplicates=0.15, strays=0.3, bad_every=40)
+CUTS = ("max_offsets", "runs", "runs_and_max_offsets")
+
+
+@pytest.mark.parametrize("cut", CUTS)
+def test_every_cut_into_micro_batches_gives_the_reference_topic(
+    cut: str,
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    records = generate(SHAPE, seed=21)
+    expected = ExpectedOrders().run(records).active()
+    rng = random.Random(f"{cut}-21")
+    run_id = uuid.uuid4().hex[:8]
+    options = skeleton.RunOptions(
+        bootstrap_servers=kafka_bootstrap,
+        source_topic=make_topic(partitions=2, compact=False, prefix="property-raw"),
+        target_topic=f"property-current-{run_id}",
+        dead_letter_topic=f"property-dlq-{run_id}",
+        checkpoint_dir=tmp_path / "checkpoint",
+        max_offsets_per_trigger=None if cut == "runs" else rng.randint(40, 200),
+    )
+    chunks = 1 if cut == "max_offsets" else rng.randint(3, 4)
+    cuts = sorted(rng.sample(range(1, len(records)), chunks - 1))
+    batches = 0
+    for start, end in zip([0, *cuts], [*cuts, len(records)], strict=True):
+        produce(kafka_bootstrap, options.source_topic, records[start:end])
+        batches += skeleton.run(spark, ORDERS, options).batches
+
+    content = compacted(read_topic(kafka_bootstrap, options.target_topic))
+    assert {key: orjson.loads(value) for key, value in content.items()} == expected
+    assert batches >= 3  # the input really was cut into several micro-batches
