@@ -195,10 +195,14 @@ class Storage:
         if db is not None:
             db.close()
 
-    def wipe(self) -> None:
-        """Drop every key and all meta; the caller restores from the beginning."""
+    def wipe(self, refill: Callable[[Path], object] | None = None) -> None:
+        """Drop every key and all meta; the caller restores from the beginning. `refill`,
+        given the store directory while the database is closed and gone, may put another
+        database in its place (a snapshot): that one is opened instead."""
         self._close_db()
         shutil.rmtree(self._db_dir(), ignore_errors=True)
+        if refill is not None:
+            refill(self.path)
         self._open()
         with self._state_lock:
             self.positions = {}

@@ -132,7 +132,12 @@ class GlobalStore(StoreQueries):
             # timeout.
             rpc_timeout = min(5.0, max(0.5, timeout / 2))
             thread = StoreThread(
-                self.config, storage, self._listeners, self._notify_applied, rpc_timeout
+                self.config,
+                storage,
+                self._listeners,
+                self._notify_applied,
+                rpc_timeout,
+                self._bootstrap_from,
             )
             self._storage, self._thread = storage, thread
             thread.start()

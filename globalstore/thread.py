@@ -11,17 +11,19 @@ facade reads that snapshot and never the thread's working fields.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from globalstore import migrate, plan, topic
+from globalstore import migrate, plan, snapshot, topic
 from globalstore.config import StoreConfig
 from globalstore.errors import (
     AuthorizationError,
@@ -95,6 +97,7 @@ class StoreThread(threading.Thread):
         listeners: Sequence[StoreListener],
         on_applied: Callable[[], None],
         rpc_timeout: float = 5.0,
+        bootstrap_from: str | Path | None = None,
     ) -> None:
         super().__init__(name=f"globalstore-{config.topic}", daemon=True)
         self.config = config
@@ -103,6 +106,7 @@ class StoreThread(threading.Thread):
         self._report_changes = any(wants_changes(listener) for listener in listeners)
         self.on_applied = on_applied
         self.rpc_timeout = rpc_timeout  # per broker request while planning
+        self.bootstrap_from = bootstrap_from  # a peer snapshot to rebuild from, if any
         self.ready = threading.Event()  # set when RUNNING, or when the thread ends
         self.status = ThreadStatus()
         self._state = State.CREATED
@@ -192,7 +196,8 @@ class StoreThread(threading.Thread):
                     consumer, admin, self.config, info.partitions, self.rpc_timeout
                 )
             except BrokerUnavailable as exc:
-                self._health.last_error = str(exc.__cause__ or exc)  # the client's own words
+                where = self.config.bootstrap_servers  # then the client's own words:
+                self._health.last_error = f"{where}: {exc.__cause__ or exc}"
                 self._publish()
                 self._stop_event.wait(_BROKER_RETRY_PAUSE)
                 continue
@@ -202,28 +207,35 @@ class StoreThread(threading.Thread):
 
     def _plan(self, info: topic.TopicInfo, marks: Mapping[int, topic.Marks]) -> plan.Plan:
         """Resume, or wipe and start over (WARNING) when resuming could leave the store
-        different from the topic."""
+        different from the topic: from the peer snapshot if one was given (checked like any
+        store, so an unfit one is wiped in turn), else from the beginning of the topic."""
         storage = self.storage
-        try:
-            meta = storage.read_meta()
-            rebuild = plan.rebuild_reason(meta, storage.is_empty(), info, marks, self.config)
-        except DamagedLayoutError as exc:
-            rebuild = plan.Rebuild(f"store metadata is damaged ({exc})")
-        if rebuild is not None:
+        snapshots = [] if self.bootstrap_from is None else [self.bootstrap_from]
+        while (rebuild := self._rebuild_reason_now(info, marks)) is not None:
+            source = snapshots.pop() if snapshots else None
             log.warning(
-                "rebuilding store %s from the beginning of %s: %s",
+                "rebuilding store %s from %s: %s",
                 storage.path,
-                self.config.topic,
+                f"snapshot {source}" if source else f"the beginning of {self.config.topic}",
                 rebuild.reason,
             )
             self._rebuild_reason = rebuild.reason
-            storage.wipe()
-            meta = storage.read_meta()
+            storage.wipe(None if source is None else functools.partial(snapshot.install, source))
+        meta = storage.read_meta()
         if meta.layout is None:  # a new (or just wiped) store
             storage.initialise(self.config.topic, info.topic_id, _now_ms())
             meta = storage.read_meta()
         storage.load(meta)
         return plan.plan(meta, info, marks, self.config)
+
+    def _rebuild_reason_now(
+        self, info: topic.TopicInfo, marks: Mapping[int, topic.Marks]
+    ) -> plan.Rebuild | None:
+        try:
+            meta = self.storage.read_meta()
+        except DamagedLayoutError as exc:
+            return plan.Rebuild(f"store metadata is damaged ({exc})")
+        return plan.rebuild_reason(meta, self.storage.is_empty(), info, marks, self.config)
 
     def _begin(self, consumer: Consumer, restore_plan: plan.Plan) -> None:
         self._start_offsets = dict(restore_plan.start_offsets)

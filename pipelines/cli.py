@@ -34,15 +34,18 @@ def pipeline() -> None:
     """Spark jobs that write the compacted transformed topics."""
 
 
-@pipeline.command("run")
-@click.argument("name")
-@click.option(
+_bootstrap_option = click.option(
     "--bootstrap-servers",
     default=DEFAULT_BOOTSTRAP,
     show_default=True,
     envvar=BOOTSTRAP_ENV,
     show_envvar=True,
 )
+
+
+@pipeline.command("run")
+@click.argument("name")
+@_bootstrap_option
 @click.option(
     "--kafka-option",
     "kafka_options",
@@ -87,12 +90,16 @@ def run(
     from pipelines import skeleton  # noqa: PLC0415 - pulls in pyspark
     from pipelines.registry import get_pipeline  # noqa: PLC0415
     from pipelines.session import build_session  # noqa: PLC0415
+    from pipelines.topics import require_topic  # noqa: PLC0415
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         spec = get_pipeline(name)
     except KeyError as exc:
         raise click.BadParameter(str(exc.args[0]), param_hint="NAME") from None
+    source = source_topic or spec.source_topic
+    # Before Spark starts: a missing raw topic is one line, not a Java stack trace.
+    require_topic(bootstrap_servers, source, dict(kafka_options), f"pipeline generate {name}")
     spark = build_session(master=master)
     target = target_topic or spec.target_topic
     if checkpoint_dir is None:
@@ -104,7 +111,7 @@ def run(
         checkpoint_dir = str(Path(".globalstore", "checkpoints", target).resolve())
     options = skeleton.RunOptions(
         bootstrap_servers=bootstrap_servers,
-        source_topic=source_topic or spec.source_topic,
+        source_topic=source,
         target_topic=target,
         dead_letter_topic=dead_letter_topic or spec.dead_letter_topic,
         checkpoint_dir=checkpoint_dir,
@@ -131,3 +138,55 @@ def package(output_dir: Path) -> None:
 
     archive, entry = build_package(output_dir)
     click.echo(f"{archive}\n{entry}")
+
+
+def _share(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    """A share written as "1%" or "0.01"."""
+    text = value.strip()
+    try:
+        share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise click.BadParameter(f"expected a share like 1% or 0.01, got {value!r}") from None
+    if not 0 <= share < 1:
+        raise click.BadParameter(f"expected a share from 0% to below 100%, got {value!r}")
+    return share
+
+
+@pipeline.command("generate")
+@click.argument("name", type=click.Choice(["orders"]))
+@_bootstrap_option
+@click.option("--orders", default=3000, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--bad",
+    default="1%",
+    show_default=True,
+    callback=_share,
+    help="Share of records broken on purpose (each for a named dead-letter reason).",
+)
+@click.option("--seed", default=7, show_default=True, help="Seed of the generated stream.")
+@click.option("--topic", help="Raw events topic  [default: the pipeline's, e.g. orders.raw]")
+@click.option(
+    "--partitions", default=3, show_default=True, type=click.IntRange(min=1), help="If created."
+)
+def generate(
+    name: str,
+    bootstrap_servers: str,
+    orders: int,
+    bad: float,
+    seed: int,
+    topic: str | None,
+    partitions: int,
+) -> None:
+    """Put sample raw events on the raw topic: couriers' order events, out of order, some
+    sent twice, a few broken. Creates the topic when it is missing."""
+    from pipelines.orders.generator import StreamShape, produce  # noqa: PLC0415
+    from pipelines.orders.generator import generate as events  # noqa: PLC0415
+    from pipelines.topics import ensure_topic  # noqa: PLC0415
+
+    target = topic or "orders.raw"
+    ensure_topic(bootstrap_servers, target, partitions)
+    shape = StreamShape(orders=orders, bad_every=round(1 / bad) if bad else 0)
+    records = events(shape, seed=seed)
+    sent = produce(bootstrap_servers, target, records)
+    broken = sum(record.bad_reason is not None for record in records)
+    click.echo(f"{name}: {sent:,} raw events for {orders:,} orders ({broken:,} broken) -> {target}")

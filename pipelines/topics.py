@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
 from globalstore.codec import require_compacted
+from globalstore.errors import TopicNotFound
 
 ADMIN_TIMEOUT_S = 30.0
 
@@ -40,6 +41,26 @@ def _require_compacted(admin: AdminClient, topic: str) -> None:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     configs = admin.describe_configs([resource])[resource].result(timeout=ADMIN_TIMEOUT_S)
     require_compacted(topic, configs["cleanup.policy"].value, "or choose another --target-topic")
+
+
+def require_topic(
+    bootstrap_servers: str, topic: str, kafka_options: Mapping[str, str], generator: str
+) -> None:
+    """TopicNotFound, saying how to fill it, unless `topic` exists."""
+    admin = AdminClient({**kafka_options, "bootstrap.servers": bootstrap_servers})
+    if topic not in admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
+        raise TopicNotFound(
+            f"raw topic {topic!r} does not exist at {bootstrap_servers}: put events on it "
+            f"first (sample ones: `globalstore {generator}`)"
+        )
+
+
+def ensure_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
+    """Create `topic` (plain delete policy: raw events age out) unless it exists."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    if topic not in admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
+        _create(admin, topic, partitions, {"cleanup.policy": "delete"})
+        _wait_until_visible(admin, (topic,))
 
 
 def _create(admin: AdminClient, topic: str, partitions: int, config: dict[str, str]) -> None:

@@ -22,8 +22,7 @@ from globalstore.localkafka import LocalKafkaError
 EXPLAINED = (GlobalStoreError, LocalKafkaError)
 
 _WHAT_TO_DO: dict[type[Exception], str] = {
-    TopicNotFound: "create it (a pipeline run creates its target), or check --topic and "
-    "--bootstrap-servers",
+    TopicNotFound: "check the topic's name and --bootstrap-servers",
     BrokerUnavailable: "start one with `globalstore kafka start`, or point --bootstrap-servers "
     "(or GLOBALSTORE_BOOTSTRAP) at yours",
     StoreLocked: "stop that process or use another --path; get, scan, count and status can "

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
 from globalstore.demo.instance import restore_and_report
 from globalstore.demo.report import DemoResult
 from globalstore.localkafka import LocalKafka, free_port
@@ -38,7 +36,7 @@ from pipelines.orders.reference import ExpectedOrders
 from pipelines.registry import get_pipeline
 from pipelines.session import build_session
 from pipelines.spec import Pipeline
-from pipelines.topics import ADMIN_TIMEOUT_S, ensure_topics
+from pipelines.topics import ensure_topic, ensure_topics
 
 PIPELINE = "orders"
 STEPS = 6
@@ -126,9 +124,7 @@ def _run_in(work: Path, options: DemoOptions, steps: Steps) -> DemoResult:
 
 def _create_topics(bootstrap: str, spec: Pipeline, partitions: int) -> None:
     """The raw topic here; the compacted target and the dead-letter topic as the job would."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    raw = NewTopic(spec.source_topic, num_partitions=partitions, replication_factor=1)
-    admin.create_topics([raw])[spec.source_topic].result(timeout=ADMIN_TIMEOUT_S)
+    ensure_topic(bootstrap, spec.source_topic, partitions)
     ensure_topics(bootstrap, spec.source_topic, spec.target_topic, spec.dead_letter_topic)
 
 

@@ -150,7 +150,7 @@ def test_unreachable_broker_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_a_missing_topic_is_a_clear_error(kafka_bootstrap: str, tmp_path: Path) -> None:
     result = run(kafka_bootstrap, "no-such-topic", tmp_path / "s", "get", "k")
-    one_line_error(result, "'no-such-topic' does not exist", "check --topic")
+    one_line_error(result, "'no-such-topic' does not exist", "check the topic's name")
 
 
 def test_a_bad_flag_value_is_a_usage_error(tmp_path: Path) -> None:

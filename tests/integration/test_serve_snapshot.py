@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -14,12 +15,11 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from globalstore import GlobalStore, StoreListener
+from globalstore import GlobalStore, StoreListener, end_offsets
 from globalstore.cli import main
 from globalstore.server import ServerSettings
 from tests.integration.serve_support import running_server, served_store, wait_ready
 from tests.integration.store_support import produce
-from tests.pipelines.kafka_read import end_offsets
 
 
 class _Starts(StoreListener):
@@ -175,3 +175,35 @@ def test_unfit_snapshots_are_refused_and_the_store_restores_from_kafka(
     starts = boot(tmp_path / "mine", tmp_path / "b-old")
     assert starts.to_read == [300], starts.to_read
     assert "longer than its delete.retention.ms" in caplog.text, caplog.text
+
+
+def test_a_store_that_must_be_rebuilt_rebuilds_from_the_peer_snapshot(
+    kafka_bootstrap: str, kafka_admin: AdminClient, make_topic, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    # B was away longer than delete.retention.ms, so it may not resume; given a peer, it
+    # rebuilds from the peer's snapshot (checked like any store) instead of the whole topic.
+    topic = make_topic(partitions=2)
+    records = [(f"k{i:05d}", {"v": i}) for i in range(5_000)]
+    produce(kafka_bootstrap, topic, records)
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "b"):
+        pass
+    _set_delete_retention(kafka_admin, topic, 6_000)
+    time.sleep(6.5)  # B is now away too long
+    later = [(f"k{i:05d}", None) for i in range(0, 5_000, 7)]
+    produce(kafka_bootstrap, topic, later)
+    with running_server(served_store(topic, kafka_bootstrap, tmp_path / "a")) as client:
+        wait_ready(client)  # A holds the end now: its snapshot is young
+        url = str(client.base_url).rstrip("/") + "/v1/snapshot"
+        starts = _Starts()
+        caplog.set_level(logging.INFO, logger="globalstore")
+        with GlobalStore(
+            topic, kafka_bootstrap, tmp_path / "b", listeners=[starts], bootstrap_from=url
+        ).start(timeout=60) as b:
+            reason = b.status().rebuild_reason
+            assert reason is not None and "delete.retention.ms" in reason
+            assert b.wait_for(end_offsets(kafka_bootstrap, topic), timeout=30)
+            assert _content(b) == _expected(records, later)
+    assert f"from snapshot {url}" in caplog.text and "installed snapshot" in caplog.text
+    total = 5_000 + len(later)
+    assert starts.started_at == [total] and starts.to_read == [0], (starts.started_at, total)
