@@ -8,6 +8,7 @@ and default is defined once, here. Spark is imported only when a pipeline actual
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 
 import click
@@ -89,10 +90,16 @@ def run(
     """Run pipeline NAME (batch: what is new since the last run; stream: until Ctrl-C)."""
     from pipelines import skeleton  # noqa: PLC0415 - pulls in pyspark
     from pipelines.registry import get_pipeline  # noqa: PLC0415
-    from pipelines.session import build_session  # noqa: PLC0415
+    from pipelines.session import build_session, under_spark_submit  # noqa: PLC0415
     from pipelines.topics import require_topic  # noqa: PLC0415
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    verbose = bool(click.get_current_context().find_root().params.get("verbose"))
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("pipelines").setLevel(logging.INFO)  # progress: one line per batch
+    jvm_log = None if verbose else Path(".globalstore", "logs", "spark.log")
+    if jvm_log is not None:
+        # pyspark's own warnings (e.g. about the pandas version) belong with Spark's output.
+        warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
     try:
         spec = get_pipeline(name)
     except KeyError as exc:
@@ -100,7 +107,9 @@ def run(
     source = source_topic or spec.source_topic
     # Before Spark starts: a missing raw topic is one line, not a Java stack trace.
     require_topic(bootstrap_servers, source, dict(kafka_options), f"pipeline generate {name}")
-    spark = build_session(master=master)
+    if jvm_log is not None and not under_spark_submit():
+        click.echo(f"Spark's own output goes to {jvm_log} (-v shows it here)", err=True)
+    spark = build_session(master=master, jvm_log=jvm_log)
     target = target_topic or spec.target_topic
     if checkpoint_dir is None:
         if not spark.sparkContext.master.startswith("local"):

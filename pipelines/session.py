@@ -12,9 +12,11 @@ Two ways in, one rule: whatever the user configured wins.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import pyspark
 from pyspark.sql import SparkSession
@@ -64,8 +66,11 @@ def build_session(
     master: str = "local[*]",
     shuffle_partitions: int = 4,
     extra: Mapping[str, str] | None = None,
+    jvm_log: Path | None = None,
 ) -> SparkSession:
-    """Return the (shared) SparkSession; `extra` overrides the defaults, spark-submit wins."""
+    """Return the (shared) SparkSession; `extra` overrides the defaults, spark-submit wins.
+    `jvm_log`: a file for the output of the JVM this starts (its package resolution, Spark's
+    warnings, the Python workers'), instead of this process's console."""
     if under_spark_submit():
         return _submitted_session({**sql_defaults(shuffle_partitions), **(extra or {})})
     # Python workers must import pandas/pyarrow from this interpreter's environment, not
@@ -75,7 +80,29 @@ def build_session(
     settings = {**launcher_defaults(master), **sql_defaults(shuffle_partitions), **(extra or {})}
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    if jvm_log is None:
+        return builder.getOrCreate()
+    with _output_to(jvm_log):  # the JVM inherits stdout and stderr when it is launched
+        return builder.getOrCreate()
+
+
+@contextlib.contextmanager
+def _output_to(path: Path) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at `path` meanwhile (child processes keep it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    with path.open("ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
 
 
 def _submitted_session(defaults: Mapping[str, str]) -> SparkSession:

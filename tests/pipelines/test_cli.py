@@ -6,15 +6,18 @@ import os
 import subprocess
 import sys
 import sysconfig
+import uuid
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import KafkaException
 
+from globalstore import end_offsets
 from globalstore.cli import main
 from pipelines import skeleton
 from pipelines.cli import pipeline
+from pipelines.orders.generator import StreamShape, generate
 from pipelines.package import ENTRY_NAME, ZIP_NAME
 from pipelines.topics import ensure_topics
 
@@ -88,3 +91,32 @@ def test_package_is_importable_without_the_project(tmp_path: Path) -> None:
     )  # fmt: skip
     assert all(path.startswith(str(archive)) for path in imported.stdout.split())
     assert "from pipelines.cli import run" in entry.read_text()
+
+
+def test_a_missing_raw_topic_is_one_line_before_spark_starts(kafka_bootstrap: str) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["pipeline", "run", "orders", "--source-topic", "absent.raw"],
+        env={"GLOBALSTORE_BOOTSTRAP": kafka_bootstrap},
+    )
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'absent.raw' does not exist" in lines[0], result.stderr
+    assert "pipeline generate orders" in lines[0] and "Traceback" not in result.output
+
+
+def test_generate_puts_sample_events_on_the_raw_topic(kafka_bootstrap: str) -> None:
+    topic = f"generated-{uuid.uuid4().hex[:8]}"
+    argv = ["pipeline", "generate", "orders", "--orders", "200", "--bad", "2%", "--topic", topic]
+    result = CliRunner().invoke(main, argv, env={"GLOBALSTORE_BOOTSTRAP": kafka_bootstrap})
+    assert result.exit_code == 0, result.output
+    records = generate(StreamShape(orders=200, bad_every=50), seed=7)
+    assert sum(end_offsets(kafka_bootstrap, topic).values()) == len(records)
+    assert len(end_offsets(kafka_bootstrap, topic)) == 3  # created with --partitions' default
+    broken = sum(r.bad_reason is not None for r in records)
+    assert f"{len(records):,} raw events for 200 orders ({broken:,} broken)" in result.stdout
+
+
+def test_a_bad_share_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["pipeline", "generate", "orders", "--bad", "lots"])
+    assert result.exit_code == 2 and "expected a share like 1% or 0.01" in result.output
