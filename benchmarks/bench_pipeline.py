@@ -340,12 +340,39 @@ def main() -> None:
         f"{len(fresh)} samples, max {max(fresh, default=0):.2f} |\n\n"
         "Freshness = produce call → the marked value returned by `GlobalStore.get` (polled "
         "every 5 ms), with the pipeline in stream mode and the store following its output.\n\n"
+        f"![Pipeline throughput against Spark's read ceiling]({THROUGHPUT_PNG})\n\n"
+        f"![Stream freshness, cumulative distribution]({FRESHNESS_PNG})\n\n"
         "### Where the time goes (query progress, summed over a run's batches)\n\n"
         + profile_table({"batch run (median)": median_profile, "stream (freshness)": fresh_profile})
     )
     print(report)
     if args.write_docs:
+        draw(n / ceiling_s, n / full_s, fresh)
         write_section(report)
+
+
+THROUGHPUT_PNG = "img/pipeline-throughput.png"
+FRESHNESS_PNG = "img/pipeline-freshness.png"
+
+
+def draw(ceiling: float, pipeline: float, fresh: list[float]) -> None:
+    import charts  # noqa: PLC0415 - matplotlib, only to draw
+
+    charts.bars(
+        DOC.parent / THROUGHPUT_PNG,
+        "Batch run: median events/s",
+        [("Spark: read the raw topic, discard", ceiling), ("orders pipeline", pipeline)],
+        "events per second",
+        ours=["orders pipeline"],
+        target=ceiling / 2,
+    )
+    charts.distribution(
+        DOC.parent / FRESHNESS_PNG,
+        "Stream mode: produce → visible in a GlobalStore",
+        {"freshness": fresh},
+        "seconds",
+        scale=1.0,
+    )
 
 
 if __name__ == "__main__":
