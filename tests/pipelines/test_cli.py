@@ -120,3 +120,21 @@ def test_generate_puts_sample_events_on_the_raw_topic(kafka_bootstrap: str) -> N
 def test_a_bad_share_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["pipeline", "generate", "orders", "--bad", "lots"])
     assert result.exit_code == 2 and "expected a share like 1% or 0.01" in result.output
+
+
+def test_a_target_that_is_not_compacted_is_one_line(kafka_bootstrap: str, make_topic) -> None:
+    source = make_topic(partitions=1, compact=False)
+    target = make_topic(partitions=1, compact=False)
+    env = {"GLOBALSTORE_BOOTSTRAP": kafka_bootstrap}
+    assert CliRunner().invoke(main, ["pipeline", "generate", "orders", "--orders", "5",
+                                     "--topic", source], env=env).exit_code == 0  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        ["pipeline", "run", "orders", "--source-topic", source, "--target-topic", target],
+        env=env,
+    )
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert "Traceback" not in result.output and lines[-1].startswith("error: "), result.stderr
+    assert f"topic {target!r} has cleanup.policy='delete', not compact" in lines[-1]
+    assert "choose another --target-topic" in lines[-1]
