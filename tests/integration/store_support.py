@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import Producer
 
+from globalstore import StoreListener
 from globalstore.codec import encode_key, encode_value, format_headers
 
 Record = tuple[str, Any]  # (key, JSON value or None for a tombstone)
@@ -60,3 +62,15 @@ def produce_raw(bootstrap: str, topic: str, key: bytes, value: bytes | None) -> 
     p = producer(bootstrap)
     p.produce(topic, key=key, value=value)
     assert p.flush(30) == 0
+
+
+class HeldRestore(StoreListener):
+    """Holds each restored batch until released (or `wait` seconds), so a test acts while the
+    restore is surely still running, however fast the machine."""
+
+    def __init__(self, wait: float = 30.0) -> None:
+        self.release = threading.Event()
+        self.wait = wait
+
+    def on_batch_restored(self, topic, positions, records) -> None:  # type: ignore[no-untyped-def]
+        self.release.wait(self.wait)

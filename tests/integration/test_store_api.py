@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from globalstore import GlobalStore, StoreClosed, StoreConfig, StoreListener, StoreNotReady
-from tests.integration.store_support import produce
+from tests.integration.store_support import HeldRestore, produce
 
 WAIT = 30.0
 
@@ -29,23 +29,12 @@ class Recorder(StoreListener):
         self.changes.append((list(upserted), list(deleted)))
 
 
-class SlowRestore(StoreListener):
-    """Holds each restored batch a moment, so the restore is surely still running when the
-    test acts (the test does not depend on the machine's speed)."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-
-    def on_batch_restored(self, topic, positions, records) -> None:  # type: ignore[no-untyped-def]
-        self.release.wait(WAIT)
-
-
 def test_start_without_waiting_then_wait_until_ready(
     kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
     topic = make_topic(partitions=2)
     produce(kafka_bootstrap, topic, [(f"k{i:03d}", i) for i in range(300)])
-    slow, recorder = SlowRestore(), Recorder()
+    slow, recorder = HeldRestore(WAIT), Recorder()
     config = StoreConfig(topic, kafka_bootstrap, tmp_path / "s", restore_batch_size=10)
     store = GlobalStore.from_config(config, listeners=[slow, recorder])
     try:

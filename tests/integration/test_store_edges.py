@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -15,10 +14,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from globalstore import GlobalStore, StartTimeout, StoreConfig, StoreListener, end_offsets
+from globalstore import GlobalStore, StartTimeout, StoreConfig, end_offsets
 from globalstore.codec import encode_key, encode_value, format_headers
 from globalstore.storage import Storage
-from tests.integration.store_support import produce
+from tests.integration.store_support import HeldRestore, produce
 
 WAIT = 30.0
 
@@ -71,22 +70,12 @@ def test_a_quiet_topic_is_not_taken_for_a_long_absence(
         assert reason is not None and "delete.retention.ms" in reason
 
 
-class _Stall(StoreListener):
-    """Keeps the restore from finishing until released."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-
-    def on_batch_restored(self, topic, positions, records) -> None:  # type: ignore[no-untyped-def]
-        self.release.wait(WAIT)
-
-
 def test_a_restore_that_outlasts_its_timeout_is_a_start_timeout(
     kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
     topic = make_topic(partitions=1)
     produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(100)])
-    stall = _Stall()
+    stall = HeldRestore(WAIT)
     config = StoreConfig(topic, kafka_bootstrap, tmp_path / "s", restore_batch_size=10)
     store = GlobalStore.from_config(config, listeners=[stall])
     began = time.monotonic()
