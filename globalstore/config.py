@@ -127,6 +127,11 @@ class StoreConfig:
             "queued.max.messages.kbytes": 4096,
             "fetch.max.bytes": 8 << 20,
             "max.partition.fetch.bytes": 1 << 20,
+            # When a partition's queue is full, librdkafka waits this long before fetching
+            # it again (default 1 s): with the small queues above the restore kept idling on
+            # it. 10 ms doubled a 1M-record cold restore (134k -> 268k rec/s, same run,
+            # alternating, docs/benchmarks.md) at no memory cost: the queues stay capped.
+            "fetch.queue.backoff.ms": 10,
         }
         base.update(self.kafka_config)
         return base
