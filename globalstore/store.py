@@ -94,7 +94,7 @@ class GlobalStore(StoreQueries):
     ) -> None:
         self.config = config
         # A peer's snapshot (URL of GET /v1/snapshot, or a snapshot directory) to start from
-        # when the store directory is empty; see snapshot.install.
+        # when the store directory is empty (here) or must be rebuilt (the store thread).
         self._bootstrap_from = bootstrap_from
         self.topic = config.topic
         self.path = config.path

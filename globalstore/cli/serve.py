@@ -31,7 +31,7 @@ from globalstore.cli.store import StoreTarget, _store_options
     "--bootstrap-from",
     metavar="URL_OR_DIR",
     help="A peer's GET /v1/snapshot URL or a snapshot directory to start from when the "
-    "store directory is empty.",
+    "store directory is empty or must be rebuilt.",
 )
 @click.option(
     "--graceful-seconds",
