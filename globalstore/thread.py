@@ -26,7 +26,6 @@ from confluent_kafka.admin import AdminClient
 from globalstore import migrate, plan, snapshot, topic
 from globalstore.config import StoreConfig
 from globalstore.errors import (
-    AuthorizationError,
     BrokerUnavailable,
     ConfigurationError,
     FatalError,
@@ -377,15 +376,7 @@ class StoreThread(threading.Thread):
             # No READ ACL: librdkafka would back off and retry for ever, and start() time
             # out as if the broker were down. Once running, a revoked grant is logged below
             # as an error while librdkafka keeps retrying; the store serves its last state.
-            raise AuthorizationError(
-                self.config.topic,
-                "Read",
-                self.config.kafka_config.get("sasl.username"),
-                str(err),
-                "The store needs Read and Describe on the topic: grant Read (kafka-acls.sh "
-                "--add --allow-principal User:<name> --operation Read --topic "
-                f"{self.config.topic}), or connect as a principal that has it.",
-            )
+            raise topic.refused(self.config, "Read", err)
         self._health.last_error = str(err)
         if err.fatal() or err.code() in (
             KafkaError.UNKNOWN_TOPIC_OR_PART,

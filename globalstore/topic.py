@@ -88,15 +88,7 @@ def describe_topic(
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, None):
             raise TopicNotFound(f"topic {topic!r} does not exist at {config.bootstrap_servers}")
         if denied(tmd.error):
-            raise AuthorizationError(
-                topic,
-                "Describe",
-                config.kafka_config.get("sasl.username"),
-                str(tmd.error),
-                "The store needs Read and Describe on the topic: grant them (kafka-acls.sh "
-                "--add --allow-principal User:<name> --operation Read --operation Describe "
-                f"--topic {topic}), or connect as a principal that has them.",
-            )
+            raise refused(config, "Describe", tmd.error)
         raise BrokerUnavailable(f"metadata for {topic!r} failed: {tmd.error}")
     partitions = tuple(sorted(tmd.partitions))
     if not config.check_topic_config:
@@ -119,17 +111,7 @@ def _topic_configs(
         entries = admin.describe_configs([resource])[resource].result(timeout=timeout)
     except (KafkaException, TimeoutError) as exc:  # a future's timeout is the builtin one
         if denied(exc):
-            raise AuthorizationError(
-                topic,
-                "DescribeConfigs",
-                config.kafka_config.get("sasl.username"),
-                str(exc),
-                "The store reads the topic's cleanup.policy and delete.retention.ms to check "
-                "that it is compacted and when a store offline too long must be rebuilt. Grant "
-                "DescribeConfigs on the topic (kafka-acls.sh --add --allow-principal "
-                f"User:<name> --operation DescribeConfigs --topic {topic}), or pass "
-                "check_topic_config=False to start without these checks.",
-            ) from exc
+            raise refused(config, "DescribeConfigs", exc) from exc
         raise BrokerUnavailable(_unreachable(config, exc)) from exc
     return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 
@@ -140,6 +122,29 @@ def denied(error: object) -> bool:
     if isinstance(error, KafkaException) and error.args:
         error = error.args[0]
     return isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def refused(config: StoreConfig, operation: str, error: object) -> AuthorizationError:
+    """The AuthorizationError for a denied `operation` on the store's topic, with the way on:
+    the grant to ask for, or (DescribeConfigs only) how to start without it."""
+    grant = (
+        f"kafka-acls.sh --add --allow-principal User:<name> --operation {operation} "
+        f"--topic {config.topic}"
+    )
+    if operation == "DescribeConfigs":
+        remedy = (
+            "The store reads the topic's cleanup.policy and delete.retention.ms to check that "
+            "it is compacted and when a store offline too long must be rebuilt. Grant "
+            f"DescribeConfigs on the topic ({grant}), or pass check_topic_config=False to "
+            "start without these checks."
+        )
+    else:
+        remedy = (
+            f"The store needs Read and Describe on the topic: grant {operation} ({grant}), "
+            "or connect as a principal that has it."
+        )
+    username = config.kafka_config.get("sasl.username")
+    return AuthorizationError(config.topic, operation, username, str(error), remedy)
 
 
 def _topic_id(admin: AdminClient, topic: str, timeout: float) -> str | None:
@@ -184,13 +189,7 @@ def watermarks(
             out[tp.partition] = Marks(low, high, min(stable[tp.partition], high))
     except (KafkaException, TimeoutError) as exc:
         if denied(exc):
-            raise AuthorizationError(
-                config.topic,
-                "Describe",
-                config.kafka_config.get("sasl.username"),
-                str(exc),
-                "The store needs Read and Describe on the topic.",
-            ) from exc
+            raise refused(config, "Describe", exc) from exc
         raise BrokerUnavailable(_unreachable(config, exc)) from exc
     return out
 
