@@ -45,6 +45,9 @@ class RocksDBOptions:
         opts.set_max_open_files(self.max_open_files)
         opts.set_compression_type(_compression(self.compression))
         opts.set_allow_mmap_reads(self.mmap_reads)
+        # A bulk restore writes without the write-ahead log (Storage.apply): flushing both
+        # column families together keeps its offsets from outliving its data in a crash.
+        opts.set_atomic_flush(True)
         table = rocksdict.BlockBasedOptions()
         if self.bloom_bits_per_key > 0:
             # Bloom filters make lookups of absent keys (new keys, tombstoned keys) nearly free.
