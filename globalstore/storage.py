@@ -285,7 +285,9 @@ class Storage:
 
     # -- writes ------------------------------------------------------------------------------
 
-    def apply(self, messages: Sequence[Any], exact_count: bool, now_ms: int) -> Applied:
+    def apply(
+        self, messages: Sequence[Any], exact_count: bool, now_ms: int, changes: bool = True
+    ) -> Applied:
         """Write a consumed batch and the offsets it covers in one WriteBatch.
 
         The offset stored for a partition is the next one after its last record, or where
@@ -294,7 +296,8 @@ class Storage:
         reached. exact_count=True looks up each distinct key of the batch (before writing it)
         to keep the live-key count exact: cheap for a small follow batch, but ~10 µs per key
         already on disk, so a bulk restore passes False, which marks the count unknown until a
-        recount (see begin_recount) has caught up.
+        recount (see begin_recount) has caught up. Applied.changed lists the batch's keys when
+        exact_count or `changes` is set, else it stays empty (one dict store a record saved).
 
         A bulk apply also skips RocksDB's write-ahead log (a third of the restore's time went
         into writing it). Atomic flush (RocksDBOptions) persists both column families
@@ -305,7 +308,7 @@ class Storage:
         wb = rocksdict.WriteBatch(raw_mode=True)
         out = Applied()
         nexts: dict[int, int] = {}
-        live = out.changed = _fill(wb, messages, out, nexts)
+        live = out.changed = _fill(wb, messages, out, nexts, exact_count or changes)
         with self._state_lock:
             moved = {p: o for p, o in nexts.items() if o > self.positions.get(p, -1)}
         if not moved:
@@ -454,10 +457,15 @@ class Storage:
 
 
 def _fill(
-    wb: rocksdict.WriteBatch, messages: Sequence[Any], out: Applied, nexts: dict[int, int]
+    wb: rocksdict.WriteBatch,
+    messages: Sequence[Any],
+    out: Applied,
+    nexts: dict[int, int],
+    track: bool,
 ) -> dict[bytes, bool]:
     """The restore/follow hot loop, with as few Python operations per record as possible:
-    fill `wb`, note the next offset per partition, and return {key: live after the batch}."""
+    fill `wb`, note the next offset per partition, and return {key: live after the batch}
+    (empty unless `track`)."""
     put, delete, pack, events = wb.put, wb.delete, HEADER.pack, out.events
     declared, current = _DECLARED_FORMAT, VALUE_FORMAT_VERSION
     live: dict[bytes, bool] = {}
@@ -480,7 +488,8 @@ def _fill(
         value = m.value()
         if value is None:
             delete(key)
-            live[key] = False
+            if track:
+                live[key] = False
         else:
             # The record's own format header is kept, so a value written in a format newer
             # than this library is refused at query time instead of being misread.
@@ -489,7 +498,8 @@ def _fill(
             headers = m.headers()
             fmt = current if headers == declared else value_format(headers)
             put(key, pack(LAYOUT_VERSION, fmt, m.timestamp()[1], p, o) + value)
-            live[key] = True
+            if track:
+                live[key] = True
     return live
 
 
