@@ -657,14 +657,14 @@ def run(args: argparse.Namespace, bootstrap: str, kafka_version: str, workdir: P
     restores = {writer: Restores() for writer in WRITERS}
     for r in range(rounds):  # alternate, so noise from neighbours hits all alike
         for writer, name in topics.items():
-            restore_round(bootstrap, name, total, workdir / "store", java, restores[writer])
+            restore_round(bootstrap, name, total, workdir / name, java, restores[writer])
             latest = {c: f"{v[-1]:,.0f}" for c, v in restores[writer].rates.items()}
             log(f"round {r + 1}, {writer}: {latest}")
 
-    warm = [warm_restart(bootstrap, topic, workdir / "store") for _ in range(5)]
+    warm = [warm_restart(bootstrap, topic, workdir / topic) for _ in range(5)]
     log(f"warm restarts: {warm}")
 
-    store = open_store(bootstrap, topic, workdir / "store")
+    store = open_store(bootstrap, topic, workdir / topic)
     rng = random.Random(1)
     get_runs = [
         gets_per_second(store, [key_of(rng.randrange(keys)) for _ in range(200_000)])
