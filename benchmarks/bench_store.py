@@ -8,6 +8,11 @@ with the ceiling a plain confluent-kafka consumer reaches on the same topic.
 
 It is a script, not a test: it prints a table with PASS/MISS per target and, with
 --write-docs, replaces the "## Store" section of docs/benchmarks.md (nothing else there).
+The peers (benchmarks/peers.py) need ktables (in the dev extra) and, for Kafka Streams,
+java 17+ and mvn on the PATH.
+
+    python benchmarks/bench_store.py --scaling 1000000,4000000,10000000 --rounds 1
+        # restore rate, peak RSS and disk per key by size, instead of the table above
 """
 
 from __future__ import annotations
@@ -527,9 +532,9 @@ def draw(restores: dict[str, Restores], visible: dict[str, list[float]]) -> None
     charts.bars(
         DOCS.parent / RESTORE_PNG,
         "Cold restore, 1M records: median records/s",
-        [(f"{w}: {c}", res.median(c)) for w, res in restores.items() for c in CONTESTANTS],
+        [(f"{w}: {SHORT[c]}", res.median(c)) for w, res in restores.items() for c in CONTESTANTS],
         "records per second",
-        ours=[f"{w}: {OURS}" for w in restores],
+        ours=[f"{w}: {SHORT[OURS]}" for w in restores],
         target=450_000,
     )
     charts.distribution(
@@ -594,6 +599,8 @@ CONTESTANTS = (
     "Kafka Streams globalTable",
 )
 OURS = "globalstore cold restore"
+SHORT = dict(zip(CONTESTANTS, ("ceiling", "store's fetch settings", "globalstore", "ktables",
+                               "Kafka Streams"), strict=True))  # fmt: skip
 
 
 @dataclass
