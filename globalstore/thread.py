@@ -262,7 +262,9 @@ class StoreThread(threading.Thread):
         next_progress = time.monotonic() + _PROGRESS_LOG_INTERVAL
         while not self._stop_event.is_set():
             batch = self._next_batch(consumer)
-            applied = self.storage.apply(batch, self._exact_count, _now_ms())
+            applied = self.storage.apply(
+                batch, self._exact_count, _now_ms(), changes=self._report_changes
+            )
             for event in applied.events:
                 self._on_event(event)
             if applied.skipped:

@@ -161,3 +161,45 @@ def test_unreadable_rocksdb_files_are_wiped_on_open(tmp_path: Path) -> None:
         assert s.read_meta().layout is None and s.is_empty()
     finally:
         s.close()
+
+
+def _crash_after(tmp_path: Path, steps: str) -> None:
+    """In a child process: a new store, an exact apply, a bulk apply, then `steps`, then
+    os._exit (no close, no flush): what RocksDB holds afterwards is what a crash leaves."""
+    code = (
+        "import os\nfrom globalstore.storage import Storage\n"
+        "from tests.unit.store_fakes import batch\n"
+        f"s = Storage({str(tmp_path / 'db')!r})\ns.initialise('t', None, 1)\n"
+        "s.apply(batch(('a', '1'), p=0), True, 1)\n"
+        "s.apply(batch(('b', '2'), ('c', '3'), p=1), False, 2)\n"
+        f"{steps}\nos._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], check=True)
+
+
+def test_a_crash_loses_unlogged_bulk_batches_with_their_offsets(tmp_path: Path) -> None:
+    _crash_after(tmp_path, "")
+    s = Storage(tmp_path / "db")
+    try:
+        # The logged batch survives through the WAL; the bulk one is gone, offset and all.
+        assert s.read_meta().offsets == {0: 1}
+        assert s.get(b"a") is not None and s.get(b"b") is None and s.get(b"c") is None
+    finally:
+        s.close()
+
+
+def test_ending_a_bulk_restore_makes_its_batches_durable(tmp_path: Path) -> None:
+    _crash_after(tmp_path, "s.begin_recount()")
+    s = Storage(tmp_path / "db")
+    try:
+        assert s.read_meta().offsets == {0: 1, 1: 2}
+        assert [s.get(k) is not None for k in (b"a", b"b", b"c")] == [True, True, True]
+    finally:
+        s.close()
+
+
+def test_a_bulk_apply_lists_changed_keys_only_when_asked(storage: Storage) -> None:
+    quiet = storage.apply(batch(("a", "1"), ("b", None)), False, 1, changes=False)
+    assert quiet.changed == {} and storage.get(b"a") is not None
+    told = storage.apply(batch(("c", "1"), ("a", None), start=2), False, 2)
+    assert told.changed == {b"c": True, b"a": False} and storage.get(b"a") is None
