@@ -22,7 +22,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from globalstore.localkafka import ANY_PORT, LocalKafka, free_port
-from globalstore.localkafka.broker import server_settings
+from globalstore.localkafka.broker import cluster_id, server_settings
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def container_environment(port: int) -> dict[str, str]:
         "KAFKA_" + key.replace("_", "__").replace(".", "_").upper(): value
         for key, value in settings.items()
     }
-    return {**environment, "KAFKA_HEAP_OPTS": "-Xms768m -Xmx768m"}
+    return {**environment, "KAFKA_HEAP_OPTS": "-Xms768m -Xmx768m", "CLUSTER_ID": cluster_id()}
 
 
 @contextlib.contextmanager
