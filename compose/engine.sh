@@ -34,7 +34,7 @@ ensure() {
     echo $! >"$pidfile"
     for _ in $(seq 120); do
         if answers; then
-            echo "docker engine: started (pid $(cat "$pidfile"), log $state/dockerd.log)"
+            echo "docker engine: started in $SECONDS s (pid $(cat "$pidfile"), log $state/dockerd.log)"
             return
         fi
         sleep 0.5
