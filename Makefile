@@ -1,11 +1,11 @@
-# The two set-up commands of the README: `make demo` and `make test`. Each creates .venv and
-# installs what it needs on first use; later runs reuse it.
+# The set-up commands of the README: `make demo`, `make test` and `make test-containers`.
+# Each creates .venv and installs what it needs on first use; later runs reuse it.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test lint bench clean-venv
+.PHONY: demo test test-containers lint bench clean-venv
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -24,6 +24,18 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -p no:cacheprovider
+
+# Docker for real: an engine (compose/engine.sh installs and starts one as root on Debian),
+# the images built here (compose/images.sh), the integration suite with its broker from
+# testcontainers and nowhere else, then the compose stack's own test.
+CONTAINER_TESTS := env -u GLOBALSTORE_TEST_BOOTSTRAP GLOBALSTORE_TEST_BROKER=container \
+	GLOBALSTORE_TEST_KAFKA_IMAGE=globalstore/kafka:4.1.1 $(BIN)/python -m pytest -p no:cacheprovider
+
+test-containers: $(STAMP)
+	compose/engine.sh ensure
+	compose/images.sh
+	$(CONTAINER_TESTS) -m integration --durations=5 tests
+	$(CONTAINER_TESTS) --durations=5 tests/containers
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_store.py

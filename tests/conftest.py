@@ -1,8 +1,9 @@
 """Shared fixtures: one Kafka bootstrap address for the whole session, and unique topics.
 
 Where the broker comes from, in order: GLOBALSTORE_TEST_BOOTSTRAP (an existing cluster);
-a testcontainers Kafka container when a Docker engine answers; else the project's own
-local broker (globalstore.localkafka), started in a temporary data directory.
+a Kafka container through testcontainers when a Docker engine answers and the image can be
+had; else the project's own local broker (globalstore.localkafka), started in a temporary
+data directory. tests/kafka_source.py has the details.
 """
 
 from __future__ import annotations
@@ -18,8 +19,16 @@ from tests.kafka_source import kafka_bootstrap_source
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with kafka_bootstrap_source(tmp_path_factory.mktemp("kafka")) as bootstrap:
+def kafka_bootstrap(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[str]:
+    def say(line: str) -> None:
+        # Past the output capture, so the line shows whatever the run's verbosity.
+        capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled():
+            pytestconfig.pluginmanager.getplugin("terminalreporter").write_line(line)
+
+    with kafka_bootstrap_source(tmp_path_factory.mktemp("kafka"), say) as bootstrap:
         yield bootstrap
 
 

@@ -64,10 +64,10 @@ def default_data_dir() -> Path:
     return Path(base) / "globalstore" / "kafka"
 
 
-def render_server_properties(
-    port: int, controller_port: int, log_dir: Path, extra: Mapping[str, str] | None = None
-) -> str:
-    """server.properties for a combined broker+controller node that is alone in its cluster."""
+def server_settings(
+    port: int, controller_port: int, log_dir: Path | str, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The settings of a combined broker+controller node that is alone in its cluster."""
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -93,6 +93,14 @@ def render_server_properties(
         "delete.topic.enable": "true",
     }
     settings.update(extra or {})
+    return settings
+
+
+def render_server_properties(
+    port: int, controller_port: int, log_dir: Path, extra: Mapping[str, str] | None = None
+) -> str:
+    """server.properties for a combined broker+controller node that is alone in its cluster."""
+    settings = server_settings(port, controller_port, log_dir, extra)
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
