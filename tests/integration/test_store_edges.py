@@ -88,8 +88,12 @@ def test_a_restore_that_outlasts_its_timeout_is_a_start_timeout(
 
 
 _SLOW_START = """
-import sys, time
+import signal, sys, time
 from globalstore import GlobalStore, StoreConfig, StoreListener
+
+# A suite started in the background by a non-interactive shell inherits SIGINT ignored, and
+# Python keeps it so; a Ctrl-C at a terminal meets Python's default handler, so restore it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 class Slow(StoreListener):  # 100 batches of 10 records, 0.2 s each: far from ready for 20 s
     def on_batch_restored(self, topic, positions, records):
