@@ -162,7 +162,8 @@ def _share(ctx: click.Context, param: click.Parameter, value: str) -> float:
 
 
 @pipeline.command("generate")
-@click.argument("name", type=click.Choice(["orders"]))
+# Both pipelines read the raw order events (pipelines/registry.py).
+@click.argument("name", type=click.Choice(["orders", "couriers"]))
 @_bootstrap_option
 @click.option("--orders", default=3000, show_default=True, type=click.IntRange(min=1))
 @click.option(
