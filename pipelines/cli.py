@@ -65,7 +65,9 @@ _bootstrap_option = click.option(
     ".globalstore/checkpoints/TARGET]",
 )
 @click.option("--mode", type=click.Choice(["batch", "stream"]), default="batch", show_default=True)
-@click.option("--trigger-interval", default="1 second", show_default=True, help="Stream mode.")
+@click.option(
+    "--trigger-interval", default="250 milliseconds", show_default=True, help="Stream mode."
+)
 @click.option("--starting-offsets", default="earliest", show_default=True, help="First run only.")
 @click.option(
     "--max-offsets-per-trigger",
@@ -162,7 +164,8 @@ def _share(ctx: click.Context, param: click.Parameter, value: str) -> float:
 
 
 @pipeline.command("generate")
-@click.argument("name", type=click.Choice(["orders"]))
+# Both pipelines read the raw order events (pipelines/registry.py).
+@click.argument("name", type=click.Choice(["orders", "couriers"]))
 @_bootstrap_option
 @click.option("--orders", default=3000, show_default=True, type=click.IntRange(min=1))
 @click.option(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pipelines.couriers.transform import COURIERS
 from pipelines.orders.transform import ORDERS
 from pipelines.spec import Pipeline
 
-PIPELINES: dict[str, Pipeline] = {pipeline.name: pipeline for pipeline in (ORDERS,)}
+PIPELINES: dict[str, Pipeline] = {pipeline.name: pipeline for pipeline in (ORDERS, COURIERS)}
 
 
 def get_pipeline(name: str) -> Pipeline:

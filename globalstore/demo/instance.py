@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,20 +37,20 @@ def restore_and_report(
         return InstanceReport(
             pid=os.getpid(),
             count=store.count(),
-            digest=content_digest(store),
+            digest=content_digest(store.items()),
             samples={key: store.get(key) for key in sample_keys},
             restore_seconds=restored,
         )
 
 
-def content_digest(store: GlobalStore) -> str:
+def content_digest(items: Iterable[tuple[str, Any]]) -> str:
     """sha256 over every key and value, the value re-encoded with sorted fields.
 
-    items() iterates in key order, so two stores holding the same content give the same
-    digest whatever order their records arrived in.
+    Given in key order (a store's items() iterates so), two stores holding the same content
+    give the same digest whatever order their records arrived in.
     """
     digest = hashlib.sha256()
-    for key, value in store.items():
+    for key, value in items:
         encoded = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
         digest.update(key.encode() + b"\0" + encoded + b"\n")
     return digest.hexdigest()

@@ -11,6 +11,20 @@ from pipelines.metrics import RunSummary
 
 
 @dataclass(frozen=True)
+class CourierCheck:
+    """The couriers topic as a restored store holds it, and the expectation's digest."""
+
+    topic: str
+    count: int
+    digest: str
+    expected: str  # content digest of the courier figures computed in plain Python
+
+    @property
+    def as_expected(self) -> bool:
+        return self.digest == self.expected
+
+
+@dataclass(frozen=True)
 class DemoResult:
     produced: int
     bad: int
@@ -18,6 +32,7 @@ class DemoResult:
     expected_active: int
     pipeline: RunSummary
     instances: tuple[InstanceReport, ...]
+    couriers: CourierCheck
     timings: tuple[tuple[str, float], ...]  # (step, seconds) in order
 
     def problems(self) -> list[str]:
@@ -31,6 +46,8 @@ class DemoResult:
                     f"instance {number} holds {report.count} orders, "
                     f"expected {self.expected_active}"
                 )
+        if not self.couriers.as_expected:
+            found.append(f"the courier figures in {self.couriers.topic} are not the expected ones")
         if self.dead_letters != self.bad:
             found.append(f"{self.dead_letters} dead letters for {self.bad} bad raw records")
         return found
@@ -55,6 +72,12 @@ def render_summary(result: DemoResult) -> str:
         )
     agree = len({report.digest for report in result.instances}) == 1
     lines.append(f"    the instances hold {'identical' if agree else 'DIFFERENT'} content")
+    couriers = result.couriers
+    lines.append(
+        f"  courier figures      {couriers.count:,} couriers in {couriers.topic}, "
+        f"{'as expected' if couriers.as_expected else 'DIFFERENT from what is expected'} "
+        "(plain Python, same rules)"
+    )
     lines.append("  sample queries (instance 1)")
     for key, value in first.samples.items():
         lines.append(f"    get({key!r}) -> {orjson.dumps(value).decode()}")

@@ -1,10 +1,11 @@
 """`globalstore demo`: the whole system end to end on the embedded default.
 
 A local Kafka broker (temporary directory, free port) -> a generated raw order stream
-(pipelines.orders.generator) -> the orders pipeline in batch mode (Spark local[*], the code
-`globalstore pipeline run` uses) -> two GlobalStore instances in two processes, each
-restoring the compacted topic -> a summary that checks them against each other and against
-the active orders computed here in plain Python.
+(pipelines.orders.generator) -> the orders and couriers pipelines in batch mode (Spark
+local[*], the code `globalstore pipeline run` uses) -> two GlobalStore instances in two
+processes, each restoring the orders topic, and one restoring the couriers topic -> a
+summary that checks them against each other and against the active orders and courier
+figures computed here in plain Python.
 
 Progress goes to stderr, the summary to stdout. Everything started here is stopped here,
 on error and Ctrl-C too.
@@ -25,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from globalstore.demo.instance import restore_and_report
-from globalstore.demo.report import DemoResult
+from globalstore.demo.instance import content_digest, restore_and_report
+from globalstore.demo.report import CourierCheck, DemoResult
 from globalstore.localkafka import LocalKafka, free_port
 from globalstore.topic import end_offsets
 from pipelines import skeleton
+from pipelines.couriers.reference import ExpectedCouriers
 from pipelines.metrics import RunSummary
 from pipelines.orders.generator import StreamShape, generate, produce
 from pipelines.orders.reference import ExpectedOrders
@@ -38,7 +40,7 @@ from pipelines.session import build_session
 from pipelines.spec import Pipeline
 from pipelines.topics import ensure_topic, ensure_topics
 
-PIPELINE = "orders"
+PIPELINES = ("orders", "couriers")  # both read the same raw topic
 STEPS = 6
 INSTANCES = 2
 BROKER_HEAP = "512m"  # Spark and two stores share the machine; the demo's topics are small
@@ -87,68 +89,83 @@ def run_demo(options: DemoOptions, progress: TextIO = sys.stderr) -> DemoResult:
 
 
 def _run_in(work: Path, options: DemoOptions, steps: Steps) -> DemoResult:
-    spec = get_pipeline(PIPELINE)
+    orders, couriers = specs = [get_pipeline(name) for name in PIPELINES]
     broker = LocalKafka(port=options.port or free_port(), data_dir=work / "kafka", heap=BROKER_HEAP)
     try:
         with steps.step(f"starting local Kafka on port {broker.port}"):
             bootstrap = broker.start(timeout=BROKER_START_TIMEOUT_S)
         with steps.step("creating the topics"):
-            _create_topics(bootstrap, spec, options.partitions)
+            _create_topics(bootstrap, specs, options.partitions)
         with steps.step(f"generating {options.orders} orders and producing their events"):
             records = generate(StreamShape(orders=options.orders), seed=options.seed)
-            produced = produce(bootstrap, spec.source_topic, records)
-        with steps.step("running the orders pipeline (Spark, batch mode)"):
-            summary = _run_pipeline_in_child(spec, bootstrap, work, steps.out)
-        expected = ExpectedOrders().run(records)
-        samples = sample_keys(expected)
+            produced = produce(bootstrap, orders.source_topic, records)
+        with steps.step("running the orders and couriers pipelines (Spark, batch mode)"):
+            summary, _ = _run_pipelines_in_child(specs, bootstrap, work, steps.out)
+        expected = ExpectedCouriers().run(records)
+        samples = sample_keys(expected.orders)
         with steps.step(f"restoring {INSTANCES} GlobalStore instances in separate processes"):
             calls = [
-                (spec.target_topic, bootstrap, work / f"store-{n}", samples)
+                (orders.target_topic, bootstrap, work / f"store-{n}", samples)
                 for n in range(1, INSTANCES + 1)
             ]
-            reports = _in_processes(restore_and_report, calls)
+            calls.append((couriers.target_topic, bootstrap, work / "store-couriers", ()))
+            *reports, courier_report = _in_processes(restore_and_report, calls)
         with steps.step("checking the results"):
-            dead_letters = sum(end_offsets(bootstrap, spec.dead_letter_topic).values())
+            dead_letters = sum(end_offsets(bootstrap, orders.dead_letter_topic).values())
     finally:
         broker.stop()
     return DemoResult(
         produced=produced,
         bad=sum(record.bad_reason is not None for record in records),
         dead_letters=dead_letters,
-        expected_active=len(expected.active()),
+        expected_active=len(expected.orders.active()),
         pipeline=summary,
         instances=tuple(reports),
+        couriers=CourierCheck(
+            topic=couriers.target_topic,
+            count=courier_report.count,
+            digest=courier_report.digest,
+            expected=content_digest(sorted(expected.figures().items())),
+        ),
         timings=tuple(steps.timings),
     )
 
 
-def _create_topics(bootstrap: str, spec: Pipeline, partitions: int) -> None:
-    """The raw topic here; the compacted target and the dead-letter topic as the job would."""
-    ensure_topic(bootstrap, spec.source_topic, partitions)
-    ensure_topics(bootstrap, spec.source_topic, spec.target_topic, spec.dead_letter_topic)
+def _create_topics(bootstrap: str, specs: Sequence[Pipeline], partitions: int) -> None:
+    """The raw topic here; the compacted targets and the dead-letter topics as the job would."""
+    for spec in specs:
+        ensure_topic(bootstrap, spec.source_topic, partitions)
+        ensure_topics(bootstrap, spec.source_topic, spec.target_topic, spec.dead_letter_topic)
 
 
-def _run_pipeline_in_child(
-    spec: Pipeline, bootstrap: str, work: Path, progress: TextIO
-) -> RunSummary:
-    options = skeleton.RunOptions(
-        bootstrap_servers=bootstrap,
-        source_topic=spec.source_topic,
-        target_topic=spec.target_topic,
-        dead_letter_topic=spec.dead_letter_topic,
-        checkpoint_dir=work / "checkpoint",
-    )
+def _run_pipelines_in_child(
+    specs: Sequence[Pipeline], bootstrap: str, work: Path, progress: TextIO
+) -> list[RunSummary]:
+    runs = [
+        (
+            spec.name,
+            skeleton.RunOptions(
+                bootstrap_servers=bootstrap,
+                source_topic=spec.source_topic,
+                target_topic=spec.target_topic,
+                dead_letter_topic=spec.dead_letter_topic,
+                checkpoint_dir=work / "checkpoints" / spec.name,
+            ),
+        )
+        for spec in specs
+    ]
     log = work / "spark.log"
     try:
-        return _in_processes(run_pipeline, [(spec.name, options, log)])[0]
+        return _in_processes(run_pipelines, [(runs, log)])[0]
     except Exception:
-        print(f"the pipeline failed; the end of Spark's output ({log}):", file=progress)
+        print(f"a pipeline failed; the end of Spark's output ({log}):", file=progress)
         print(_tail(log), file=progress)
         raise
 
 
-def run_pipeline(name: str, options: skeleton.RunOptions, log: Path) -> RunSummary:
-    """What `globalstore pipeline run NAME` does, for a child process.
+def run_pipelines(runs: Sequence[tuple[str, skeleton.RunOptions]], log: Path) -> list[RunSummary]:
+    """What `globalstore pipeline run NAME` does, for each (NAME, options) in turn, for a
+    child process (one Spark session for all).
 
     In a child because PySpark's gateway JVM outlives spark.stop(): it only exits with the
     Python process that launched it. Spark's chatter (Ivy, log4j, warnings) goes to `log`
@@ -158,7 +175,7 @@ def run_pipeline(name: str, options: skeleton.RunOptions, log: Path) -> RunSumma
         os.dup2(sink.fileno(), sys.stderr.fileno())
     spark = build_session()
     try:
-        return skeleton.run(spark, get_pipeline(name), options)
+        return [skeleton.run(spark, get_pipeline(name), options) for name, options in runs]
     finally:
         spark.stop()
 

@@ -9,10 +9,10 @@ compacted output must equal `active()`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -33,6 +33,14 @@ def millis(event_time: str | int) -> int:
 def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
+
+def good_events(records: Iterable[RawRecord]) -> Iterator[dict[str, Any]]:
+    """The decoded events of the records the pipeline accepts, in arrival order."""
+    return (orjson.loads(record.value) for record in records if record.bad_reason is None)
+
+
+Outcome = Literal["applied", "ended", "after_end", "too_late"]
+"""What an event did: joined its active order, ended it, or was ignored (why)."""
 
 Event = tuple[int, int, str, float, float]  # event ms, lifecycle rank, courier, lat, lon
 
@@ -65,28 +73,30 @@ class ExpectedOrders:
 
     def run(self, records: Iterable[RawRecord]) -> ExpectedOrders:
         """Apply the good records (bad ones go to the dead-letter topic); returns self."""
-        for record in records:
-            if record.bad_reason is None:
-                self.apply(orjson.loads(record.value))
+        for raw in good_events(records):
+            self.apply(raw)
         return self
 
-    def apply(self, raw: dict[str, Any]) -> None:
+    def apply(self, raw: dict[str, Any]) -> Outcome:
+        """Apply one good event; say what it did to its order."""
         order_id, at = raw["order_id"], millis(raw["event_time"])
         horizon = None if self.clock is None else self.clock - self.retention_ms
         self.clock = at if self.clock is None else max(self.clock, at)
         if horizon is not None:
             if at < horizon:
-                return  # too late: older than the retention allows
+                return "too_late"  # older than the retention allows
             if self.markers.get(order_id, horizon) < horizon:
                 del self.markers[order_id]  # the marker is forgotten
         if order_id in self.markers:
-            return  # the order ended: nothing brings it back
+            return "after_end"  # the order ended: nothing brings it back
         order = self.orders.setdefault(order_id, Order())
         rank = LIFECYCLE.index(raw["status"])
         order.events.add((at, rank, raw["courier_id"], float(raw["lat"]), float(raw["lon"])))
-        if raw["status"] in TERMINAL:
-            self.markers[order_id] = max(order.events)[0]
-            del self.orders[order_id]
+        if raw["status"] not in TERMINAL:
+            return "applied"
+        self.markers[order_id] = max(order.events)[0]
+        del self.orders[order_id]
+        return "ended"
 
     def active(self) -> dict[str, dict[str, Any]]:
         """The values a store must hold, by order id."""

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pipelines.pandas_state import empty_frame
+
 STATUSES = ("CREATED", "PICKED_UP", "IN_TRANSIT", "DELIVERED", "CANCELLED")
 TERMINAL_STATUSES = ("DELIVERED", "CANCELLED")
 
@@ -46,13 +48,6 @@ CHANGED_COLUMNS = (
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 """How far (event time) behind the newest event an ended order's marker is kept."""
 
-NO_HORIZON = 0
-"""The horizon before the job has seen any event (Spark's first watermark)."""
-
-
-def _empty(dtypes: dict[str, str]) -> pd.DataFrame:
-    return pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in dtypes.items()})
-
 
 @dataclass(frozen=True)
 class BucketState:
@@ -61,7 +56,7 @@ class BucketState:
 
     @classmethod
     def empty(cls) -> BucketState:
-        return cls(_empty(EVENT_DTYPES), _empty(MARKER_DTYPES))
+        return cls(empty_frame(EVENT_DTYPES), empty_frame(MARKER_DTYPES))
 
 
 def fold(

@@ -7,10 +7,9 @@ rules.py; this module declares the validation and runs the rules in Spark state.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pandas as pd
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
@@ -19,10 +18,17 @@ from pipelines.orders.rules import (
     DEFAULT_RETENTION_MS,
     EVENT_DTYPES,
     MARKER_DTYPES,
-    NO_HORIZON,
     STATUSES,
     BucketState,
     fold,
+)
+from pipelines.pandas_state import (
+    arrow_schema,
+    from_arrow,
+    horizon_ms,
+    iso_utc,
+    one_frame,
+    to_arrow,
 )
 from pipelines.spec import Field, Kind, Pipeline, Rule
 
@@ -67,32 +73,31 @@ _OUTPUT_SCHEMA = (
 def orders_pipeline(
     retention_ms: int = DEFAULT_RETENTION_MS, future_skew_ms: int = DEFAULT_FUTURE_SKEW_MS
 ) -> Pipeline:
+    return raw_orders_pipeline("orders", transform, retention_ms, future_skew_ms)
+
+
+def raw_orders_pipeline(
+    name: str,
+    transform: Callable[[DataFrame, int], DataFrame],
+    retention_ms: int,
+    future_skew_ms: int,
+) -> Pipeline:
+    """Pipeline `name` over the raw order events: their validation, its own topics."""
     return Pipeline(
-        name="orders",
+        name=name,
         fields=fields(future_skew_ms),
         transform=lambda clean: transform(clean, retention_ms),
         source_topic="orders.raw",
-        target_topic="orders.current",
-        dead_letter_topic="orders.deadletter",
+        target_topic=f"{name}.current",
+        dead_letter_topic=f"{name}.deadletter",
     )
 
 
 def transform(clean: DataFrame, retention_ms: int = DEFAULT_RETENTION_MS) -> DataFrame:
     """Clean order events (streaming) -> (key, value struct or null for a tombstone)."""
-    # The watermark (newest event time seen - retention) is the rules' horizon: Spark drops
-    # events older than it before the state function, which drops markers older than it.
-    events = clean.withWatermark("event_time", f"{retention_ms} milliseconds").select(
-        "event_time",
-        sf.pmod(sf.xxhash64("order_id"), sf.lit(STATE_BUCKETS)).alias("bucket"),
-        "order_id", "courier_id", "status", "lat", "lon",
-        sf.unix_millis("event_time").alias("event_ms"),
-    )  # fmt: skip
-    changed = events.groupBy("bucket").applyInPandasWithState(
-        bucket_updates,
-        _OUTPUT_SCHEMA,
-        _STATE_SCHEMA,
-        "append",
-        GroupStateTimeout.NoTimeout,
+    bucket = sf.pmod(sf.xxhash64("order_id"), sf.lit(STATE_BUCKETS))
+    changed = fold_in_state(
+        clean, bucket, retention_ms, bucket_updates, _OUTPUT_SCHEMA, _STATE_SCHEMA
     )
     value = sf.struct(
         "order_id",
@@ -100,27 +105,45 @@ def transform(clean: DataFrame, retention_ms: int = DEFAULT_RETENTION_MS) -> Dat
         "status",
         sf.struct("lat", "lon").alias("location"),
         "updates",
-        _iso_utc("first_seen").alias("first_seen"),
-        _iso_utc("last_seen").alias("last_seen"),
+        iso_utc("first_seen").alias("first_seen"),
+        iso_utc("last_seen").alias("last_seen"),
     )
     return changed.select(
         sf.col("order_id").alias("key"), sf.when(~sf.col("deleted"), value).alias("value")
     )
 
 
-def _iso_utc(millis_column: str) -> Column:
-    # The session time zone is UTC (pipelines.session), so the literal Z is true.
-    return sf.date_format(sf.timestamp_millis(millis_column), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
+StateFunction = Callable[[tuple[int], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]
+
+
+def fold_in_state(
+    clean: DataFrame,
+    group: Column,
+    retention_ms: int,
+    function: StateFunction,
+    output_schema: str,
+    state_schema: str,
+) -> DataFrame:
+    """Clean order events, as the rules take them (EVENT_COLUMNS), through `function` with
+    one state row per `group`; out come the rows it yields (`output_schema`).
+
+    The watermark (newest event time seen - retention) is the rules' horizon: Spark drops
+    events older than it before the state function, which drops markers older than it.
+    """
+    events = clean.withWatermark("event_time", f"{retention_ms} milliseconds").select(
+        "event_time", group.alias("group"), "order_id", "courier_id", "status", "lat", "lon",
+        sf.unix_millis("event_time").alias("event_ms"),
+    )  # fmt: skip
+    return events.groupBy("group").applyInPandasWithState(
+        function, output_schema, state_schema, "append", GroupStateTimeout.NoTimeout
+    )
 
 
 def bucket_updates(
     key: tuple[int], batches: Iterator[pd.DataFrame], state: GroupState
 ) -> Iterator[pd.DataFrame]:
     """The state function handed to applyInPandasWithState: one call per bucket and batch."""
-    frames = list(batches)
-    events = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    horizon = max(state.getCurrentWatermarkMs(), NO_HORIZON)
-    bucket, changed = fold(load_bucket(state), events, horizon)
+    bucket, changed = fold(load_bucket(state), one_frame(batches), horizon_ms(state))
     state.update(encode_bucket(bucket))
     if len(changed):
         yield changed
@@ -132,34 +155,15 @@ def load_bucket(state: GroupState) -> BucketState:
 
 def decode_bucket(events: bytes, markers: bytes) -> BucketState:
     """A bucket's state row -> its state."""
-    return BucketState(_from_arrow(events), _from_arrow(markers))
+    return BucketState(from_arrow(events), from_arrow(markers))
 
 
 def encode_bucket(bucket: BucketState) -> tuple[bytes, bytes]:
-    return _to_arrow(bucket.events, _ARROW_EVENTS), _to_arrow(bucket.markers, _ARROW_MARKERS)
+    return to_arrow(bucket.events, _ARROW_EVENTS), to_arrow(bucket.markers, _ARROW_MARKERS)
 
 
-def _arrow_schema(dtypes: dict[str, str]) -> pa.Schema:
-    return pa.schema(
-        [(c, pa.string() if d == "str" else pa.from_numpy_dtype(d)) for c, d in dtypes.items()]
-    )
-
-
-_ARROW_EVENTS = _arrow_schema(EVENT_DTYPES)
-_ARROW_MARKERS = _arrow_schema(MARKER_DTYPES)
-
-
-def _from_arrow(blob: bytes) -> pd.DataFrame:
-    return pa.ipc.open_stream(blob).read_all().to_pandas()
-
-
-def _to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> bytes:
-    columns = [frame[name].to_numpy() for name in schema.names]
-    batch = pa.record_batch(columns, schema)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, schema) as writer:
-        writer.write_batch(batch)
-    return bytes(sink.getvalue().to_pybytes())  # pyarrow is untyped
+_ARROW_EVENTS = arrow_schema(EVENT_DTYPES)
+_ARROW_MARKERS = arrow_schema(MARKER_DTYPES)
 
 
 ORDERS = orders_pipeline()

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
+from pipelines.couriers.reference import ExpectedCouriers
 from pipelines.orders.generator import StreamShape, generate
 from pipelines.orders.reference import ExpectedOrders
 
@@ -78,6 +79,10 @@ def test_demo_runs_end_to_end_and_leaves_nothing_running(tmp_path: Path) -> None
         key: active.get(key) for key, _ in samples
     }
     assert any(value == "null" for _, value in samples)  # an ended order is gone
+    couriers = ExpectedCouriers().run(records).figures()
+    assert (
+        f"courier figures      {len(couriers):,} couriers in couriers.current, as expected" in out
+    )
 
     assert list(tmp_path.glob("globalstore-demo-*")) == []  # the temporary directory
     assert leftover_processes(demo.pid, str(tmp_path)) == []

@@ -1,11 +1,14 @@
-"""Read a whole topic with a plain consumer, the way a test checks what a job wrote."""
+"""Read what a job wrote: a whole topic with a plain consumer, or through a GlobalStore."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from globalstore import GlobalStore
 from globalstore.topic import end_offsets
 
 
@@ -64,3 +67,13 @@ def compacted(records: list[Record]) -> dict[str, bytes]:
         else:
             content[key] = record.value
     return content
+
+
+def restored_store(bootstrap: str, topic: str, tmp_path: Path) -> dict[str, Any]:
+    """What a GlobalStore restored from `topic` holds."""
+    store = GlobalStore(topic=topic, bootstrap_servers=bootstrap, path=str(tmp_path / "store"))
+    try:
+        store.start(60)
+        return dict(store.items())
+    finally:
+        store.close()

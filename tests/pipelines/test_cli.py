@@ -36,7 +36,7 @@ def test_run_help_lists_every_flag_with_defaults() -> None:
 def test_unknown_pipeline_is_a_usage_error() -> None:
     result = CliRunner().invoke(pipeline, ["run", "nosuch"])
     assert result.exit_code == 2
-    assert "known pipelines: orders" in result.output
+    assert "known pipelines: couriers, orders" in result.output
 
 
 def test_globalstore_command_lists_and_runs_the_pipeline_group() -> None:
@@ -46,7 +46,7 @@ def test_globalstore_command_lists_and_runs_the_pipeline_group() -> None:
     assert "pipeline" in listing.output
     result = CliRunner().invoke(main, ["pipeline", "run", "nosuch"])
     assert result.exit_code == 2
-    assert "known pipelines: orders" in result.output
+    assert "known pipelines: couriers, orders" in result.output
 
 
 def test_kafka_option_must_be_key_value() -> None:

@@ -16,7 +16,6 @@ import orjson
 import pytest
 from pyspark.sql import SparkSession
 
-from globalstore import GlobalStore
 from globalstore.codec import VALUE_FORMAT_HEADER, VALUE_FORMAT_VERSION
 from globalstore.topic import end_offsets
 from pipelines import skeleton
@@ -24,7 +23,7 @@ from pipelines.orders.generator import RawRecord, StreamShape, generate, produce
 from pipelines.orders.reference import ExpectedOrders
 from pipelines.orders.transform import ORDERS
 from pipelines.records import DLQ_OFFSET_HEADER, DLQ_PARTITION_HEADER, DLQ_REASON_HEADER
-from tests.pipelines.kafka_read import compacted, read_topic
+from tests.pipelines.kafka_read import compacted, read_topic, restored_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -97,21 +96,7 @@ def test_batch_runs_produce_the_compacted_active_orders(
     assert {(r.key or b"").decode() for r in new_records if r.value is None} == set(ending)
     everything = read_topic(options.bootstrap_servers, options.target_topic)
     assert decoded(compacted(everything)) == after
-    assert _restored_store(options, tmp_path) == after
-
-
-def _restored_store(options: skeleton.RunOptions, tmp_path: Path) -> dict[str, Any]:
-    """What a GlobalStore restored from the pipeline's output holds."""
-    store = GlobalStore(
-        topic=options.target_topic,
-        bootstrap_servers=options.bootstrap_servers,
-        path=str(tmp_path / "store"),
-    )
-    try:
-        store.start(60)
-        return dict(store.items())
-    finally:
-        store.close()
+    assert restored_store(options.bootstrap_servers, options.target_topic, tmp_path) == after
 
 
 def test_stream_mode_picks_up_new_events_while_running(

@@ -16,7 +16,8 @@ import pytest
 
 from pipelines.orders.generator import RawRecord, StreamShape, generate
 from pipelines.orders.reference import ExpectedOrders, iso, millis
-from pipelines.orders.rules import EVENT_COLUMNS, NO_HORIZON, BucketState, fold
+from pipelines.orders.rules import EVENT_COLUMNS, BucketState, fold
+from pipelines.pandas_state import NO_HORIZON
 
 DAY = 24 * 3600 * 1000
 RETENTION = 7 * DAY

@@ -9,11 +9,13 @@ from click.testing import CliRunner
 from globalstore.cli import main
 from globalstore.demo import run as demo_run
 from globalstore.demo.instance import InstanceReport
-from globalstore.demo.report import DemoResult
+from globalstore.demo.report import CourierCheck, DemoResult
 from pipelines.metrics import RunSummary
 
 
-def _result(digests: tuple[str, str], counts: tuple[int, int], dead_letters: int) -> DemoResult:
+def _result(
+    digests: tuple[str, str], counts: tuple[int, int], dead_letters: int, couriers: str = "c"
+) -> DemoResult:
     instances = tuple(
         InstanceReport(pid=1, count=n, digest=d, samples={}, restore_seconds=0.1)
         for d, n in zip(digests, counts, strict=True)
@@ -25,6 +27,7 @@ def _result(digests: tuple[str, str], counts: tuple[int, int], dead_letters: int
         expected_active=10,
         pipeline=RunSummary(batches=1, clean=98, dead_lettered=2, upserts=10, tombstones=0),
         instances=instances,
+        couriers=CourierCheck(topic="couriers.current", count=3, digest=couriers, expected="c"),
         timings=(("all", 1.0),),
     )
 
@@ -35,6 +38,10 @@ def _result(digests: tuple[str, str], counts: tuple[int, int], dead_letters: int
         (_result(("a", "b"), (10, 10), 2), "the instances hold different content"),
         (_result(("a", "a"), (10, 9), 2), "instance 2 holds 9 orders, expected 10"),
         (_result(("a", "a"), (10, 10), 1), "1 dead letters for 2 bad raw records"),
+        (
+            _result(("a", "a"), (10, 10), 2, couriers="x"),
+            "the courier figures in couriers.current are not the expected ones",
+        ),
     ],
 )
 def test_a_contradiction_fails_the_demo(

@@ -1,0 +1,61 @@
+"""Helpers for transforms that keep their state in `applyInPandasWithState`.
+
+A state row holds pandas tables as Arrow IPC streams (one binary column per table): Arrow
+is what PySpark already uses to move rows to Python, and a blob per table keeps a state row
+one value however many rows the table has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import Column
+from pyspark.sql import functions as sf
+from pyspark.sql.streaming.state import GroupState
+
+Dtypes = dict[str, str]  # column -> pandas dtype ("str", "int64", "float64", "bool")
+
+NO_HORIZON = 0
+"""The horizon before the job has seen any event (Spark's first watermark)."""
+
+
+def empty_frame(dtypes: Dtypes) -> pd.DataFrame:
+    return pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in dtypes.items()})
+
+
+def one_frame(batches: Iterator[pd.DataFrame]) -> pd.DataFrame:
+    """The group's rows of this micro-batch, which PySpark hands over in chunks."""
+    frames = list(batches)
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def horizon_ms(state: GroupState) -> int:
+    """The event-time watermark as it stood before this micro-batch (the rules' horizon)."""
+    return max(state.getCurrentWatermarkMs(), NO_HORIZON)
+
+
+def arrow_schema(dtypes: Dtypes) -> pa.Schema:
+    return pa.schema(
+        [(c, pa.string() if d == "str" else pa.from_numpy_dtype(d)) for c, d in dtypes.items()]
+    )
+
+
+def to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> bytes:
+    columns = [frame[name].to_numpy() for name in schema.names]
+    batch = pa.record_batch(columns, schema)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue().to_pybytes())  # pyarrow is untyped
+
+
+def from_arrow(blob: bytes) -> pd.DataFrame:
+    return pa.ipc.open_stream(blob).read_all().to_pandas()
+
+
+def iso_utc(millis_column: str) -> Column:
+    """Epoch milliseconds -> ISO-8601 text with milliseconds and Z, as the outputs carry it."""
+    # The session time zone is UTC (pipelines.session), so the literal Z is true.
+    return sf.date_format(sf.timestamp_millis(millis_column), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
