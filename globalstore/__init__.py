@@ -7,6 +7,7 @@ from globalstore.errors import (
     AuthorizationError,
     BrokerUnavailable,
     ConfigurationError,
+    ConversionFailed,
     FatalError,
     GlobalStoreError,
     InvalidValue,
@@ -19,6 +20,7 @@ from globalstore.errors import (
     StoreNotReady,
     TopicNotCompacted,
     TopicNotFound,
+    UnreadableStore,
 )
 from globalstore.listeners import StoreListener
 from globalstore.readonly import ReadOnlyStore
@@ -29,6 +31,7 @@ __all__ = [
     "AuthorizationError",
     "BrokerUnavailable",
     "ConfigurationError",
+    "ConversionFailed",
     "Entry",
     "FatalError",
     "GlobalStore",
@@ -48,5 +51,6 @@ __all__ = [
     "StoreStatus",
     "TopicNotCompacted",
     "TopicNotFound",
+    "UnreadableStore",
     "end_offsets",
 ]

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 from globalstore import codec, snapshot
 from globalstore.config import RocksDBOptions, StoreConfig
+from globalstore.converters import decoder
 from globalstore.errors import BrokerUnavailable, StartTimeout, StoreClosed, StoreNotReady
 from globalstore.listeners import StoreListener
 from globalstore.queries import StoreQueries
@@ -39,6 +40,9 @@ class StoreStatus:
     last_error: str | None
     rebuild_reason: str | None = None  # why this start rebuilt the store from the beginning
     skipped_records: int = 0  # since this start: records whose key is not UTF-8 (logged)
+    migration: str | None = None  # the background conversion under way, e.g. "layout 0 -> 1"
+    migrated_values: int = 0  # values it rewrote since this start
+    conversion_failures: int = 0  # since this start: values a converter raised on (kept)
 
 
 class GlobalStore(StoreQueries):
@@ -61,7 +65,11 @@ class GlobalStore(StoreQueries):
         listeners: Sequence[StoreListener] = (),
         rocksdb: RocksDBOptions | None = None,
         bootstrap_from: str | Path | None = None,
+        value_format: int = codec.VALUE_FORMAT_VERSION,
+        converters: Mapping[int, Callable[[Any], Any]] | None = None,
     ) -> None:
+        """`value_format` is the format queries answer in; `converters` maps each older
+        format to a function turning a value of it into the next format (docs/store.md)."""
         config = StoreConfig(
             topic=topic,
             bootstrap_servers=bootstrap_servers,
@@ -70,6 +78,8 @@ class GlobalStore(StoreQueries):
             allow_uncompacted=allow_uncompacted,
             check_topic_config=check_topic_config,
             rocksdb=rocksdb or RocksDBOptions(),
+            value_format=value_format,
+            converters=dict(converters or {}),
         )
         self._init(config, listeners, bootstrap_from)
 
@@ -105,6 +115,7 @@ class GlobalStore(StoreQueries):
         self._lifecycle = threading.Lock()
         self._closed = False
         self._lookup = self._lookup_unavailable
+        self._decode = decoder(config.value_formats())
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -309,6 +320,9 @@ class GlobalStore(StoreQueries):
             last_error=t.last_error,
             rebuild_reason=t.rebuild_reason,
             skipped_records=t.skipped_records,
+            migration=t.migration,
+            migrated_values=t.migrated_values,
+            conversion_failures=t.conversion_failures,
         )
 
 
