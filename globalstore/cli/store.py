@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import click
 import orjson
 
+from globalstore.cli.formats import Converters, chain
 from globalstore.cli.settings import parse_settings
 from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.watch import Watcher, watch
@@ -53,11 +54,17 @@ class StoreTarget:
     allow_uncompacted: bool
     skip_topic_config_check: bool
     timeout: float
+    value_format: int | None
+    converter: tuple[str, ...]
+
+    def formats(self) -> tuple[int, Converters]:
+        return chain(self.value_format, self.converter)
 
     def build(
         self, listener: StoreListener | None = None, bootstrap_from: str | None = None
     ) -> GlobalStore:
         """The store these options describe, not started."""
+        value_format, converters = self.formats()
         return GlobalStore(
             topic=self.topic,
             bootstrap_servers=self.bootstrap_servers,
@@ -67,6 +74,8 @@ class StoreTarget:
             check_topic_config=not self.skip_topic_config_check,
             listeners=() if listener is None else (listener,),
             bootstrap_from=bootstrap_from,
+            value_format=value_format,
+            converters=converters,
         )
 
     def open(self, listener: StoreListener | None = None) -> GlobalStore:
@@ -80,7 +89,8 @@ class StoreTarget:
             return self.open()
         except StoreLocked as held:
             click.echo(f"{held}; answering read-only from what it has written", err=True)
-        return ReadOnlyStore(self.path)
+        value_format, converters = self.formats()
+        return ReadOnlyStore(self.path, value_format=value_format, converters=converters)
 
 
 _TARGET_FIELDS = tuple(field.name for field in dataclasses.fields(StoreTarget))
@@ -134,6 +144,18 @@ def _store_options(command: Callable[..., None]) -> Callable[..., None]:
             default=60.0,
             show_default=True,
             help="Seconds to wait for the broker and the restore.",
+        ),
+        click.option(
+            "--value-format",
+            type=click.IntRange(1, 255),
+            help="Value format to answer in (default: one past the converters' formats).",
+        ),
+        click.option(
+            "--converter",
+            multiple=True,
+            metavar="PKG.MODULE:FUNCTION",
+            help="A function turning a value into the next format; repeat in order, oldest "
+            "format first (docs/store.md).",
         ),
     ]
     wrapped: Callable[..., None] = with_target
@@ -350,9 +372,16 @@ def _describe(s: StoreStatus) -> str:
         ("lag", "unknown" if s.state == "offline" else _lag(s.lag)),
         ("keys", "unknown" if s.key_count is None else f"{s.key_count:,}"),
         ("layout version", str(s.layout_version)),
+        ("migration", _migration(s)),
         ("last restore", restored),
     ]
     return "\n".join(f"{name + ':':<16}{value}" for name, value in rows)
+
+
+def _migration(s: StoreStatus) -> str:
+    failed = f", {s.conversion_failures:,} kept unconverted" if s.conversion_failures else ""
+    done = f"{s.migrated_values:,} values converted{failed}"
+    return f"{s.migration} ({done})" if s.migration else f"none ({done})"
 
 
 def _lag(lag: Mapping[int, int]) -> str:
