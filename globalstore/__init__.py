@@ -25,6 +25,7 @@ from globalstore.errors import (
 from globalstore.listeners import StoreListener
 from globalstore.readonly import ReadOnlyStore
 from globalstore.store import GlobalStore, StoreStatus
+from globalstore.switch import SwitchingStore
 from globalstore.topic import end_offsets
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "StoreLocked",
     "StoreNotReady",
     "StoreStatus",
+    "SwitchingStore",
     "TopicNotCompacted",
     "TopicNotFound",
     "UnreadableStore",
