@@ -180,6 +180,8 @@ class _HeldScan(Iterator[_T]):
 
 
 def remove_store(path: str | Path) -> None:
-    """Remove a store directory no process holds (StoreLocked if one does)."""
+    """Remove a store directory no process holds (StoreLocked if one does); StorageError,
+    and nothing removed, if `path` holds no store."""
+    Storage(path, read_only=True).close()  # StorageError unless a store is there
     Storage(path).close()  # takes the lock: fails clearly if a process runs the store
     shutil.rmtree(path)

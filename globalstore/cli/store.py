@@ -173,9 +173,12 @@ class Progress(StoreListener):
     """Restore progress on stderr: a redrawn bar on a terminal, a line every few seconds
     otherwise. Called from the store's thread, which is the only one writing meanwhile."""
 
-    def __init__(self, out: TextIO, tty: bool) -> None:
+    def __init__(
+        self, out: TextIO, tty: bool, doing: str = "restoring", unit: str = "records"
+    ) -> None:
         self.out = out
         self.tty = tty
+        self.doing, self.unit = doing, unit
         self.start: dict[int, int] = {}
         self.end: dict[int, int] = {}
         self.total = 0
@@ -188,7 +191,7 @@ class Progress(StoreListener):
         self.start, self.end = dict(start_offsets), dict(end_offsets)
         self.total = records_between(self.start, self.end)
         self.began = self.last_shown = time.monotonic()
-        self._write(f"restoring {topic}: {self.total:,} records to read")
+        self.write(f"restoring {topic}: {self.total:,} records to read")
 
     def on_batch_restored(self, topic: str, positions: Mapping[int, int], records: int) -> None:
         now = time.monotonic()
@@ -197,30 +200,30 @@ class Progress(StoreListener):
         self.last_shown = now
         reached = {p: min(positions.get(p, s), self.end[p]) for p, s in self.start.items()}
         done = records_between(self.start, reached)
-        self._show(done, now - self.began)
+        self.show(done, now - self.began)
 
     def on_restore_end(self, topic: str, total_records: int, seconds: float) -> None:
         if self.tty and self.total:
-            self._show(self.total, seconds)
+            self.show(self.total, seconds)
             self.out.write("\n")
         rate = total_records / seconds if seconds > 0 else 0.0
-        self._write(f"restored {total_records:,} records in {seconds:.1f}s ({rate:,.0f} records/s)")
+        self.write(f"restored {total_records:,} records in {seconds:.1f}s ({rate:,.0f} records/s)")
 
-    def _show(self, done: int, elapsed: float) -> None:
+    def show(self, done: int, elapsed: float) -> None:
         rate = done / elapsed if elapsed > 0 else 0.0
         eta = (self.total - done) / rate if rate > 0 else None
         eta_text = "?" if eta is None else str(datetime.timedelta(seconds=round(eta)))
         pct = 100.0 * done / self.total if self.total else 100.0
-        text = f"{done:,}/{self.total:,} ({pct:.0f}%) {rate:,.0f} records/s ETA {eta_text}"
+        text = f"{done:,}/{self.total:,} ({pct:.0f}%) {rate:,.0f} {self.unit}/s ETA {eta_text}"
         if self.tty:
             filled = round(_BAR_WIDTH * pct / 100)
             bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
             self.out.write(f"\r[{bar}] {text}")
             self.out.flush()
         else:
-            self._write(f"restoring: {text}")
+            self.write(f"{self.doing}: {text}")
 
-    def _write(self, line: str) -> None:
+    def write(self, line: str) -> None:
         if self.tty:
             self.out.write("\r\x1b[K")  # clear a half-drawn bar first
         self.out.write(line + "\n")
