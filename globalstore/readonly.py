@@ -74,7 +74,9 @@ class ReadOnlyStore(StoreQueries):
             connected=False,
             staleness_seconds=None,
             last_error=None,
-            migration=None if storage.migrate_from is None else f"layout {storage.migrate_from}",
+            migration=None
+            if storage.migrate_from is None
+            else f"layout {storage.migrate_from} -> {storage.layout}",
         )
 
     def close(self) -> None:
