@@ -106,13 +106,18 @@ class StoreConfig:
     # A store in a layout or value format this version cannot read (written by a newer
     # version): "rebuild" it from the topic, or "refuse" to start (UnreadableStore).
     unreadable_store: str = "rebuild"
+    # Offsets out of range while following (topic recreated, records deleted): "rebuild"
+    # beside the live store, which keeps serving, and switch when complete (heal.py), or
+    # "stop" following and serve the last state until a restart rebuilds.
+    out_of_range: str = "rebuild"
 
     def __post_init__(self) -> None:
         self.value_formats()  # ConfigurationError for a converter chain with a gap
-        if self.unreadable_store not in ("rebuild", "refuse"):
-            raise ConfigurationError(
-                f"unreadable_store must be 'rebuild' or 'refuse', not {self.unreadable_store!r}"
-            )
+        for name, allowed in (("unreadable_store", "refuse"), ("out_of_range", "stop")):
+            if getattr(self, name) not in ("rebuild", allowed):
+                raise ConfigurationError(
+                    f"{name} must be 'rebuild' or {allowed!r}, not {getattr(self, name)!r}"
+                )
         for name in self.kafka_config:
             why = _PROTECTED_SETTINGS.get(name)
             if why is not None:

@@ -10,10 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from globalstore import codec, snapshot
+from globalstore import codec, heal, snapshot
 from globalstore.config import RocksDBOptions, StoreConfig
 from globalstore.converters import decoder
-from globalstore.errors import BrokerUnavailable, StartTimeout, StoreClosed, StoreNotReady
+from globalstore.errors import (
+    BrokerUnavailable,
+    OffsetsOutOfRange,
+    StartTimeout,
+    StoreClosed,
+    StoreNotReady,
+)
 from globalstore.listeners import StoreListener
 from globalstore.queries import StoreQueries
 from globalstore.storage import Storage
@@ -43,6 +49,7 @@ class StoreStatus:
     migration: str | None = None  # the background conversion under way, e.g. "layout 0 -> 1"
     migrated_values: int = 0  # values it rewrote since this start
     conversion_failures: int = 0  # since this start: values a converter raised on (kept)
+    self_heals: int = 0  # since this start: rebuilds beside the store that it switched to
 
 
 class GlobalStore(StoreQueries):
@@ -114,6 +121,9 @@ class GlobalStore(StoreQueries):
         self._applied = threading.Condition()
         self._lifecycle = threading.Lock()
         self._closed = False
+        self._rebuild: heal.Rebuild | None = None  # a rebuild beside the store, under way
+        self._retired: list[Storage] = []  # stores a rebuild replaced: closed with this one
+        self._heals = 0
         self._lookup = self._lookup_unavailable
         self._decode = decoder(config.value_formats())
 
@@ -139,13 +149,14 @@ class GlobalStore(StoreQueries):
             if self._bootstrap_from is not None:
                 snapshot.install(self._bootstrap_from, self.config.path)
             storage = Storage(self.config.path, self.config.rocksdb)
+            heal.adopt_rebuilt(storage)
             # Short broker requests while planning, so a failed start() returns near its
             # timeout.
             rpc_timeout = min(5.0, max(0.5, timeout / 2))
             thread = StoreThread(
                 self.config,
                 storage,
-                self._listeners,
+                (*self._listeners, _OutOfRangeWatch(self)),
                 self._notify_applied,
                 rpc_timeout,
                 self._bootstrap_from,
@@ -200,6 +211,13 @@ class GlobalStore(StoreQueries):
             self._lookup = self._lookup_unavailable
             thread, self._thread = self._thread, None
             storage, self._storage = self._storage, None
+            rebuild, self._rebuild = self._rebuild, None
+            retired, self._retired = self._retired, []
+        if rebuild is not None:
+            rebuild.stop()
+            rebuild.join()
+        for old in retired:
+            old.close()
         if thread is not None:
             thread.stop()
             thread.join()
@@ -288,6 +306,41 @@ class GlobalStore(StoreQueries):
                 f"store for {self.topic!r} is no longer applying records ({status.state.value})"
             ) from status.error
 
+    def _heal(self) -> None:
+        """Called by the store thread as it fails: on offsets out of range, rebuild beside."""
+        thread = self._thread
+        if (
+            self.config.out_of_range != "rebuild"
+            or thread is None
+            or not isinstance(thread.status.error, OffsetsOutOfRange)
+            or thread.status.restored_at_ms is None
+            or self.path != self.config.path  # already serving a rebuilt copy (known limit)
+        ):
+            return
+        log.warning("store %s: rebuilding beside the live copy, which keeps serving", self.path)
+        with self._lifecycle:
+            if self._closed:
+                return
+            self._rebuild = heal.Rebuild(
+                self.config, self._listeners, self._notify_applied, self._adopt
+            )
+            self._rebuild.start()
+
+    def _adopt(self, storage: Storage, thread: StoreThread) -> None:
+        """Answer from the rebuilt copy from now on; the old one closes with the store."""
+        with self._lifecycle:
+            if self._closed or self._storage is None:
+                thread.stop()
+                storage.close()
+                return
+            self._retired.append(self._storage)
+            self._storage, self._thread, self._rebuild = storage, thread, None
+            self._lookup = storage.reader()
+            self.path = storage.path
+            self._heals += 1
+        log.warning("store %s: switched to the copy rebuilt beside it", self.config.path)
+        self._notify_applied()
+
     def _notify_applied(self) -> None:
         with self._applied:
             self._applied.notify_all()
@@ -303,10 +356,11 @@ class GlobalStore(StoreQueries):
         if t.in_sync_at is not None:
             in_sync = t.connected and not any(lag.values())
             staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
+        healing = self._rebuild is not None
         return StoreStatus(
             topic=self.topic,
             path=str(self.path),
-            state=t.state.value,
+            state="rebuilding" if healing else t.state.value,
             ready=t.state is State.RUNNING,
             position=position,
             lag=lag,
@@ -323,7 +377,19 @@ class GlobalStore(StoreQueries):
             migration=t.migration,
             migrated_values=t.migrated_values,
             conversion_failures=t.conversion_failures,
+            self_heals=self._heals,
         )
+
+
+class _OutOfRangeWatch(StoreListener):
+    """Tells the store when its thread fails, so it can heal (heal.py)."""
+
+    def __init__(self, store: GlobalStore) -> None:
+        self.store = store
+
+    def on_state_change(self, topic: str, old: str, new: str) -> None:
+        if new == State.FAILED.value:
+            self.store._heal()
 
 
 def _lag(status: ThreadStatus, positions: Mapping[int, int]) -> dict[int, int]:

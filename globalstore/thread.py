@@ -397,13 +397,15 @@ class StoreThread(threading.Thread):
         if err.code() == KafkaError._AUTO_OFFSET_RESET:
             # auto.offset.reset=error: the position is outside the partition's offsets. Going
             # on from anywhere else could keep keys the topic deleted, and rebuilding in place
-            # would serve partial data: stop following, keep serving the last state, and let
-            # the next start() rebuild (the plan sees the offsets out of range).
-            log.error("offsets out of range on %s: %s; restart to rebuild", self.config.topic, err)
+            # would serve partial data: stop following and keep serving the last state; the
+            # store rebuilds beside it (heal.py) or, with out_of_range="stop", the next
+            # start() rebuilds (the plan sees the offsets out of range).
+            log.error("offsets out of range on %s: %s", self.config.topic, err)
             raise OffsetsOutOfRange(
                 f"partition {msg.partition()} of {self.config.topic}: {err}. The topic no longer "
                 "holds the store's position (records deleted or topic recreated); the store "
-                "serves its last state until restarted, which rebuilds it from the beginning"
+                "serves its last state while it rebuilds beside it (out_of_range='rebuild') or "
+                "until restarted (out_of_range='stop')"
             )
         if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
             # librdkafka looks up the coordinator of the (random) group.id a consumer must
