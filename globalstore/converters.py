@@ -13,6 +13,7 @@ ConversionFailed (key, partition, offset and format), and the eager pass counts 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +104,23 @@ def _problem(current: int, converters: Mapping[int, Converter]) -> str | None:
             f"missing the converter from format {missing[0]}"
         )
     return None
+
+
+def import_converter(spec: str) -> Converter:
+    """The function named by 'pkg.module:function' (for the command lines); ValueError
+    saying what is wrong otherwise."""
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name or not name:
+        raise ValueError(f"expected pkg.module:function, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name!r}: {exc}") from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise ValueError(f"{module_name} has no function {name!r}")
+    converter: Converter = function
+    return converter
 
 
 def decoder(formats: ValueFormats) -> codec.Decode:

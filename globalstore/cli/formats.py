@@ -3,35 +3,22 @@ answers in, and the user's converters, imported by name."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 import click
+
+from globalstore import converters
 
 Converters = dict[int, Callable[[Any], Any]]
 
 
 def import_converter(spec: str) -> Callable[[Any], Any]:
     """The function named by 'pkg.module:function', or a usage error saying what is wrong."""
-    module_name, sep, name = spec.partition(":")
-    if not sep or not module_name or not name:
-        raise click.BadParameter(
-            f"expected pkg.module:function, got {spec!r}", param_hint="--converter"
-        )
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.BadParameter(
-            f"cannot import {module_name!r}: {exc}", param_hint="--converter"
-        ) from None
-    function = getattr(module, name, None)
-    if not callable(function):
-        raise click.BadParameter(
-            f"{module_name} has no function {name!r}", param_hint="--converter"
-        )
-    converter: Callable[[Any], Any] = function
-    return converter
+        return converters.import_converter(spec)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--converter") from None
 
 
 def chain(value_format: int | None, specs: tuple[str, ...]) -> tuple[int, Converters]:
