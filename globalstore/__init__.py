@@ -7,6 +7,7 @@ from globalstore.errors import (
     AuthorizationError,
     BrokerUnavailable,
     ConfigurationError,
+    ConversionFailed,
     FatalError,
     GlobalStoreError,
     InvalidValue,
@@ -19,16 +20,19 @@ from globalstore.errors import (
     StoreNotReady,
     TopicNotCompacted,
     TopicNotFound,
+    UnreadableStore,
 )
 from globalstore.listeners import StoreListener
 from globalstore.readonly import ReadOnlyStore
 from globalstore.store import GlobalStore, StoreStatus
+from globalstore.switch import SwitchingStore
 from globalstore.topic import end_offsets
 
 __all__ = [
     "AuthorizationError",
     "BrokerUnavailable",
     "ConfigurationError",
+    "ConversionFailed",
     "Entry",
     "FatalError",
     "GlobalStore",
@@ -46,7 +50,9 @@ __all__ = [
     "StoreLocked",
     "StoreNotReady",
     "StoreStatus",
+    "SwitchingStore",
     "TopicNotCompacted",
     "TopicNotFound",
+    "UnreadableStore",
     "end_offsets",
 ]

@@ -19,7 +19,7 @@ with byte 0x01, which a JSON document never does, so the two can be told apart v
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,9 +64,9 @@ def encode_value(value: Any) -> bytes | None:
     return None if value is None else orjson.dumps(value)
 
 
-def format_headers() -> list[tuple[str, bytes]]:
+def format_headers(version: int = VALUE_FORMAT_VERSION) -> list[tuple[str, bytes]]:
     """Record headers that declare the value format version (topic contract)."""
-    return [(VALUE_FORMAT_HEADER, str(VALUE_FORMAT_VERSION).encode("ascii"))]
+    return [(VALUE_FORMAT_HEADER, str(version).encode("ascii"))]
 
 
 _MAX_FORMAT = 255  # the on-disk header keeps the format in one byte
@@ -149,7 +149,28 @@ def _decode_other(raw: bytes, key: bytes, topic: str) -> Any:
         raise InvalidValue(topic, key, UNKNOWN, UNKNOWN, f"not valid JSON: {exc}") from None
 
 
-def decode_entry(raw: bytes, key: bytes, topic: str) -> Entry:
+Decode = Callable[[bytes, bytes, str], Any]  # decode() or a store's own (converters.py)
+
+
+def decode_entry(raw: bytes, key: bytes, topic: str, decoder: Decode = decode) -> Entry:
     """Value plus the timestamp, partition and offset of the record that wrote it."""
     ts, partition, offset = origin(raw)
-    return Entry(key.decode("utf-8"), decode(raw, key, topic), ts, partition, offset)
+    return Entry(key.decode("utf-8"), decoder(raw, key, topic), ts, partition, offset)
+
+
+def stored_format(raw: bytes) -> int:
+    """The value format of on-disk bytes (a legacy layout 0 value is the first format)."""
+    if raw[:1] == b"\x01" and len(raw) >= HEADER_SIZE:
+        return raw[1]
+    return VALUE_FORMAT_VERSION
+
+
+def parse_json(raw: bytes, key: bytes, topic: str) -> Any:
+    """The JSON inside on-disk bytes of any layout and value format (converters.py decides
+    what the format means), or InvalidValue naming the record."""
+    body = raw[HEADER_SIZE:] if raw[:1] == b"\x01" else raw
+    try:
+        return _loads(body)
+    except orjson.JSONDecodeError as exc:
+        _, partition, offset = origin(raw)
+        raise InvalidValue(topic, key, partition, offset, f"not valid JSON: {exc}") from None

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import rocksdict
 
+from globalstore.codec import VALUE_FORMAT_VERSION
+from globalstore.converters import ValueFormats
 from globalstore.errors import ConfigurationError
 
 # Where every command and the examples look for Kafka unless told otherwise: the local
@@ -99,8 +101,26 @@ class StoreConfig:
     metadata_interval: float = 5.0
     # While caught up and idle, record "in sync at this wall time" this often (see hazards).
     heartbeat_interval: float = 10.0
+    # The value format queries answer in, and {from_version: function} converters leading
+    # to it from older formats (converters.py): applied at read time and, in the
+    # background, to the stored values.
+    value_format: int = VALUE_FORMAT_VERSION
+    converters: Mapping[int, Callable[[Any], Any]] = field(default_factory=dict)
+    # A store in a layout or value format this version cannot read (written by a newer
+    # version): "rebuild" it from the topic, or "refuse" to start (UnreadableStore).
+    unreadable_store: str = "rebuild"
+    # Offsets out of range while following (topic recreated, records deleted): "rebuild"
+    # beside the live store, which keeps serving, and switch when complete (heal.py), or
+    # "stop" following and serve the last state until a restart rebuilds.
+    out_of_range: str = "rebuild"
 
     def __post_init__(self) -> None:
+        self.value_formats()  # ConfigurationError for a converter chain with a gap
+        for name, allowed in (("unreadable_store", "refuse"), ("out_of_range", "stop")):
+            if getattr(self, name) not in ("rebuild", allowed):
+                raise ConfigurationError(
+                    f"{name} must be 'rebuild' or {allowed!r}, not {getattr(self, name)!r}"
+                )
         for name in self.kafka_config:
             why = _PROTECTED_SETTINGS.get(name)
             if why is not None:
@@ -108,6 +128,9 @@ class StoreConfig:
                     f"kafka_config may not set {name!r}: the store relies on its own value "
                     f"({why}). Remove it; connection and security settings are fine."
                 )
+
+    def value_formats(self) -> ValueFormats:
+        return ValueFormats(self.value_format, dict(self.converters))
 
     def consumer_config(self) -> dict[str, Any]:
         """librdkafka settings for the single assign-only consumer; kafka_config wins."""

@@ -17,11 +17,16 @@
         ├── OffsetsOutOfRange     while following, the topic stopped holding the store's
         │                         position (records deleted, topic recreated): restart to rebuild
         ├── InvalidValue          a stored value is not valid JSON (or has an unknown format);
-        │                         names topic, partition and offset of the record
+        │   │                     names topic, partition and offset of the record
+        │   └── ConversionFailed  a value format converter raised on the record (names the
+        │                         format it was in; the stored record is kept as it was)
+        ├── UnreadableStore       the store was written in a layout or value format this
+        │                         version cannot read, and unreadable_store="refuse"
         └── StorageError          RocksDB failed (disk full, I/O error, ...)
 
-Rebuilds (offsets out of range, store offline longer than delete.retention.ms, unknown or
-damaged layout) are not errors: the store repairs itself and logs a WARNING.
+Rebuilds (offsets out of range, store offline longer than delete.retention.ms, damaged
+layout, and by default a layout or value format this version cannot read) are not errors:
+the store repairs itself and logs a WARNING.
 """
 
 from __future__ import annotations
@@ -111,3 +116,24 @@ class InvalidValue(FatalError):  # noqa: N818 - public names fixed by the API
         self.partition = partition
         self.offset = offset
         self.reason = reason
+
+
+class ConversionFailed(InvalidValue):
+    """A value format converter raised on a stored value, which stays as it was."""
+
+    def __init__(
+        self, topic: str, key: bytes, partition: int, offset: int, version: int, cause: Exception
+    ) -> None:
+        super().__init__(
+            topic,
+            key,
+            partition,
+            offset,
+            f"converter from value format {version} failed: {type(cause).__name__}: {cause}",
+        )
+        self.version = version
+
+
+class UnreadableStore(FatalError):  # noqa: N818 - public names fixed by the API
+    """The store holds a layout or value format this version cannot read, and the store was
+    configured to refuse it (unreadable_store="refuse") instead of rebuilding."""

@@ -1,7 +1,13 @@
 """The store's meta column family: what it holds beside the data, and how it is parsed.
 
 Keys (column family "meta"):
-    layout         on-disk layout version (ASCII decimal); absent in a new store
+    layout         on-disk layout version (ASCII decimal); absent in a new store. It names
+                   the oldest layout a reader must understand, so it is raised BEFORE the
+                   first value of a newer layout is written (a migration in progress says
+                   the new layout plus migrate.from)
+    migrate.from   the older layout some values may still be in, while migrating
+    value_format   the value format values were converted to (set before the first one is)
+    convert.cursor where the chunked value-format conversion resumes (only while converting)
     topic          the topic the store copies
     topic_id       that topic's UUID, which tells a recreated topic from the old one
     count          live keys (i64); absent after a bulk restore until its recount ends
@@ -33,6 +39,9 @@ K_APPLIED_AT = b"applied_at"  # wall ms of the last batch applied
 K_IN_SYNC_AT = b"in_sync_at"  # wall ms when the store last held the topic's end
 K_RESTORED_AT = b"restored_at"  # wall ms when the last restore reached its end offsets
 K_MIGRATE_CURSOR = b"migrate.cursor"
+K_MIGRATE_FROM = b"migrate.from"
+K_VALUE_FORMAT = b"value_format"
+K_CONVERT_CURSOR = b"convert.cursor"
 _OFFSET_PREFIX = b"offset:"
 
 
@@ -56,6 +65,13 @@ class Meta:
     applied_at_ms: int | None = None
     in_sync_at_ms: int | None = None
     restored_at_ms: int | None = None
+    migrate_from: int | None = None  # the older layout some values may still be in
+    value_format: int | None = None  # the format values were converted to, if ever
+    converting: bool = False  # a value-format conversion is under way
+
+
+def _opt_int(raw: bytes | None) -> int | None:
+    return None if raw is None else int(raw)
 
 
 def _opt_str(raw: bytes | None) -> str | None:
@@ -69,8 +85,10 @@ def _opt_i64(raw: bytes | None) -> int | None:
 def parse_meta(m: rocksdict.Rdict) -> Meta:
     """What a meta column family holds; DamagedLayoutError if any entry does not parse."""
     try:
-        raw_layout = m.get(K_LAYOUT)
-        meta = Meta(layout=None if raw_layout is None else int(raw_layout))
+        meta = Meta(layout=_opt_int(m.get(K_LAYOUT)))
+        meta.migrate_from = _opt_int(m.get(K_MIGRATE_FROM))
+        meta.value_format = _opt_int(m.get(K_VALUE_FORMAT))
+        meta.converting = m.get(K_CONVERT_CURSOR) is not None
         meta.topic = _opt_str(m.get(K_TOPIC))
         meta.topic_id = _opt_str(m.get(K_TOPIC_ID))
         meta.count = _opt_i64(m.get(K_COUNT))

@@ -1,34 +1,51 @@
-"""On-disk layout versions and how a store moves from an old one to the current one.
+"""On-disk layout versions, value format conversion, and how a store moves to the current ones.
 
-Versions (the meta column family's "layout" entry):
+Layouts (the meta column family's "layout" entry):
     0  value = the record's JSON bytes, nothing else (no timestamp, no origin)
     1  value = codec.HEADER (layout, value format, timestamp, partition, offset) + JSON bytes
 
+The "layout" entry names the oldest layout a reader must understand to read the store, so it
+is raised BEFORE the first value of a newer layout is written (begin()). A store half-way
+through a migration therefore says the new layout, plus "migrate.from" for the old values it
+may still hold: an older version opening it sees a layout it does not know and rebuilds from
+the topic (or refuses), instead of misreading the new values. The same holds for value
+formats: "value_format" is written before the first converted value is.
+
 Upgrades are both lazy and eager, as Kafka's timestamped-store upgrade was:
   * lazy: codec.decode reads either layout (a v1 value starts with 0x01, JSON never does),
-    and every record applied after the upgrade is written in the new layout, so an old store
-    serves queries at once;
-  * eager: step() converts the remaining old values in small chunks from a cursor kept in the
-    meta column family, written in the same batch as the chunk, so a crash resumes where it
-    stopped. It runs on the store thread between batches, so it never races the follower.
-When no old value is left, the layout entry is set to the current version.
+    converters.decoder reads older value formats, and every record applied after the upgrade
+    is written in the new layout, so an old store serves queries at once;
+  * eager: Migration.step() rewrites the remaining old values in chunks bounded by count and
+    time, from a cursor kept in the meta column family and written in the same batch as the
+    chunk, so a crash (even kill -9) resumes where it stopped. It runs on the store thread
+    between batches, so it never races the follower. Layout first, then value format.
 
-A layout that is neither current nor listed in CONVERTERS (a newer version, garbage) is never
-read: the store is rebuilt from the topic instead (restore.plan).
+A layout this version does not know (a newer one, garbage) is never read: the store is
+rebuilt from the topic instead (plan.py), or refused if so configured.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from globalstore.codec import LAYOUT_VERSION, UNKNOWN, pack
-from globalstore.meta import K_LAYOUT, K_MIGRATE_CURSOR
+from globalstore.converters import ValueFormats
+from globalstore.errors import ConversionFailed
+from globalstore.meta import (
+    K_CONVERT_CURSOR,
+    K_LAYOUT,
+    K_MIGRATE_CURSOR,
+    K_MIGRATE_FROM,
+    K_VALUE_FORMAT,
+    Meta,
+)
 from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
-
-CHUNK = 1_000
 
 
 def _v0_to_v1(raw: bytes) -> bytes:
@@ -38,45 +55,145 @@ def _v0_to_v1(raw: bytes) -> bytes:
 
 # from-version -> converter of one raw value to the next version's layout.
 CONVERTERS: dict[int, Callable[[bytes], bytes]] = {0: _v0_to_v1}
+# Every layout this version can open: the current one, and those it can migrate from.
+KNOWN_LAYOUTS = frozenset({LAYOUT_VERSION, *CONVERTERS})
 
 
-def _is_current(raw: bytes) -> bool:
-    return raw[:1] == bytes([LAYOUT_VERSION])
+@dataclass(frozen=True)
+class Limits:
+    """How much one eager step may do between two follow batches."""
+
+    keys: int = 2_000
+    seconds: float = 0.02
 
 
-def check_layout(layout: int) -> str | None:
-    """None if a store of this layout can be opened (now or after migrating), else why not."""
-    if layout == LAYOUT_VERSION or layout in CONVERTERS:
-        return None
-    return f"unknown store layout version {layout} (this version reads {LAYOUT_VERSION})"
-
-
-def needs_migration(storage: Storage) -> bool:
-    return storage.layout is not None and storage.layout != LAYOUT_VERSION
-
-
-def step(storage: Storage, chunk: int = CHUNK) -> bool:
-    """Convert up to `chunk` values from the saved cursor on. Returns True when finished."""
-    layout = storage.layout
-    if layout is None or layout == LAYOUT_VERSION:
-        return True
-    convert = CONVERTERS[layout]
-    start = storage.get_meta(K_MIGRATE_CURSOR)
-    pairs = storage.keys_from(start, chunk)
-    converted = [(k, convert(v)) for k, v in pairs if not _is_current(v)]
-    if len(pairs) < chunk:
-        storage.write_values(
-            converted, {K_LAYOUT: str(layout + 1).encode(), K_MIGRATE_CURSOR: None}
+def unreadable_reason(meta: Meta, formats: ValueFormats) -> str | None:
+    """Why this version cannot read a store with this meta, or None if it can (now or after
+    migrating)."""
+    for layout in (meta.layout, meta.migrate_from):
+        if layout is not None and layout not in KNOWN_LAYOUTS:
+            known = ", ".join(str(v) for v in sorted(KNOWN_LAYOUTS))
+            return f"unknown store layout version {layout} (this version reads {known})"
+    if meta.value_format is not None and meta.value_format > formats.current:
+        return (
+            f"store values were converted to value format {meta.value_format}, newer than "
+            f"the value_format {formats.current} this store reads"
         )
-        storage.set_layout(layout + 1)
-        log.info("store %s migrated from layout %d to %d", storage.path, layout, layout + 1)
-        return storage.layout == LAYOUT_VERSION
-    cursor = pairs[-1][0] + b"\x00"  # the smallest key after the last one converted
-    storage.write_values(converted, {K_MIGRATE_CURSOR: cursor})
-    return False
+    return None
 
 
-def migrate_all(storage: Storage, chunk: int = CHUNK) -> None:
-    """Eagerly convert the whole store in one go, outside the store thread (offline use)."""
-    while not step(storage, chunk):
-        pass
+def _old_layout_to_current(key: bytes, raw: bytes, start: int) -> bytes:
+    if raw[:1] == bytes([LAYOUT_VERSION]):
+        return raw
+    for layout in range(start, LAYOUT_VERSION):
+        raw = CONVERTERS[layout](raw)
+    return raw
+
+
+class Migration:
+    """A store's eager conversions: layout, then value format. Create it after the store's
+    meta is loaded, call begin() before any record is applied, then step() between batches."""
+
+    def __init__(self, storage: Storage, formats: ValueFormats, topic: str) -> None:
+        self.storage = storage
+        self.formats = formats
+        self.topic = topic
+        self.converted = 0  # values rewritten since this start
+        self.failures = 0  # values a converter raised on (kept as they were)
+        self._converting = False
+
+    def begin(self) -> None:
+        """Record what readers must understand before writing anything that needs it."""
+        storage, current = self.storage, self.formats.current
+        meta = storage.read_meta()
+        if meta.layout is not None and meta.layout < LAYOUT_VERSION:
+            storage.write_values(
+                [], {K_LAYOUT: str(LAYOUT_VERSION).encode(), K_MIGRATE_FROM: b"%d" % meta.layout}
+            )
+            storage.set_layout(LAYOUT_VERSION, meta.layout)
+            log.info("store %s: migrating from layout %d", storage.path, meta.layout)
+        self._converting = meta.converting
+        if self.formats.converters and meta.value_format != current:
+            storage.write_values([], {K_VALUE_FORMAT: b"%d" % current, K_CONVERT_CURSOR: b""})
+            self._converting = True
+            log.info("store %s: converting values to format %d", storage.path, current)
+
+    @property
+    def pending(self) -> bool:
+        return self.storage.migrate_from is not None or self._converting
+
+    @property
+    def describe(self) -> str | None:
+        """What is being converted, for status, or None when nothing is."""
+        if self.storage.migrate_from is not None:
+            return f"layout {self.storage.migrate_from} -> {LAYOUT_VERSION}"
+        if self._converting:
+            return f"value format -> {self.formats.current}"
+        return None
+
+    def step(self, limits: Limits = Limits()) -> bool:
+        """One bounded chunk of the pending conversion. True when nothing is left."""
+        if self.storage.migrate_from is not None:
+            self._layout_step(self.storage.migrate_from, limits)
+        elif self._converting:
+            self._format_step(limits)
+        return not self.pending
+
+    def _layout_step(self, start: int, limits: Limits) -> None:
+        rewrite = functools.partial(_old_layout_to_current, start=start)
+        if self._chunk(K_MIGRATE_CURSOR, rewrite, {K_MIGRATE_FROM: None}, limits):
+            self.storage.set_layout(LAYOUT_VERSION, None)
+            log.info("store %s migrated from layout %d", self.storage.path, start)
+
+    def _format_step(self, limits: Limits) -> None:
+        if self._chunk(K_CONVERT_CURSOR, self._convert, {}, limits):
+            self._converting = False
+            log.info(
+                "store %s: values converted to format %d (%d kept as they were)",
+                self.storage.path,
+                self.formats.current,
+                self.failures,
+            )
+
+    def run(self, limits: Limits = Limits()) -> None:
+        """Convert everything in one go, outside the store thread (offline use)."""
+        self.begin()
+        while not self.step(limits):
+            pass
+
+    def _convert(self, key: bytes, raw: bytes) -> bytes | None:
+        try:
+            return self.formats.rewrite(raw, key, self.topic)
+        except ConversionFailed as exc:
+            self.failures += 1
+            log.warning("kept the stored value as it was: %s", exc)
+        return None
+
+    def _chunk(
+        self,
+        cursor_key: bytes,
+        rewrite: Callable[[bytes, bytes], bytes | None],
+        finish: dict[bytes, bytes | None],
+        limits: Limits,
+    ) -> bool:
+        """Rewrite values from the cursor on, up to the limits; the values and the new cursor
+        (or `finish`, at the end) go in one batch. True when the end was reached."""
+        storage = self.storage
+        pairs = storage.keys_from(storage.get_meta(cursor_key), limits.keys)
+        deadline = time.monotonic() + limits.seconds
+        out: list[tuple[bytes, bytes]] = []
+        done = 0
+        for key, raw in pairs:
+            new = rewrite(key, raw)
+            if new is not None and new is not raw:
+                out.append((key, new))
+            done += 1
+            if time.monotonic() >= deadline:
+                break
+        self.converted += len(out)
+        if done == len(pairs) and len(pairs) < limits.keys:
+            storage.write_values(out, {cursor_key: None, **finish})
+            return True
+        # The smallest key after the last one handled.
+        storage.write_values(out, {cursor_key: pairs[done - 1][0] + b"\x00"})
+        return False

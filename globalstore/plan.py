@@ -76,9 +76,9 @@ def _reason(
 ) -> str | None:
     if meta.layout is None:
         return None if store_is_empty else "store has data but no layout version"
-    layout_problem = migrate.check_layout(meta.layout)
-    if layout_problem is not None:
-        return layout_problem
+    unreadable = migrate.unreadable_reason(meta, config.value_formats())
+    if unreadable is not None:
+        return unreadable
     if meta.topic is not None and meta.topic != config.topic:
         return f"store holds topic {meta.topic!r}, not {config.topic!r}"
     if meta.topic_id and info.topic_id and meta.topic_id != info.topic_id:

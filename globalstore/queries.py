@@ -28,6 +28,8 @@ class StoreQueries:
     _closed: bool = False
     # The point-lookup function: RocksDB's get itself once readable (the hot path).
     _lookup: Callable[[bytes], bytes | None]
+    # codec.decode, or one that converts older value formats (converters.decoder).
+    _decode: codec.Decode = staticmethod(codec.decode)
 
     def _ready_storage(self) -> Storage:
         raise NotImplementedError
@@ -50,7 +52,7 @@ class StoreQueries:
         value cannot be decoded (it names the record it came from)."""
         k = key.encode()
         raw = self._fetch(k)
-        return default if raw is None else codec.decode(raw, k, self.topic)
+        return default if raw is None else self._decode(raw, k, self.topic)
 
     def __getitem__(self, key: str) -> Any:
         value = self.get(key, _MISSING)
@@ -65,7 +67,7 @@ class StoreQueries:
         """Value plus record timestamp, partition and offset, or None if absent."""
         k = key.encode()
         raw = self._fetch(k)
-        return None if raw is None else codec.decode_entry(raw, k, self.topic)
+        return None if raw is None else codec.decode_entry(raw, k, self.topic, self._decode)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
         """{key: value} for the keys present, read with one RocksDB multi-get: all at one
@@ -74,7 +76,7 @@ class StoreQueries:
         wanted = list(keys)
         encoded = [key.encode() for key in wanted]
         raws = self._guard(lambda: self._ready_storage().get_many(encoded))
-        decode, topic = codec.decode, self.topic
+        decode, topic = self._decode, self.topic
         return {
             key: decode(raw, k, topic)
             for key, k, raw in zip(wanted, encoded, raws, strict=True)
@@ -103,7 +105,10 @@ class StoreQueries:
         """(key, value) in key byte order over one point-in-time view; start inclusive, end
         exclusive. Exhaust or close the iterator before close()."""
         scan = self._scan(prefix, start, end, reverse, limit)  # the view is fixed here
-        return self._guarded(codec.decode_items(scan, self.topic))
+        decode, topic = self._decode, self.topic
+        if decode is codec.decode:
+            return self._guarded(codec.decode_items(scan, topic))
+        return self._guarded((k.decode(), decode(raw, k, topic)) for k, raw in scan)
 
     def keys(
         self,
@@ -138,7 +143,8 @@ class StoreQueries:
     ) -> Iterator[codec.Entry]:
         """Entries (key, value, record timestamp, partition, offset), filtered like items()."""
         scan = self._scan(prefix, start, end, reverse, limit)
-        return self._guarded(codec.decode_entry(raw, k, self.topic) for k, raw in scan)
+        decode, topic = self._decode, self.topic
+        return self._guarded(codec.decode_entry(raw, k, topic, decode) for k, raw in scan)
 
     def _scan(
         self,

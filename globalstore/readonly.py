@@ -7,10 +7,13 @@ opened. It never talks to Kafka; status() is what the store's own files say.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from globalstore import codec
 from globalstore.config import RocksDBOptions
+from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import StoreClosed
 from globalstore.queries import StoreQueries
 from globalstore.storage import Storage
@@ -21,8 +24,17 @@ class ReadOnlyStore(StoreQueries):
     """The query methods of GlobalStore over a store directory as last written.
     StorageError if there is no store at `path`."""
 
-    def __init__(self, path: str | Path, rocksdb: RocksDBOptions | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        rocksdb: RocksDBOptions | None = None,
+        *,
+        value_format: int = codec.VALUE_FORMAT_VERSION,
+        converters: Mapping[int, Callable[[Any], Any]] | None = None,
+    ) -> None:
+        """value_format and converters as for GlobalStore: the format queries answer in."""
         self.path = Path(path)
+        self._decode = decoder(ValueFormats(value_format, dict(converters or {})))
         storage = Storage(self.path, rocksdb, read_only=True)
         meta = storage.read_meta()
         storage.load(meta)
@@ -62,6 +74,9 @@ class ReadOnlyStore(StoreQueries):
             connected=False,
             staleness_seconds=None,
             last_error=None,
+            migration=None
+            if storage.migrate_from is None
+            else f"layout {storage.migrate_from} -> {storage.layout}",
         )
 
     def close(self) -> None:

@@ -147,6 +147,7 @@ class Storage:
         self.positions: dict[int, int] = {}
         self.count: int | None = None
         self.layout: int | None = None
+        self.migrate_from: int | None = None  # older layout some values may still be in
         self.restored_at_ms: int | None = None  # of the last completed restore, from meta
         self._recount: _Recount | None = None
         try:
@@ -216,7 +217,7 @@ class Storage:
         with self._state_lock:
             self.positions = {}
             self.count = None
-        self.layout = None
+        self.layout = self.migrate_from = None
         self.restored_at_ms = None
 
     # -- meta --------------------------------------------------------------------------------
@@ -230,7 +231,7 @@ class Storage:
         with self._state_lock:
             self.positions = dict(meta.offsets)
             self.count = meta.count
-        self.layout = meta.layout
+        self.layout, self.migrate_from = meta.layout, meta.migrate_from
         self.restored_at_ms = meta.restored_at_ms
 
     def mark_restored(self, now_ms: int) -> None:
@@ -261,9 +262,9 @@ class Storage:
             self.count = 0
         self.layout = LAYOUT_VERSION
 
-    def set_layout(self, layout: int) -> None:
-        """Adopt the layout a migration has just written to the meta column family."""
-        self.layout = layout
+    def set_layout(self, layout: int, migrate_from: int | None) -> None:
+        """Adopt the layout entries a migration has just written to the meta column family."""
+        self.layout, self.migrate_from = layout, migrate_from
 
     def put_meta(self, key: bytes, value: bytes | None) -> None:
         if value is None:

@@ -5,14 +5,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from globalstore import codec, snapshot
+from globalstore import codec, heal, snapshot
 from globalstore.config import RocksDBOptions, StoreConfig
-from globalstore.errors import BrokerUnavailable, StartTimeout, StoreClosed, StoreNotReady
+from globalstore.converters import decoder
+from globalstore.errors import (
+    BrokerUnavailable,
+    OffsetsOutOfRange,
+    StartTimeout,
+    StoreClosed,
+    StoreNotReady,
+)
 from globalstore.listeners import StoreListener
 from globalstore.queries import StoreQueries
 from globalstore.storage import Storage
@@ -39,6 +46,10 @@ class StoreStatus:
     last_error: str | None
     rebuild_reason: str | None = None  # why this start rebuilt the store from the beginning
     skipped_records: int = 0  # since this start: records whose key is not UTF-8 (logged)
+    migration: str | None = None  # the background conversion under way, e.g. "layout 0 -> 1"
+    migrated_values: int = 0  # values it rewrote since this start
+    conversion_failures: int = 0  # since this start: values a converter raised on (kept)
+    self_heals: int = 0  # since this start: rebuilds beside the store that it switched to
 
 
 class GlobalStore(StoreQueries):
@@ -61,7 +72,11 @@ class GlobalStore(StoreQueries):
         listeners: Sequence[StoreListener] = (),
         rocksdb: RocksDBOptions | None = None,
         bootstrap_from: str | Path | None = None,
+        value_format: int = codec.VALUE_FORMAT_VERSION,
+        converters: Mapping[int, Callable[[Any], Any]] | None = None,
     ) -> None:
+        """`value_format` is the format queries answer in; `converters` maps each older
+        format to a function turning a value of it into the next format (docs/store.md)."""
         config = StoreConfig(
             topic=topic,
             bootstrap_servers=bootstrap_servers,
@@ -70,6 +85,8 @@ class GlobalStore(StoreQueries):
             allow_uncompacted=allow_uncompacted,
             check_topic_config=check_topic_config,
             rocksdb=rocksdb or RocksDBOptions(),
+            value_format=value_format,
+            converters=dict(converters or {}),
         )
         self._init(config, listeners, bootstrap_from)
 
@@ -104,7 +121,11 @@ class GlobalStore(StoreQueries):
         self._applied = threading.Condition()
         self._lifecycle = threading.Lock()
         self._closed = False
+        self._rebuild: heal.Rebuild | None = None  # a rebuild beside the store, under way
+        self._retired: list[Storage] = []  # stores a rebuild replaced: closed with this one
+        self._heals = 0
         self._lookup = self._lookup_unavailable
+        self._decode = decoder(config.value_formats())
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -128,13 +149,14 @@ class GlobalStore(StoreQueries):
             if self._bootstrap_from is not None:
                 snapshot.install(self._bootstrap_from, self.config.path)
             storage = Storage(self.config.path, self.config.rocksdb)
+            heal.adopt_rebuilt(storage)
             # Short broker requests while planning, so a failed start() returns near its
             # timeout.
             rpc_timeout = min(5.0, max(0.5, timeout / 2))
             thread = StoreThread(
                 self.config,
                 storage,
-                self._listeners,
+                (*self._listeners, _OutOfRangeWatch(self)),
                 self._notify_applied,
                 rpc_timeout,
                 self._bootstrap_from,
@@ -189,6 +211,13 @@ class GlobalStore(StoreQueries):
             self._lookup = self._lookup_unavailable
             thread, self._thread = self._thread, None
             storage, self._storage = self._storage, None
+            rebuild, self._rebuild = self._rebuild, None
+            retired, self._retired = self._retired, []
+        if rebuild is not None:
+            rebuild.stop()
+            rebuild.join()
+        for old in retired:
+            old.close()
         if thread is not None:
             thread.stop()
             thread.join()
@@ -277,6 +306,41 @@ class GlobalStore(StoreQueries):
                 f"store for {self.topic!r} is no longer applying records ({status.state.value})"
             ) from status.error
 
+    def _heal(self) -> None:
+        """Called by the store thread as it fails: on offsets out of range, rebuild beside."""
+        thread = self._thread
+        if (
+            self.config.out_of_range != "rebuild"
+            or thread is None
+            or not isinstance(thread.status.error, OffsetsOutOfRange)
+            or thread.status.restored_at_ms is None
+            or self.path != self.config.path  # already serving a rebuilt copy (known limit)
+        ):
+            return
+        log.warning("store %s: rebuilding beside the live copy, which keeps serving", self.path)
+        with self._lifecycle:
+            if self._closed:
+                return
+            self._rebuild = heal.Rebuild(
+                self.config, self._listeners, self._notify_applied, self._adopt
+            )
+            self._rebuild.start()
+
+    def _adopt(self, storage: Storage, thread: StoreThread) -> None:
+        """Answer from the rebuilt copy from now on; the old one closes with the store."""
+        with self._lifecycle:
+            if self._closed or self._storage is None:
+                thread.stop()
+                storage.close()
+                return
+            self._retired.append(self._storage)
+            self._storage, self._thread, self._rebuild = storage, thread, None
+            self._lookup = storage.reader()
+            self.path = storage.path
+            self._heals += 1
+        log.warning("store %s: switched to the copy rebuilt beside it", self.config.path)
+        self._notify_applied()
+
     def _notify_applied(self) -> None:
         with self._applied:
             self._applied.notify_all()
@@ -292,10 +356,11 @@ class GlobalStore(StoreQueries):
         if t.in_sync_at is not None:
             in_sync = t.connected and not any(lag.values())
             staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
+        healing = self._rebuild is not None
         return StoreStatus(
             topic=self.topic,
             path=str(self.path),
-            state=t.state.value,
+            state="rebuilding" if healing else t.state.value,
             ready=t.state is State.RUNNING,
             position=position,
             lag=lag,
@@ -309,7 +374,22 @@ class GlobalStore(StoreQueries):
             last_error=t.last_error,
             rebuild_reason=t.rebuild_reason,
             skipped_records=t.skipped_records,
+            migration=t.migration,
+            migrated_values=t.migrated_values,
+            conversion_failures=t.conversion_failures,
+            self_heals=self._heals,
         )
+
+
+class _OutOfRangeWatch(StoreListener):
+    """Tells the store when its thread fails, so it can heal (heal.py)."""
+
+    def __init__(self, store: GlobalStore) -> None:
+        self.store = store
+
+    def on_state_change(self, topic: str, old: str, new: str) -> None:
+        if new == State.FAILED.value:
+            self.store._heal()
 
 
 def _lag(status: ThreadStatus, positions: Mapping[int, int]) -> dict[int, int]:

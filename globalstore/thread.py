@@ -31,6 +31,7 @@ from globalstore.errors import (
     FatalError,
     GlobalStoreError,
     OffsetsOutOfRange,
+    UnreadableStore,
 )
 from globalstore.health import Health
 from globalstore.listeners import StoreListener, fan_out, wants_changes
@@ -71,6 +72,9 @@ class ThreadStatus:
     restored_at_ms: int | None = None
     rebuild_reason: str | None = None  # of the last rebuild this thread performed
     skipped_records: int = 0  # records not applied because their key is not UTF-8
+    migration: str | None = None  # the background conversion under way, if any
+    migrated_values: int = 0  # values it has rewritten since this start
+    conversion_failures: int = 0  # values a converter raised on (kept as they were)
 
 
 def _client(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any], role: str) -> _C:
@@ -80,6 +84,16 @@ def _client(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any], role:
         return factory(conf)
     except (KafkaException, ValueError, TypeError) as exc:
         raise ConfigurationError(f"the Kafka {role} refused its settings: {exc}") from exc
+
+
+def _migration_status(migration: migrate.Migration | None) -> dict[str, Any]:
+    if migration is None:
+        return {}
+    return {
+        "migration": migration.describe,
+        "migrated_values": migration.converted,
+        "conversion_failures": migration.failures,
+    }
 
 
 def _now_ms() -> int:
@@ -120,6 +134,7 @@ class StoreThread(threading.Thread):
         self._restore_records = 0
         self._restore_began = 0.0
         self._exact_count = True
+        self._migration: migrate.Migration | None = None
         self._migrating = False
         self._recounting = False
         self._last_mark = time.monotonic()
@@ -140,6 +155,7 @@ class StoreThread(threading.Thread):
             restored_at_ms=self._restored_at_ms,
             rebuild_reason=self._rebuild_reason,
             skipped_records=self._skipped,
+            **_migration_status(self._migration),
         )
 
     def _enter(self, state: State) -> None:
@@ -209,6 +225,7 @@ class StoreThread(threading.Thread):
         different from the topic: from the peer snapshot if one was given (checked like any
         store, so an unfit one is wiped in turn), else from the beginning of the topic."""
         storage = self.storage
+        self._refuse_if_unreadable()
         snapshots = [] if self.bootstrap_from is None else [self.bootstrap_from]
         while (rebuild := self._rebuild_reason_now(info, marks)) is not None:
             source = snapshots.pop() if snapshots else None
@@ -227,6 +244,21 @@ class StoreThread(threading.Thread):
         storage.load(meta)
         return plan.plan(meta, info, marks, self.config)
 
+    def _refuse_if_unreadable(self) -> None:
+        if self.config.unreadable_store != "refuse":
+            return
+        try:
+            meta = self.storage.read_meta()
+        except DamagedLayoutError:
+            return  # damage is not a newer version's doing: rebuilt as always
+        reason = migrate.unreadable_reason(meta, self.config.value_formats())
+        if reason is not None:
+            raise UnreadableStore(
+                f"store {self.storage.path}: {reason}. It was left as it is "
+                "(unreadable_store='refuse'): run a version that reads it, or set "
+                "unreadable_store='rebuild' to rebuild it from the topic"
+            )
+
     def _rebuild_reason_now(
         self, info: topic.TopicInfo, marks: Mapping[int, topic.Marks]
     ) -> plan.Rebuild | None:
@@ -241,7 +273,12 @@ class StoreThread(threading.Thread):
         self._end_offsets = dict(restore_plan.end_offsets)
         self._health.high = dict(restore_plan.end_offsets)
         self._exact_count = restore_plan.exact_count
-        self._migrating = migrate.needs_migration(self.storage)
+        # Before any record is applied: the meta must name what readers need first.
+        self._migration = migrate.Migration(
+            self.storage, self.config.value_formats(), self.config.topic
+        )
+        self._migration.begin()
+        self._migrating = self._migration.pending
         name = self.config.topic
         consumer.assign([TopicPartition(name, p, o) for p, o in restore_plan.start_offsets.items()])
         self._restore_began = time.monotonic()
@@ -287,9 +324,9 @@ class StoreThread(threading.Thread):
                 self._track_sync(now)
                 if self._recounting:
                     self._recount_step()
-                elif self._migrating:
+                elif self._migration is not None and self._migrating:
                     # Eager migration in small chunks, in this thread: never races an apply.
-                    self._migrating = not migrate.step(self.storage)
+                    self._migrating = not self._migration.step()
             if now >= next_metadata:
                 next_metadata = now + self.config.metadata_interval
                 self._check_partitions(consumer)
@@ -301,8 +338,9 @@ class StoreThread(threading.Thread):
         if self._state is State.RESTORING:
             msgs: list[Any] = consumer.consume(self.config.restore_batch_size, 0.05)
             return msgs
-        # No waiting while a recount has work to do between batches.
-        first = consumer.poll(0 if self._recounting else self.config.poll_timeout)
+        # No waiting while a recount or a migration has work to do between batches.
+        busy = self._recounting or self._migrating
+        first = consumer.poll(0 if busy else self.config.poll_timeout)
         if first is None:
             return []
         return [first, *consumer.consume(self.config.follow_batch_size, 0)]
@@ -361,13 +399,15 @@ class StoreThread(threading.Thread):
         if err.code() == KafkaError._AUTO_OFFSET_RESET:
             # auto.offset.reset=error: the position is outside the partition's offsets. Going
             # on from anywhere else could keep keys the topic deleted, and rebuilding in place
-            # would serve partial data: stop following, keep serving the last state, and let
-            # the next start() rebuild (the plan sees the offsets out of range).
-            log.error("offsets out of range on %s: %s; restart to rebuild", self.config.topic, err)
+            # would serve partial data: stop following and keep serving the last state; the
+            # store rebuilds beside it (heal.py) or, with out_of_range="stop", the next
+            # start() rebuilds (the plan sees the offsets out of range).
+            log.error("offsets out of range on %s: %s", self.config.topic, err)
             raise OffsetsOutOfRange(
                 f"partition {msg.partition()} of {self.config.topic}: {err}. The topic no longer "
                 "holds the store's position (records deleted or topic recreated); the store "
-                "serves its last state until restarted, which rebuilds it from the beginning"
+                "serves its last state while it rebuilds beside it (out_of_range='rebuild') or "
+                "until restarted (out_of_range='stop')"
             )
         if err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
             # librdkafka looks up the coordinator of the (random) group.id a consumer must

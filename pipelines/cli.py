@@ -14,6 +14,8 @@ from pathlib import Path
 import click
 
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
+from globalstore.converters import import_converter
+from pipelines.topics import require_topic
 
 
 class KeyValue(click.ParamType):
@@ -93,7 +95,6 @@ def run(
     from pipelines import skeleton  # noqa: PLC0415 - pulls in pyspark
     from pipelines.registry import get_pipeline  # noqa: PLC0415
     from pipelines.session import build_session, under_spark_submit  # noqa: PLC0415
-    from pipelines.topics import require_topic  # noqa: PLC0415
 
     verbose = bool(click.get_current_context().find_root().params.get("verbose"))
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
@@ -134,6 +135,58 @@ def run(
     )
     summary = skeleton.run(spark, spec, options)
     click.echo(f"{name}: {summary.describe()}")
+
+
+@pipeline.command("rewrite")
+@_bootstrap_option
+@click.option("--source-topic", required=True, help="The compacted topic to rewrite, e.g. X.v1.")
+@click.option("--target-topic", required=True, help="The new compacted topic, e.g. X.v2.")
+@click.option(
+    "--converter",
+    required=True,
+    metavar="PKG.MODULE:FUNCTION",
+    help="Turns one decoded value into the new format.",
+)
+@click.option(
+    "--value-format",
+    required=True,
+    type=click.IntRange(1, 255),
+    help="The format the converted records declare.",
+)
+@click.option("--kafka-option", "kafka_options", type=KeyValue(), multiple=True, help="As for run.")
+@click.option("--master", default="local[*]", show_default=True, help="Ignored under spark-submit.")
+def rewrite(
+    bootstrap_servers: str,
+    source_topic: str,
+    target_topic: str,
+    converter: str,
+    value_format: int,
+    kafka_options: tuple[tuple[str, str], ...],
+    master: str,
+) -> None:
+    """Rewrite a compacted topic into a new one through a converter (a topic-to-topic
+    migration): latest record per key, converted, with the new format header."""
+    from pipelines import rewrite as job  # noqa: PLC0415 - pulls in pyspark
+    from pipelines.session import build_session  # noqa: PLC0415
+
+    try:
+        convert = import_converter(converter)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--converter") from None
+    require_topic(bootstrap_servers, source_topic, dict(kafka_options), "pipeline run NAME")
+    spark = build_session(master=master, jvm_log=Path(".globalstore", "logs", "spark.log"))
+    written = job.rewrite(
+        spark,
+        bootstrap_servers,
+        source_topic,
+        target_topic,
+        convert,
+        value_format,
+        dict(kafka_options),
+    )
+    click.echo(
+        f"rewrote {written:,} keys of {source_topic} into {target_topic} (format {value_format})"
+    )
 
 
 @pipeline.command("package")

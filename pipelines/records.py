@@ -20,9 +20,14 @@ DLQ_OFFSET_HEADER = "globalstore.dlq.source.offset"
 SINK_COLUMNS = ("key", "value", "topic", "headers")
 
 
+def format_headers(version: int = VALUE_FORMAT_VERSION) -> Column:
+    """The headers column of an output record: its value format (topic contract)."""
+    return sf.array(_header(VALUE_FORMAT_HEADER, sf.lit(str(version))))
+
+
 def output_records(transformed: DataFrame, topic: str) -> DataFrame:
     """(key, value struct or null) -> UTF-8 key, JSON object value or null (tombstone)."""
-    headers = sf.array(_header(VALUE_FORMAT_HEADER, sf.lit(str(VALUE_FORMAT_VERSION))))
+    headers = format_headers()
     return transformed.select(
         # Binary like the dead-letter columns, so both unite into one sink; cast = UTF-8.
         sf.col("key").cast("string").cast("binary").alias("key"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
@@ -26,15 +27,23 @@ def ensure_topics(
     topic's partition count so output parallelism follows input.
     """
     admin = AdminClient({**(kafka_options or {}), "bootstrap.servers": bootstrap_servers})
-    existing = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
+    existing = ensure_target(admin, source, target)
+    if dead_letter not in existing:
+        partitions = len(existing[source].partitions) if source in existing else 1
+        _create(admin, dead_letter, partitions, {"cleanup.policy": "delete"})
+    _wait_until_visible(admin, (target, dead_letter))
+
+
+def ensure_target(admin: AdminClient, source: str, target: str) -> dict[str, Any]:
+    """Create the compacted `target` with `source`'s partition count if missing, refuse it if
+    not compacted; the topics that existed before."""
+    existing: dict[str, Any] = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
     partitions = len(existing[source].partitions) if source in existing else 1
     if target in existing:
         _require_compacted(admin, target)
     else:
         _create(admin, target, partitions, {"cleanup.policy": "compact"})
-    if dead_letter not in existing:
-        _create(admin, dead_letter, partitions, {"cleanup.policy": "delete"})
-    _wait_until_visible(admin, (target, dead_letter))
+    return existing
 
 
 def _require_compacted(admin: AdminClient, topic: str) -> None:

@@ -10,6 +10,7 @@ import click
 from globalstore.cli.demo import demo
 from globalstore.cli.errors import EXPLAINED, explain
 from globalstore.cli.kafka import kafka
+from globalstore.cli.migrate import migrate
 from globalstore.cli.serve import serve
 from globalstore.cli.snapshot import snapshot
 from globalstore.cli.store import register
@@ -57,6 +58,7 @@ def main(verbose: int) -> None:
 
 main.add_command(demo)
 main.add_command(kafka)
+main.add_command(migrate)
 main.add_command(serve)
 main.add_command(snapshot)
 register(main)

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import click
 import orjson
 
+from globalstore.cli.formats import Converters, chain
 from globalstore.cli.settings import parse_settings
 from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.watch import Watcher, watch
@@ -53,11 +54,17 @@ class StoreTarget:
     allow_uncompacted: bool
     skip_topic_config_check: bool
     timeout: float
+    value_format: int | None
+    converter: tuple[str, ...]
+
+    def formats(self) -> tuple[int, Converters]:
+        return chain(self.value_format, self.converter)
 
     def build(
         self, listener: StoreListener | None = None, bootstrap_from: str | None = None
     ) -> GlobalStore:
         """The store these options describe, not started."""
+        value_format, converters = self.formats()
         return GlobalStore(
             topic=self.topic,
             bootstrap_servers=self.bootstrap_servers,
@@ -67,6 +74,8 @@ class StoreTarget:
             check_topic_config=not self.skip_topic_config_check,
             listeners=() if listener is None else (listener,),
             bootstrap_from=bootstrap_from,
+            value_format=value_format,
+            converters=converters,
         )
 
     def open(self, listener: StoreListener | None = None) -> GlobalStore:
@@ -80,7 +89,8 @@ class StoreTarget:
             return self.open()
         except StoreLocked as held:
             click.echo(f"{held}; answering read-only from what it has written", err=True)
-        return ReadOnlyStore(self.path)
+        value_format, converters = self.formats()
+        return ReadOnlyStore(self.path, value_format=value_format, converters=converters)
 
 
 _TARGET_FIELDS = tuple(field.name for field in dataclasses.fields(StoreTarget))
@@ -135,6 +145,18 @@ def _store_options(command: Callable[..., None]) -> Callable[..., None]:
             show_default=True,
             help="Seconds to wait for the broker and the restore.",
         ),
+        click.option(
+            "--value-format",
+            type=click.IntRange(1, 255),
+            help="Value format to answer in (default: one past the converters' formats).",
+        ),
+        click.option(
+            "--converter",
+            multiple=True,
+            metavar="PKG.MODULE:FUNCTION",
+            help="A function turning a value into the next format; repeat in order, oldest "
+            "format first (docs/store.md).",
+        ),
     ]
     wrapped: Callable[..., None] = with_target
     for option in reversed(options):
@@ -151,9 +173,12 @@ class Progress(StoreListener):
     """Restore progress on stderr: a redrawn bar on a terminal, a line every few seconds
     otherwise. Called from the store's thread, which is the only one writing meanwhile."""
 
-    def __init__(self, out: TextIO, tty: bool) -> None:
+    def __init__(
+        self, out: TextIO, tty: bool, doing: str = "restoring", unit: str = "records"
+    ) -> None:
         self.out = out
         self.tty = tty
+        self.doing, self.unit = doing, unit
         self.start: dict[int, int] = {}
         self.end: dict[int, int] = {}
         self.total = 0
@@ -166,7 +191,7 @@ class Progress(StoreListener):
         self.start, self.end = dict(start_offsets), dict(end_offsets)
         self.total = records_between(self.start, self.end)
         self.began = self.last_shown = time.monotonic()
-        self._write(f"restoring {topic}: {self.total:,} records to read")
+        self.write(f"restoring {topic}: {self.total:,} records to read")
 
     def on_batch_restored(self, topic: str, positions: Mapping[int, int], records: int) -> None:
         now = time.monotonic()
@@ -175,30 +200,30 @@ class Progress(StoreListener):
         self.last_shown = now
         reached = {p: min(positions.get(p, s), self.end[p]) for p, s in self.start.items()}
         done = records_between(self.start, reached)
-        self._show(done, now - self.began)
+        self.show(done, now - self.began)
 
     def on_restore_end(self, topic: str, total_records: int, seconds: float) -> None:
         if self.tty and self.total:
-            self._show(self.total, seconds)
+            self.show(self.total, seconds)
             self.out.write("\n")
         rate = total_records / seconds if seconds > 0 else 0.0
-        self._write(f"restored {total_records:,} records in {seconds:.1f}s ({rate:,.0f} records/s)")
+        self.write(f"restored {total_records:,} records in {seconds:.1f}s ({rate:,.0f} records/s)")
 
-    def _show(self, done: int, elapsed: float) -> None:
+    def show(self, done: int, elapsed: float) -> None:
         rate = done / elapsed if elapsed > 0 else 0.0
         eta = (self.total - done) / rate if rate > 0 else None
         eta_text = "?" if eta is None else str(datetime.timedelta(seconds=round(eta)))
         pct = 100.0 * done / self.total if self.total else 100.0
-        text = f"{done:,}/{self.total:,} ({pct:.0f}%) {rate:,.0f} records/s ETA {eta_text}"
+        text = f"{done:,}/{self.total:,} ({pct:.0f}%) {rate:,.0f} {self.unit}/s ETA {eta_text}"
         if self.tty:
             filled = round(_BAR_WIDTH * pct / 100)
             bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
             self.out.write(f"\r[{bar}] {text}")
             self.out.flush()
         else:
-            self._write(f"restoring: {text}")
+            self.write(f"{self.doing}: {text}")
 
-    def _write(self, line: str) -> None:
+    def write(self, line: str) -> None:
         if self.tty:
             self.out.write("\r\x1b[K")  # clear a half-drawn bar first
         self.out.write(line + "\n")
@@ -350,9 +375,16 @@ def _describe(s: StoreStatus) -> str:
         ("lag", "unknown" if s.state == "offline" else _lag(s.lag)),
         ("keys", "unknown" if s.key_count is None else f"{s.key_count:,}"),
         ("layout version", str(s.layout_version)),
+        ("migration", _migration(s)),
         ("last restore", restored),
     ]
     return "\n".join(f"{name + ':':<16}{value}" for name, value in rows)
+
+
+def _migration(s: StoreStatus) -> str:
+    failed = f", {s.conversion_failures:,} kept unconverted" if s.conversion_failures else ""
+    done = f"{s.migrated_values:,} values converted{failed}"
+    return f"{s.migration} ({done})" if s.migration else f"none ({done})"
 
 
 def _lag(lag: Mapping[int, int]) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from globalstore import StoreListener
-from globalstore.codec import encode_key, encode_value, format_headers
+from globalstore.codec import VALUE_FORMAT_VERSION, encode_key, encode_value, format_headers
 
 Record = tuple[str, Any]  # (key, JSON value or None for a tombstone)
 
@@ -27,12 +27,16 @@ def producer(bootstrap: str, **extra: Any) -> Producer:
 
 
 def produce(
-    bootstrap: str, topic: str, records: Iterable[Record], partition: int | None = None
+    bootstrap: str,
+    topic: str,
+    records: Iterable[Record],
+    partition: int | None = None,
+    value_format: int = VALUE_FORMAT_VERSION,
 ) -> None:
-    """Produce (key, value) records and wait until all are acknowledged; fail on any
-    delivery error."""
+    """Produce (key, value) records declaring `value_format` and wait until all are
+    acknowledged; fail on any delivery error."""
     p = producer(bootstrap)
-    headers = format_headers()
+    headers = format_headers(value_format)
     failed: list[str] = []
 
     def on_delivery(err: Any, msg: Any) -> None:

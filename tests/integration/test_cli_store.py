@@ -14,6 +14,7 @@ from globalstore.cli import main
 from globalstore.cli.store import Progress
 from tests.integration.store_support import produce
 from tests.ports import closed_port
+from tests.value_formats import v3
 
 
 def one_line_error(result: Result, *fragments: str) -> None:
@@ -233,3 +234,36 @@ def test_queries_on_a_directory_a_running_store_holds_answer_read_only(
         assert counted.stdout.strip() == "54", counted.output
         status = run(kafka_bootstrap, filled, path, "status", "--json")
         assert orjson.loads(status.stdout)["key_count"] == 54
+
+
+def test_converters_by_name_answer_in_the_current_format(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("a", {"i": 1})])
+    produce(kafka_bootstrap, topic, [("b", {"id": 2, "v": 2})], value_format=2)
+    chain = ["--converter", "tests.value_formats:v1_to_v2"]
+    chain += ["--converter", "tests.value_formats:v2_to_v3"]
+    result = run(kafka_bootstrap, topic, tmp_path / "s", "scan", *chain)
+    assert result.exit_code == 0, result.output
+    lines = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert [line["value"] for line in lines] == [v3(1), v3(2)], lines
+    status = run(kafka_bootstrap, topic, tmp_path / "s", "status", *chain)
+    assert status.exit_code == 0 and "\nmigration:" in status.stdout, status.output
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("tests.value_formats", "expected pkg.module:function"),
+        ("tests.no_such_module:f", "cannot import 'tests.no_such_module'"),
+        ("tests.value_formats:nope", "has no function 'nope'"),
+    ],
+)
+def test_a_converter_that_cannot_be_found_is_a_usage_error(
+    tmp_path: Path, spec: str, says: str
+) -> None:
+    result = CliRunner().invoke(
+        main, ["get", "--topic", "t", "--path", str(tmp_path), "--converter", spec, "k"]
+    )
+    assert result.exit_code == 2 and says in result.output, result.output

@@ -378,7 +378,7 @@ def test_value_in_a_newer_format_is_refused_not_misread(
             list(store.items())
 
 
-def test_topic_recreated_under_a_running_store_stops_it_loudly_then_restart_rebuilds(
+def test_topic_recreated_under_a_running_store_set_to_stop_stops_loudly_then_restart_rebuilds(
     kafka_bootstrap: str,
     kafka_admin: AdminClient,
     make_topic,
@@ -387,7 +387,8 @@ def test_topic_recreated_under_a_running_store_stops_it_loudly_then_restart_rebu
 ) -> None:
     topic = make_topic(partitions=1)
     produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(20)])
-    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s").start(timeout=30)
+    stop = StoreConfig(topic, kafka_bootstrap, tmp_path / "s", out_of_range="stop")
+    store = GlobalStore.from_config(stop).start(timeout=30)
     try:
         kafka_admin.delete_topics([topic])[topic].result(timeout=30)
         _create_when_deleted(kafka_admin, topic)

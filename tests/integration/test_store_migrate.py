@@ -33,8 +33,9 @@ def test_layout_0_store_is_served_and_migrated(
         produce(kafka_bootstrap, topic, [("k00007", {"i": "new"})])
         assert store.wait_for({0: n + 1}, timeout=10)
         deadline = time.monotonic() + 20
-        while store.status().layout_version != LAYOUT_VERSION and time.monotonic() < deadline:
+        while store.status().migration is not None and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert store.status().migration is None, store.status()
         assert store.status().layout_version == LAYOUT_VERSION
         entry = store.get_entry("k00007")
         assert entry is not None and entry.value == {"i": "new"} and entry.offset == n
@@ -42,5 +43,6 @@ def test_layout_0_store_is_served_and_migrated(
     reopened = Storage(tmp_path / "s")
     try:
         assert reopened.read_meta().layout == LAYOUT_VERSION
+        assert reopened.read_meta().migrate_from is None
     finally:
         reopened.close()

@@ -138,3 +138,9 @@ def test_a_target_that_is_not_compacted_is_one_line(kafka_bootstrap: str, make_t
     assert "Traceback" not in result.output and lines[-1].startswith("error: "), result.stderr
     assert f"topic {target!r} has cleanup.policy='delete', not compact" in lines[-1]
     assert "choose another --target-topic" in lines[-1]
+
+
+def test_rewrite_names_a_converter_it_cannot_find_before_spark_starts() -> None:
+    args = ["rewrite", "--source-topic", "a", "--target-topic", "b", "--value-format", "2"]
+    result = CliRunner().invoke(pipeline, [*args, "--converter", "tests.value_formats:nope"])
+    assert result.exit_code == 2 and "has no function 'nope'" in result.output, result.output

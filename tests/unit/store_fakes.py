@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from globalstore.codec import format_headers
+
 
 @dataclass
 class Err:
@@ -24,6 +26,7 @@ class Msg:
     o: int = 0
     ts: int = 1_000
     err: Any = None
+    fmt: int | None = None  # the value format header, if the record declares one
 
     def error(self) -> Any:
         return self.err
@@ -44,11 +47,13 @@ class Msg:
         return (1, self.ts)
 
     def headers(self) -> list[tuple[str, bytes]] | None:
-        return None  # like a record written without the format header
+        return None if self.fmt is None else format_headers(self.fmt)
 
 
-def batch(*records: tuple[str, str | None], p: int = 0, start: int = 0) -> list[Msg]:
+def batch(
+    *records: tuple[str, str | None], p: int = 0, start: int = 0, fmt: int | None = None
+) -> list[Msg]:
     return [
-        Msg(k.encode(), None if v is None else v.encode(), p, start + i)
+        Msg(k.encode(), None if v is None else v.encode(), p, start + i, fmt=fmt)
         for i, (k, v) in enumerate(records)
     ]

@@ -6,8 +6,14 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# What pipelines/ may use of the library: the topic contract, its errors, shared defaults.
-PIPELINES_MAY_USE = {"globalstore.codec", "globalstore.errors", "globalstore.config"}
+# What pipelines/ may use of the library: the topic contract, its errors, shared defaults,
+# and the value format converters (a topic rewrite names its converter like the store does).
+PIPELINES_MAY_USE = {
+    "globalstore.codec",
+    "globalstore.errors",
+    "globalstore.config",
+    "globalstore.converters",
+}
 
 
 def _imports(path: Path) -> set[str]:

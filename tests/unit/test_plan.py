@@ -50,6 +50,8 @@ def _reason(meta: Meta, marks: dict[int, Marks] = MARKS, empty: bool = False) ->
 def test_each_reason_to_rebuild_is_named() -> None:
     assert "no layout" in _reason(Meta(layout=None))
     assert "unknown store layout version 9" in _reason(_meta(layout=9))
+    assert "unknown store layout version 7" in _reason(_meta(migrate_from=7))
+    assert "converted to value format 2" in _reason(_meta(value_format=2))
     assert "not 'orders'" in _reason(_meta(topic="payments"))
     assert "recreated" in _reason(_meta(topic_id="id-0"))
     assert "outside the topic's range [2, 9]" in _reason(_meta(offsets={0: 5, 1: 1}))

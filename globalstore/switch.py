@@ -1,0 +1,187 @@
+"""SwitchingStore: answer from one store, restore another beside it, switch in one step.
+
+For a topic-to-topic migration (X.v1 -> X.v2, rewritten by the pipeline in a new format): the
+application keeps querying the v1 store while the v2 store restores beside it, and every query
+moves to v2 at one instant, once v2 holds everything up to the end offsets it saw when it
+started (contract 4). Each query runs entirely on one store, so an answer is never empty,
+partial or a mix of the two: the active store is read once per call, and a point read that
+meets the old store closing is repeated on the new one. The old store is closed only once no
+scan is open on it, then its directory is removed if asked.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from globalstore.codec import Entry
+from globalstore.errors import StoreClosed
+from globalstore.storage import Storage
+from globalstore.store import GlobalStore, StoreStatus
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+
+class SwitchingStore:
+    """The query methods of the active GlobalStore; switch_to() replaces it by another."""
+
+    def __init__(self, active: GlobalStore) -> None:
+        self._active = active
+        self._closed = False
+        self._scans = {id(active): 0}  # open scans per store: the old one closes at zero
+        self._scans_changed = threading.Condition()
+        self.switched_at: float | None = None  # monotonic time of the last switch
+
+    @property
+    def active(self) -> GlobalStore:
+        return self._active
+
+    def switch_to(
+        self,
+        new: GlobalStore,
+        timeout: float | None = None,
+        *,
+        remove_old: bool = False,
+        started: bool = False,
+    ) -> bool:
+        """Start `new` (not started yet), wait until it has restored, then answer from it.
+        Returns False (still answering from the old store; `new` left restoring, to close or
+        to pass to a later call with started=True) if it is not ready within `timeout`. The
+        old store is closed once its open scans end; with remove_old its directory is removed
+        then."""
+        if not started:
+            new.start(wait=False)
+        if not new.wait_until_ready(timeout):
+            return False
+        with self._scans_changed:
+            old, self._active = self._active, new
+            self._scans.setdefault(id(new), 0)
+        self.switched_at = time.monotonic()
+        log.info("switched queries from %s to %s", old.path, new.path)
+        self._retire(old, remove_old)
+        return True
+
+    def _retire(self, old: GlobalStore, remove: bool) -> None:
+        with self._scans_changed:
+            while self._scans.get(id(old), 0) > 0:
+                self._scans_changed.wait()
+            del self._scans[id(old)]
+        old.close()
+        if remove:
+            shutil.rmtree(old.path)
+            log.info("removed the old store directory %s", old.path)
+
+    def close(self) -> None:
+        self._closed = True
+        self._active.close()
+
+    def __enter__(self) -> SwitchingStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- queries: each runs entirely on one store ------------------------------------------
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._on_active(lambda store: store.get(key, default))
+
+    def __getitem__(self, key: str) -> Any:
+        return self._on_active(lambda store: store[key])
+
+    def __contains__(self, key: object) -> bool:
+        return self._on_active(lambda store: key in store)
+
+    def get_entry(self, key: str) -> Entry | None:
+        return self._on_active(lambda store: store.get_entry(key))
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        wanted = list(keys)
+        return self._on_active(lambda store: store.get_many(wanted))
+
+    def count(self) -> int:
+        return self._on_active(lambda store: store.count())
+
+    def status(self) -> StoreStatus:
+        return self._active.status()
+
+    def items(self, **filters: Any) -> Iterator[tuple[str, Any]]:
+        """As GlobalStore.items (prefix, start, end, reverse, limit): one store's view."""
+        return self._scan(lambda store: store.items(**filters))
+
+    def keys(self, **filters: Any) -> Iterator[str]:
+        return self._scan(lambda store: store.keys(**filters))
+
+    def values(self, **filters: Any) -> Iterator[Any]:
+        return self._scan(lambda store: store.values(**filters))
+
+    def entries(self, **filters: Any) -> Iterator[Entry]:
+        return self._scan(lambda store: store.entries(**filters))
+
+    def _on_active(self, read: Callable[[GlobalStore], _T]) -> _T:
+        """`read` on the active store; again on the new one if a switch closed it meanwhile."""
+        while True:
+            store = self._active
+            try:
+                return read(store)
+            except StoreClosed:
+                if self._closed or self._active is store:
+                    raise
+
+    def _scan(self, open_scan: Callable[[GlobalStore], Iterator[_T]]) -> Iterator[_T]:
+        """A scan of the active store, which stays open until the scan ends."""
+        with self._scans_changed:
+            store = self._active
+            self._scans[id(store)] += 1
+        try:
+            scan = open_scan(store)  # the point-in-time view is taken here
+        except BaseException:
+            self._scan_ended(store)
+            raise
+        return _HeldScan(scan, functools.partial(self._scan_ended, store))
+
+    def _scan_ended(self, store: GlobalStore) -> None:
+        with self._scans_changed:
+            self._scans[id(store)] -= 1
+            self._scans_changed.notify_all()
+
+
+class _HeldScan(Iterator[_T]):
+    """A scan that keeps its store open until it is exhausted, closed or collected."""
+
+    def __init__(self, scan: Iterator[_T], release: Callable[[], None]) -> None:
+        self._scan: Iterator[_T] | None = scan
+        self._release = release
+
+    def __next__(self) -> _T:
+        if self._scan is None:
+            raise StopIteration
+        try:
+            return next(self._scan)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        scan, self._scan = self._scan, None
+        if scan is not None:
+            getattr(scan, "close", lambda: None)()
+            self._release()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def remove_store(path: str | Path) -> None:
+    """Remove a store directory no process holds (StoreLocked if one does); StorageError,
+    and nothing removed, if `path` holds no store."""
+    Storage(path, read_only=True).close()  # StorageError unless a store is there
+    Storage(path).close()  # takes the lock: fails clearly if a process runs the store
+    shutil.rmtree(path)

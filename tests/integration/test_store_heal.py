@@ -1,0 +1,81 @@
+"""A running store whose topic is recreated heals itself: it rebuilds beside the live copy,
+keeps answering from the last complete state meanwhile (readers never see an error, nothing,
+or a mix), switches when the rebuild is complete, counts it, and a restart keeps the copy."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from globalstore import GlobalStore
+from globalstore.heal import BESIDE
+from tests.integration.store_support import produce
+from tests.integration.test_store_hazards import _create_when_deleted
+
+OLD = {f"k{i:03d}": i for i in range(200)}
+# Fewer records than OLD: the new topic ends below the store's position (out of range).
+NEW = {f"n{i:03d}": -i for i in range(50)}
+
+
+class Reader(threading.Thread):
+    def __init__(self, store: GlobalStore) -> None:
+        super().__init__(daemon=True)
+        self.store, self.stop_event = store, threading.Event()
+        self.seen: list[str] = []  # "old" / "new" per answer, in order
+        self.wrong: list[str] = []
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                answer = self.store.get_many(["k007", "n007"])
+            except Exception as exc:
+                self.wrong.append(f"{type(exc).__name__}: {exc}")
+                continue
+            if answer == {"k007": 7}:
+                self.seen.append("old")
+            elif answer == {"n007": -7}:
+                self.seen.append("new")
+            else:
+                self.wrong.append(repr(answer))
+
+
+def test_a_recreated_topic_is_rebuilt_beside_and_switched_to(
+    kafka_bootstrap: str, kafka_admin: AdminClient, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, list(OLD.items()))
+    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s").start(timeout=30)
+    reader = Reader(store)
+    reader.start()
+    states: set[str] = set()
+    try:
+        kafka_admin.delete_topics([topic])[topic].result(timeout=30)
+        _create_when_deleted(kafka_admin, topic)
+        produce(kafka_bootstrap, topic, list(NEW.items()))
+        deadline = time.monotonic() + 60
+        while store.status().self_heals == 0:
+            states.add(store.status().state)
+            assert time.monotonic() < deadline, (states, store.status())
+            time.sleep(0.01)
+        status = store.status()
+        assert status.state == "running" and status.self_heals == 1, status
+        count_seen = len(reader.seen)
+        while len(reader.seen) < count_seen + 50:
+            assert time.monotonic() < deadline, "the reader stopped answering"
+            time.sleep(0.01)
+    finally:
+        reader.stop_event.set()
+        reader.join()
+        store.close()
+    assert not reader.wrong, reader.wrong[:5]
+    first_new = reader.seen.index("new")
+    assert set(reader.seen[:first_new]) == {"old"} and set(reader.seen[first_new:]) == {"new"}
+    assert "rebuilding" in states, states  # status showed it happening
+
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as again:
+        assert again.status().rebuild_reason is None  # the rebuilt copy was adopted
+        assert dict(again.items()) == NEW
+    assert not (tmp_path / "s" / BESIDE).exists()

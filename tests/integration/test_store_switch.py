@@ -1,0 +1,105 @@
+"""A topic-to-topic switch under concurrent queries: every answer comes whole from v1 or whole
+from v2, never empty, partial, failed or mixed, and once a reader has seen v2 it never sees v1
+again. The old directory is removed on request."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+
+from globalstore import GlobalStore, SwitchingStore
+from tests.integration.store_support import produce
+
+N = 2_000
+
+
+def _generation(bootstrap: str, topic: str, gen: int) -> None:
+    produce(bootstrap, topic, [(f"k{i:05d}", {"i": i, "gen": gen}) for i in range(N)])
+
+
+class Reader(threading.Thread):
+    """Point gets, multi-gets and scans until stopped; records every answer's generation."""
+
+    def __init__(self, store: SwitchingStore, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.store, self.rng = store, random.Random(seed)
+        self.stop_event = threading.Event()
+        self.seen: list[int] = []  # generation of each answer, in order
+        self.wrong: list[str] = []
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self._one()
+            except Exception as exc:
+                self.wrong.append(f"{type(exc).__name__}: {exc}")
+
+    def _one(self) -> None:
+        kind = self.rng.randrange(3)
+        if kind == 0:
+            i = self.rng.randrange(N)
+            value = self.store.get(f"k{i:05d}")
+            answers = [] if value is None else [value]
+            expected = 1
+        elif kind == 1:
+            keys = [f"k{self.rng.randrange(N):05d}" for _ in range(20)]
+            answers = list(self.store.get_many(keys).values())
+            expected = len(set(keys))
+        else:
+            answers = [value for _, value in self.store.items(prefix="k00")]
+            expected = 1_000
+        gens = {value["gen"] for value in answers}
+        if len(answers) != expected or len(gens) != 1:
+            self.wrong.append(f"{len(answers)} answers of {expected}, generations {gens}")
+            return
+        self.seen.append(gens.pop())
+
+
+def test_queries_move_from_v1_to_v2_at_one_instant(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    v1_topic, v2_topic = make_topic(partitions=2), make_topic(partitions=3)
+    _generation(kafka_bootstrap, v1_topic, 1)
+    _generation(kafka_bootstrap, v2_topic, 2)
+    v1 = GlobalStore(v1_topic, kafka_bootstrap, tmp_path / "v1").start(timeout=60)
+    with SwitchingStore(v1) as store:
+        readers = [Reader(store, seed) for seed in range(3)]
+        for reader in readers:
+            reader.start()
+        deadline = time.monotonic() + 30
+        while not all(reader.seen for reader in readers):
+            assert time.monotonic() < deadline, "readers did not answer from v1"
+            time.sleep(0.01)
+        v2 = GlobalStore(v2_topic, kafka_bootstrap, tmp_path / "v2")
+        assert store.switch_to(v2, timeout=60, remove_old=True)
+        assert store.active is v2 and not (tmp_path / "v1").exists()
+        counts = [len(reader.seen) for reader in readers]
+        while any(len(r.seen) < c + 20 for r, c in zip(readers, counts, strict=True)):
+            assert time.monotonic() < deadline + 30, "readers stopped answering after the switch"
+            time.sleep(0.01)
+        for reader in readers:
+            reader.stop_event.set()
+            reader.join()
+        for reader in readers:
+            assert not reader.wrong, reader.wrong[:5]
+            first_v2 = reader.seen.index(2)
+            assert set(reader.seen[:first_v2]) == {1} and set(reader.seen[first_v2:]) == {2}
+        assert store.count() == N and store.status().topic == v2_topic
+
+
+def test_a_switch_waits_for_the_new_store_and_gives_up_on_timeout(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    v1_topic = make_topic(partitions=1)
+    _generation(kafka_bootstrap, v1_topic, 1)
+    v1 = GlobalStore(v1_topic, kafka_bootstrap, tmp_path / "v1").start(timeout=60)
+    with SwitchingStore(v1) as store:
+        # A new store that cannot reach a broker never restores: no switch, v1 still answers.
+        unreachable = GlobalStore(v1_topic, "127.0.0.1:1", tmp_path / "v2")
+        try:
+            assert store.switch_to(unreachable, timeout=1.0) is False
+        finally:
+            unreachable.close()
+        assert store.active is v1 and store["k00001"] == {"i": 1, "gen": 1}
