@@ -1,15 +1,18 @@
 """A topic-to-topic switch under concurrent queries: every answer comes whole from v1 or whole
 from v2, never empty, partial, failed or mixed, and once a reader has seen v2 it never sees v1
-again. The old directory is removed on request."""
+again. The old directory is removed on request, and a switch killed half-way leaves the
+old store whole and completes on restart."""
 
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
-from globalstore import GlobalStore, SwitchingStore
+from globalstore import GlobalStore, ReadOnlyStore, SwitchingStore
 from tests.integration.store_support import produce
 
 N = 2_000
@@ -103,3 +106,51 @@ def test_a_switch_waits_for_the_new_store_and_gives_up_on_timeout(
         finally:
             unreachable.close()
         assert store.active is v1 and store["k00001"] == {"i": 1, "gen": 1}
+
+
+_SWITCH_CHILD = """
+import sys, time
+from globalstore import GlobalStore, StoreConfig, StoreListener, SwitchingStore
+
+class Slow(StoreListener):  # a restore of v2 that lasts long enough to be killed in
+    def on_batch_restored(self, topic, positions, records):
+        print("restoring", flush=True)
+        time.sleep(0.05)
+
+v1_topic, v2_topic, bootstrap, root = sys.argv[1:5]
+v1 = GlobalStore(v1_topic, bootstrap, root + "/v1").start(timeout=60)
+v2_config = StoreConfig(v2_topic, bootstrap, root + "/v2", restore_batch_size=100)
+SwitchingStore(v1).switch_to(
+    GlobalStore.from_config(v2_config, listeners=[Slow()]), timeout=120, remove_old=True
+)
+print("switched", flush=True)
+"""
+
+
+def test_a_switch_killed_while_v2_restores_leaves_v1_whole_and_completes_on_restart(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    v1_topic, v2_topic = make_topic(partitions=2), make_topic(partitions=3)
+    _generation(kafka_bootstrap, v1_topic, 1)
+    _generation(kafka_bootstrap, v2_topic, 2)
+    args = [v1_topic, v2_topic, kafka_bootstrap, str(tmp_path)]
+    child = subprocess.Popen(
+        [sys.executable, "-c", _SWITCH_CHILD, *args], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "restoring"
+    finally:
+        child.kill()  # kill -9 in the middle of v2's restore
+        child.wait(timeout=30)
+
+    with ReadOnlyStore(tmp_path / "v1") as old:  # the store queries answered from is whole
+        assert {value["gen"] for value in old.values()} == {1} and old.count() == N
+
+    v1 = GlobalStore(v1_topic, kafka_bootstrap, tmp_path / "v1").start(timeout=60)
+    with SwitchingStore(v1) as store:
+        v2 = GlobalStore(v2_topic, kafka_bootstrap, tmp_path / "v2")
+        assert store.switch_to(v2, timeout=60, remove_old=True)
+        expected = {f"k{i:05d}": {"i": i, "gen": 2} for i in range(N)}
+        assert dict(store.items()) == expected  # nothing lost, nothing twice, no v1 left
+        assert store.count() == N and not (tmp_path / "v1").exists()
