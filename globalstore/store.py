@@ -156,7 +156,7 @@ class GlobalStore(StoreQueries):
             thread = StoreThread(
                 self.config,
                 storage,
-                (*self._listeners, _OutOfRangeWatch(self)),
+                self._thread_listeners(),
                 self._notify_applied,
                 rpc_timeout,
                 self._bootstrap_from,
@@ -314,17 +314,37 @@ class GlobalStore(StoreQueries):
             or thread is None
             or not isinstance(thread.status.error, OffsetsOutOfRange)
             or thread.status.restored_at_ms is None
-            or self.path != self.config.path  # already serving a rebuilt copy (known limit)
         ):
             return
-        log.warning("store %s: rebuilding beside the live copy, which keeps serving", self.path)
         with self._lifecycle:
-            if self._closed:
-                return
+            if self._closed or (self._rebuild is not None and self._rebuild.is_alive()):
+                return  # a rebuild's own thread failing ends that rebuild (heal.Rebuild)
+            log.warning("store %s: rebuilding beside the live copy, which keeps serving", self.path)
             self._rebuild = heal.Rebuild(
-                self.config, self._listeners, self._notify_applied, self._adopt
+                self.config,
+                self._storage_to_rebuild_in(),
+                self._thread_listeners(),
+                self._notify_applied,
+                self._adopt,
             )
             self._rebuild.start()
+
+    def _thread_listeners(self) -> tuple[StoreListener, ...]:
+        """The user's listeners, and the watch that heals whichever thread serves."""
+        return (*self._listeners, _OutOfRangeWatch(self))
+
+    def _storage_to_rebuild_in(self) -> Storage:
+        """An empty store where the live copy is not: <path>/rebuild on the first heal; on
+        later ones, the other place, where the copy the last heal retired still sits."""
+        beside = self.config.path / heal.BESIDE
+        target = beside if self.path == self.config.path else self.config.path
+        for older in self._retired:
+            if older.path == target:
+                # Retired a heal ago: every query since has run on the live copy.
+                self._retired.remove(older)
+                older.wipe()
+                return older
+        return heal.fresh_beside(self.config)
 
     def _adopt(self, storage: Storage, thread: StoreThread) -> None:
         """Answer from the rebuilt copy from now on; the old one closes with the store."""
@@ -356,7 +376,8 @@ class GlobalStore(StoreQueries):
         if t.in_sync_at is not None:
             in_sync = t.connected and not any(lag.values())
             staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
-        healing = self._rebuild is not None
+        rebuild = self._rebuild
+        healing = rebuild is not None and rebuild.is_alive()
         return StoreStatus(
             topic=self.topic,
             path=str(self.path),

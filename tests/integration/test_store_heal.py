@@ -79,3 +79,29 @@ def test_a_recreated_topic_is_rebuilt_beside_and_switched_to(
         assert again.status().rebuild_reason is None  # the rebuilt copy was adopted
         assert dict(again.items()) == NEW
     assert not (tmp_path / "s" / BESIDE).exists()
+
+
+def test_a_store_heals_again_each_time_its_topic_is_recreated(
+    kafka_bootstrap: str, kafka_admin: AdminClient, make_topic, tmp_path: Path
+) -> None:
+    # Each generation ends below the last one's position, so each recreate is out of range;
+    # the third heal rebuilds where the first one did (the two places take turns).
+    generations = [
+        {f"g{g}-{i:03d}": i for i in range(size)} for g, size in enumerate((40, 20, 10, 5))
+    ]
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, list(generations[0].items()))
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s").start(timeout=30) as store:
+        for heals, generation in enumerate(generations[1:], start=1):
+            kafka_admin.delete_topics([topic])[topic].result(timeout=30)
+            _create_when_deleted(kafka_admin, topic)
+            produce(kafka_bootstrap, topic, list(generation.items()))
+            deadline = time.monotonic() + 60
+            while store.status().self_heals < heals:
+                assert time.monotonic() < deadline, (heals, store.status())
+                time.sleep(0.05)
+            assert dict(store.items()) == generation, heals
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as again:
+        assert again.status().rebuild_reason is None  # the newest copy was kept
+        assert dict(again.items()) == generations[-1]
+    assert not (tmp_path / "s" / BESIDE).exists()
