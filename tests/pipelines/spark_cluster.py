@@ -43,7 +43,12 @@ class Cluster:
 @contextmanager
 def standalone_cluster(scratch: Path, env: Mapping[str, str]) -> Iterator[Cluster]:
     port, ui_port, worker_ui = free_port(), free_port(), free_port()
-    daemon_env = {**env, "SPARK_HOME": str(SPARK_HOME), "SPARK_DAEMON_MEMORY": "256m"}
+    daemon_env = {
+        **env,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_DAEMON_MEMORY": "256m",
+        "SPARK_LOCAL_IP": HOST,  # the web UIs bind all interfaces unless told loopback
+    }
     cluster = Cluster(f"spark://{HOST}:{port}", f"http://{HOST}:{ui_port}", scratch / "work")
     master = _daemon(
         scratch / "master.log",
@@ -83,9 +88,11 @@ def _daemon(
 
 
 def _try_state(cluster: Cluster) -> dict[str, Any]:
+    """The master's state, or {} while it is not up: no answer yet, or (seen on a loaded
+    machine, in the instant before it is elected leader) its HTML page instead of JSON."""
     try:
         return cluster.state()
-    except OSError:
+    except (OSError, ValueError):
         return {}
 
 
