@@ -48,6 +48,7 @@ from globalstore.meta import (
     offset_key,
     parse_meta,
 )
+from globalstore.native_restore import NativeRestorer
 
 log = logging.getLogger(__name__)
 
@@ -309,7 +310,29 @@ class Storage:
         wb = rocksdict.WriteBatch(raw_mode=True)
         out = Applied()
         nexts: dict[int, int] = {}
-        live = out.changed = _fill(wb, messages, out, nexts, exact_count or changes)
+        out.changed = _fill(wb, messages, out, nexts, exact_count or changes)
+        out.records = len(messages) - len(out.events)
+        return self._commit(wb, out, nexts, exact_count, now_ms)
+
+    def apply_native(self, restorer: NativeRestorer, timeout: float, now_ms: int) -> Applied:
+        """A bulk apply (exact_count=False, no changes listed) of the batch the C loop
+        consumes, written exactly as apply() writes the same records."""
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        out = Applied()
+        nexts: dict[int, int] = {}
+        out.records = restorer.fill(wb.put, wb.delete, nexts, out.events, out.skipped, timeout)
+        return self._commit(wb, out, nexts, False, now_ms)
+
+    def _commit(
+        self,
+        wb: rocksdict.WriteBatch,
+        out: Applied,
+        nexts: dict[int, int],
+        exact_count: bool,
+        now_ms: int,
+    ) -> Applied:
+        """Add the moved offsets and the count to `wb` and write it."""
+        live = out.changed
         with self._state_lock:
             moved = {p: o for p, o in nexts.items() if o > self.positions.get(p, -1)}
         if not moved:
@@ -333,7 +356,6 @@ class Storage:
         else:
             wb.put(K_COUNT, I64.pack(new_count), meta_cf)
         self._write(wb, self._logged if exact_count else self._unlogged)
-        out.records = len(messages) - len(out.events)
         with self._state_lock:
             self.positions.update(moved)
             self.count = new_count

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from globalstore import migrate, plan, snapshot, topic
+from globalstore import migrate, native_restore, plan, snapshot, topic
 from globalstore.config import StoreConfig
 from globalstore.errors import (
     BrokerUnavailable,
@@ -36,6 +36,7 @@ from globalstore.errors import (
 from globalstore.health import Health
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.meta import DamagedLayoutError
+from globalstore.native_restore import NativeRestorer
 from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ class StoreThread(threading.Thread):
         self._migrating = False
         self._recounting = False
         self._last_mark = time.monotonic()
+        self._native: NativeRestorer | None = None  # the C loop, during a bulk restore
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -188,6 +190,8 @@ class StoreThread(threading.Thread):
                 log.exception("store thread for %s died", self.config.topic)
         finally:
             self.ready.set()
+            if self._native is not None:
+                self._native.close()
             if consumer is not None:
                 consumer.close()
 
@@ -280,7 +284,9 @@ class StoreThread(threading.Thread):
         self._migration.begin()
         self._migrating = self._migration.pending
         name = self.config.topic
-        consumer.assign([TopicPartition(name, p, o) for p, o in restore_plan.start_offsets.items()])
+        self._native = self._native_restorer(restore_plan)
+        if self._native is None:
+            consumer.assign([TopicPartition(name, p, o) for p, o in self._start_offsets.items()])
         self._restore_began = time.monotonic()
         self._enter(State.RESTORING)
         log.info(
@@ -292,16 +298,52 @@ class StoreThread(threading.Thread):
             "" if restore_plan.exact_count else " (bulk: keys recounted once ready)",
         )
         self.listener.on_restore_start(name, restore_plan.start_offsets, restore_plan.end_offsets)
-        self._maybe_ready()
+        self._maybe_ready(consumer)
+
+    def _native_restorer(self, restore_plan: plan.Plan) -> NativeRestorer | None:
+        """The C loop for a bulk restore (docs/store.md, "Restore"), or None: the Python
+        loop restores when the count is exact, a listener wants the changes, the C loop is
+        turned off or not built, or a setting is a Python callable."""
+        if restore_plan.exact_count or self._report_changes or not self.config.native_restore:
+            return None
+        conf = native_restore.native_settings(self._consumer_config())
+        why = native_restore.load() or (None if conf else "a Kafka setting is a Python callable")
+        if why is not None or conf is None:
+            log.info("restoring %s with the Python loop: %s", self.config.topic, why)
+            return None
+        log.info("restoring %s with the C loop", self.config.topic)
+        return NativeRestorer(
+            conf, self.config.topic, restore_plan.start_offsets, self.config.restore_batch_size
+        )
+
+    def _hand_over(self, consumer: Consumer) -> None:
+        """Restored: close the C loop's consumer and follow from where it stopped."""
+        if self._native is None:
+            return
+        self._native.close()
+        self._native = None
+        positions, _ = self.storage.snapshot_state()
+        consumer.assign(
+            [
+                TopicPartition(self.config.topic, p, max(positions.get(p, start), start))
+                for p, start in self._start_offsets.items()
+            ]
+        )
 
     def _loop(self, consumer: Consumer) -> None:
         next_metadata = time.monotonic() + self.config.metadata_interval
         next_progress = time.monotonic() + _PROGRESS_LOG_INTERVAL
         while not self._stop_event.is_set():
-            batch = self._next_batch(consumer)
-            applied = self.storage.apply(
-                batch, self._exact_count, _now_ms(), changes=self._report_changes
-            )
+            if self._native is not None:
+                consumer.poll(0)  # serves the health callbacks; it has nothing assigned yet
+                applied = self.storage.apply_native(self._native, 0.05, _now_ms())
+            else:
+                applied = self.storage.apply(
+                    self._next_batch(consumer),
+                    self._exact_count,
+                    _now_ms(),
+                    changes=self._report_changes,
+                )
             for event in applied.events:
                 self._on_event(event)
             if applied.skipped:
@@ -319,7 +361,7 @@ class StoreThread(threading.Thread):
                     if now >= next_progress:
                         next_progress = now + _PROGRESS_LOG_INTERVAL
                         self._log_progress(positions)
-                self._maybe_ready()
+                self._maybe_ready(consumer)
             else:
                 self._track_sync(now)
                 if self._recounting:
@@ -327,7 +369,7 @@ class StoreThread(threading.Thread):
                 elif self._migration is not None and self._migrating:
                     # Eager migration in small chunks, in this thread: never races an apply.
                     self._migrating = not self._migration.step()
-            if now >= next_metadata:
+            if now >= next_metadata and self._native is None:
                 next_metadata = now + self.config.metadata_interval
                 self._check_partitions(consumer)
             self._publish()
@@ -347,10 +389,11 @@ class StoreThread(threading.Thread):
 
     # -- restore completion ------------------------------------------------------------------
 
-    def _maybe_ready(self) -> None:
+    def _maybe_ready(self, consumer: Consumer) -> None:
         positions, _ = self.storage.snapshot_state()
         if any(positions.get(p, 0) < end for p, end in self._end_offsets.items()):
             return
+        self._hand_over(consumer)
         if not self._exact_count:
             # Counting 1M keys takes about a second: do it after ready, in chunks between
             # follow batches. From here on every apply is exact and adds its change to it.

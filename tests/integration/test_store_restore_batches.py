@@ -1,7 +1,7 @@
 """A cold restore equals the topic however its producer wrote it: small or large batches,
 lz4 or zstd compression, transactions (committed and aborted). Each topic holds more records
 than bulk_restore_threshold, so the restore takes the bulk path (no key lookups, no
-write-ahead log) that cold restores of real topics take."""
+write-ahead log) that cold restores of real topics take, in the C loop and in the Python one."""
 
 from __future__ import annotations
 
@@ -69,10 +69,10 @@ def topic_content(bootstrap: str, topic: str) -> dict[str, Any]:
     return folded
 
 
-def assert_restore_equals_topic(bootstrap: str, topic: str, path: Path) -> None:
+def assert_restore_equals_topic(bootstrap: str, topic: str, path: Path, native: bool) -> None:
     expected = topic_content(bootstrap, topic)
     assert expected, "the topic folded to nothing: the case tests nothing"
-    config = StoreConfig(topic=topic, bootstrap_servers=bootstrap, path=path)
+    config = StoreConfig(topic=topic, bootstrap_servers=bootstrap, path=path, native_restore=native)
     with GlobalStore.from_config(config) as store:
         assert store.position() == end_offsets(bootstrap, topic)
         got = dict(store.items())
@@ -85,9 +85,13 @@ def assert_restore_equals_topic(bootstrap: str, topic: str, path: Path) -> None:
         assert store.count() == len(expected)
 
 
+LOOPS = pytest.mark.parametrize("native", [True, False], ids=["C loop", "Python loop"])
+
+
+@LOOPS
 @pytest.mark.parametrize("writer", sorted(WRITERS))
 def test_cold_restore_equals_the_topic(
-    writer: str, kafka_bootstrap: str, make_topic, tmp_path: Path
+    writer: str, native: bool, kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
     topic = make_topic(partitions=PARTITIONS)
     p = producer(kafka_bootstrap, **WRITERS[writer])
@@ -100,11 +104,12 @@ def test_cold_restore_equals_the_topic(
             except BufferError:
                 p.poll(0.05)
     assert p.flush(30) == 0, "records left unacknowledged"
-    assert_restore_equals_topic(kafka_bootstrap, topic, tmp_path / "s")
+    assert_restore_equals_topic(kafka_bootstrap, topic, tmp_path / "s", native)
 
 
+@LOOPS
 def test_cold_restore_of_transactional_batches(
-    kafka_bootstrap: str, make_topic, tmp_path: Path
+    native: bool, kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
     """Committed transactions count, aborted ones do not, and the markers between them are
     offsets the restore must step over to reach the end."""
@@ -148,4 +153,4 @@ def test_cold_restore_of_transactional_batches(
     assert tx.flush(30) == 0
     tx.abort_transaction(30)
     produce(kafka_bootstrap, topic, [("plain", {"after": "transactions"})])
-    assert_restore_equals_topic(kafka_bootstrap, topic, tmp_path / "s")
+    assert_restore_equals_topic(kafka_bootstrap, topic, tmp_path / "s", native)

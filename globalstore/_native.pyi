@@ -1,0 +1,30 @@
+# Types of the C module built from _native.c (see native_restore.py for its use).
+from collections.abc import Callable
+from typing import Any
+
+def load(path: str) -> None: ...
+
+class Restorer:
+    def __init__(
+        self,
+        conf: dict[str, str],
+        topic: str,
+        offsets: dict[int, int],
+        capacity: int,
+        layout: int,
+        declared_name: str,
+        declared_value: bytes,
+        current_format: int,
+        undeclared_format: int,
+        value_format: Callable[[Any], int],
+    ) -> None: ...
+    def fill(
+        self,
+        put: Callable[[bytes, bytes], object],
+        delete: Callable[[bytes], object],
+        nexts: dict[int, int],
+        events: list[tuple[int, int, int, str, bool]],
+        skipped: list[tuple[int, int, bytes]],
+        timeout_ms: int,
+    ) -> int: ...
+    def close(self) -> None: ...

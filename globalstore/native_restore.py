@@ -1,0 +1,136 @@
+"""The C bulk-restore loop (globalstore/_native.c) behind a small Python face.
+
+A cold restore spends most of its CPU turning records into confluent-kafka Message objects
+and reading them back (docs/benchmarks.md, issue 14). The C loop consumes with a consumer of
+its own, in the same librdkafka library confluent-kafka loaded, and writes each record to
+the WriteBatch directly. It serves bulk restores only: once the restore reaches its end
+offsets it is closed and the store thread's own consumer follows from there.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError  # also maps confluent-kafka's librdkafka
+
+from globalstore.codec import LAYOUT_VERSION, VALUE_FORMAT_VERSION, format_headers, value_format
+
+try:
+    from globalstore import _native
+
+    BUILT = True
+except ImportError:  # not compiled (no C compiler where the package was installed)
+    BUILT = False
+
+# The store thread's health callbacks and log routing are Python callables; the C consumer
+# has its errors reported as events instead (NativeEvent), and no statistics.
+_PYTHON_ONLY_SETTINGS = ("stats_cb", "error_cb", "logger", "statistics.interval.ms")
+
+
+class NativeEvent:
+    """A consumer event from the C loop, shaped like the confluent-kafka Message that carries
+    an error, so the store thread handles both alike."""
+
+    __slots__ = ("_error", "_offset", "_partition")
+
+    def __init__(self, code: int, partition: int, offset: int, reason: str, fatal: bool) -> None:
+        self._error = KafkaError(code, reason, fatal=fatal)
+        self._partition = partition
+        self._offset = offset
+
+    def error(self) -> KafkaError:
+        return self._error
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+
+class NativeRestorer:
+    """A consumer assigned at `offsets` whose fill() writes one consumed batch through a
+    WriteBatch's put and delete exactly as storage._fill writes confluent-kafka's messages."""
+
+    def __init__(
+        self, conf: Mapping[str, str], topic: str, offsets: Mapping[int, int], batch_size: int
+    ) -> None:
+        if not BUILT:
+            raise RuntimeError("globalstore._native is not built")
+        [(name, declared)] = format_headers()
+        self._restorer = _native.Restorer(
+            conf=dict(conf),
+            topic=topic,
+            offsets=dict(offsets),
+            capacity=batch_size,
+            layout=LAYOUT_VERSION,
+            declared_name=name,
+            declared_value=declared,
+            current_format=VALUE_FORMAT_VERSION,
+            undeclared_format=value_format(None),
+            value_format=value_format,
+        )
+
+    def fill(
+        self,
+        put: Callable[[bytes, bytes], object],
+        delete: Callable[[bytes], object],
+        nexts: dict[int, int],
+        events: list[Any],
+        skipped: list[tuple[int, int, bytes]],
+        timeout: float,
+    ) -> int:
+        """Consume one batch (waiting up to `timeout` s for the first record) and write it;
+        returns the number of records (events not counted)."""
+        raw: list[tuple[int, int, int, str, bool]] = []
+        records = self._restorer.fill(put, delete, nexts, raw, skipped, int(timeout * 1000))
+        events.extend(NativeEvent(*event) for event in raw)
+        return records
+
+    def close(self) -> None:
+        self._restorer.close()
+
+
+def native_settings(conf: Mapping[str, Any]) -> dict[str, str] | None:
+    """The consumer settings as librdkafka strings, or None when one of them is a Python
+    callable the C consumer cannot call (an oauth_cb, say): the Python loop restores then."""
+    out: dict[str, str] = {}
+    for name, value in conf.items():
+        if name in _PYTHON_ONLY_SETTINGS:
+            continue
+        if callable(value):
+            return None
+        out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+@functools.cache
+def load() -> str | None:
+    """Resolve librdkafka in the C module; None when ready, else why the Python loop runs."""
+    if not BUILT:
+        return "the C restore loop is not built"
+    path = _librdkafka_path()
+    if path is None:
+        return "librdkafka's shared library was not found"
+    try:
+        _native.load(path)
+    except OSError as exc:
+        return str(exc)
+    return None
+
+
+def _librdkafka_path() -> str | None:
+    """The librdkafka confluent-kafka runs on: the one its extension mapped into this
+    process (a wheel bundles its own copy), else the system's."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            for line in maps:
+                path = line.split(maxsplit=5)[-1].strip()
+                if "librdkafka" in path.rsplit("/", 1)[-1]:
+                    return path
+    except OSError:
+        pass  # not Linux
+    return ctypes.util.find_library("rdkafka")
