@@ -49,7 +49,7 @@ from peers import peak_rss_mb
 
 from globalstore import GlobalStore, StoreListener
 from globalstore.codec import encode_key, encode_value, format_headers
-from globalstore.config import StoreConfig
+from globalstore.config import RocksDBOptions, StoreConfig
 from globalstore.localkafka import LocalKafka, free_port
 from globalstore.thread import StoreThread
 from globalstore.topic import end_offsets
@@ -198,10 +198,21 @@ class Counter(StoreListener):
 
 
 def open_store(
-    bootstrap: str, topic: str, path: Path, listener: Counter | None = None, native: bool = True
+    bootstrap: str,
+    topic: str,
+    path: Path,
+    listener: Counter | None = None,
+    native: bool = True,
+    rocksdb: RocksDBOptions | None = None,
 ) -> GlobalStore:
     listeners = () if listener is None else (listener,)
-    config = StoreConfig(topic=topic, bootstrap_servers=bootstrap, path=path, native_restore=native)
+    config = StoreConfig(
+        topic=topic,
+        bootstrap_servers=bootstrap,
+        path=path,
+        native_restore=native,
+        rocksdb=rocksdb or RocksDBOptions(),
+    )
     return GlobalStore.from_config(config, listeners=listeners).start(timeout=900)
 
 
@@ -368,18 +379,21 @@ def gets_under_follow(
     return out, applied
 
 
-def rss_probe(bootstrap: str, topic: str, keys: int) -> dict[str, float]:
+def rss_probe(bootstrap: str, topic: str, keys: int, reads: str) -> dict[str, float]:
     """Run in a fresh process: cold restore, 200k gets and a full scan; peak RSS in MB after
-    each stage, the restore's records/s and the store's size on disk (MB) once closed."""
+    each stage, the restore's records/s, the gets/s and the store's size on disk (MB) once
+    closed. reads: "default", or how table files are read, "mmap" or "pread"."""
     path = Path(tempfile.mkdtemp(prefix="bench-rss-"))
     out = {"imports": peak_rss_mb()}
+    rocksdb = None if reads == "default" else RocksDBOptions(mmap_reads=reads == "mmap")
     try:
         counter = Counter()
-        store = open_store(bootstrap, topic, path / "s", counter)
+        store = open_store(bootstrap, topic, path / "s", counter, rocksdb=rocksdb)
         out["restore"] = peak_rss_mb()
         out["restore_rate"] = counter.records / counter.seconds
         rng = random.Random(3)
-        gets_per_second(store, [key_of(rng.randrange(keys)) for _ in range(200_000)])
+        keys_to_get = [key_of(rng.randrange(keys)) for _ in range(200_000)]
+        out["gets_rate"] = gets_per_second(store, keys_to_get)[0]
         out["gets"] = peak_rss_mb()
         for _ in store.items():
             pass
@@ -394,10 +408,10 @@ def rss_probe(bootstrap: str, topic: str, keys: int) -> dict[str, float]:
 RSS_STAGES = ("imports", "restore", "gets", "scan")
 
 
-def probe(bootstrap: str, topic: str, keys: int) -> dict[str, float]:
+def probe(bootstrap: str, topic: str, keys: int, reads: str = "default") -> dict[str, float]:
     """rss_probe in a fresh process."""
     done = subprocess.run(
-        [sys.executable, __file__, "--rss-probe", bootstrap, topic, str(keys)],
+        [sys.executable, __file__, "--rss-probe", bootstrap, topic, str(keys), reads],
         check=True,
         capture_output=True,
         text=True,
@@ -406,29 +420,40 @@ def probe(bootstrap: str, topic: str, keys: int) -> dict[str, float]:
     return stages
 
 
+READS = ("pread", "mmap")  # how RocksDB reads table files (RocksDBOptions.mmap_reads)
+
+
 def scaling(bootstrap: str, sizes: list[int], rounds: int) -> None:
-    """Restore rate, peak RSS and disk per key at each size: one topic per size, probes
-    alternating between sizes round by round; prints a table."""
+    """Restore rate, peak RSS, gets/s and disk per key at each size, with table files read by
+    pread and by mmap: one topic per size, fresh store-only process per probe, alternating
+    sizes and read modes round by round; prints a table of medians."""
     topics = {}
     for keys in sizes:
         topics[keys] = f"bench-scale-{keys}-{uuid.uuid4().hex[:6]}"
         create_topic(bootstrap, topics[keys])
         log(f"producing {keys:,} keys into {topics[keys]}")
         fill_topic(bootstrap, topics[keys], keys, "small batches")
-    runs: dict[int, list[dict[str, float]]] = {keys: [] for keys in sizes}
+    runs: dict[tuple[int, str], list[dict[str, float]]] = {
+        (keys, reads): [] for keys in sizes for reads in READS
+    }
     for r in range(rounds):
         for keys in sizes:
-            runs[keys].append(probe(bootstrap, topics[keys], keys))
-            log(f"round {r + 1}, {keys:,} keys: {runs[keys][-1]}")
-    print("| keys | cold restore (store-only process) | peak RSS | disk | disk per key |")
-    print("|---|---|---|---|---|")
-    for keys, probes in runs.items():
-        rate = median([p["restore_rate"] for p in probes])
-        rss = median([p["scan"] for p in probes])
-        disk = median([p["disk_mb"] for p in probes])
+            for reads in READS if r % 2 == 0 else READS[::-1]:
+                runs[keys, reads].append(probe(bootstrap, topics[keys], keys, reads))
+                log(f"round {r + 1}, {keys:,} keys, {reads}: {runs[keys, reads][-1]}")
+    print(
+        "| keys | table files read by | cold restore | peak RSS after restore "
+        "| after gets + scan | gets/s | disk | disk per key |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for (keys, reads), probes in runs.items():
+        rate, before, after, gets, disk = (
+            median([p[stat] for p in probes])
+            for stat in ("restore_rate", "restore", "scan", "gets_rate", "disk_mb")
+        )
         print(
-            f"| {keys:,} | {rate:,.0f} rec/s | {rss:,.0f} MB | {disk:,.0f} MB | "
-            f"{disk * 2**20 / keys:,.0f} B |"
+            f"| {keys:,} | {reads} | {rate:,.0f} rec/s | {before:,.0f} MB | {after:,.0f} MB "
+            f"| {gets:,.0f} | {disk:,.0f} MB | {disk * 2**20 / keys:,.0f} B |"
         )
 
 
@@ -809,7 +834,7 @@ def main() -> None:
         background_writer(bootstrap, topic, int(keys), int(rate), stop)
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--rss-probe":
-        print(json.dumps(rss_probe(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+        print(json.dumps(rss_probe(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=1_000_000)
