@@ -31,10 +31,12 @@ class RocksDBOptions:
     compression: str = "lz4"  # "none" | "snappy" | "lz4" | "zstd"
     max_background_jobs: int = 2
     max_open_files: int = 512
-    # Read table files through mmap rather than pread: a point get that misses the block
-    # cache skips a system call and a copy (+25 % gets/s at 1M keys, measured). The mapped
-    # pages are clean page cache the kernel may drop at will, but they count in RSS.
-    mmap_reads: bool = True
+    # Read table files through pread (False) or mmap (True). mmap makes a get that misses
+    # the block cache skip a system call and a copy (+25 % gets/s at 1M keys, about 2x at
+    # 4M), but every mapped page a get touches counts in RSS, which then grows with the
+    # store (291 MB at 1M keys, 421 MB at 4M, against 175 and 207 MB with pread;
+    # docs/benchmarks.md). pread keeps memory bounded by the caches whatever the key count.
+    mmap_reads: bool = False
 
     def to_options(self) -> rocksdict.Options:
         """Build rocksdict Options in raw mode: bytes in, bytes out, nothing pickled."""
