@@ -796,6 +796,8 @@ def run(args: argparse.Namespace, bootstrap: str, kafka_version: str, workdir: P
         "consume(10000, 50 ms) batches without touching the messages, with librdkafka's default "
         "fetch settings plus fetch.queue.backoff.ms=10 (the fastest loop found; the default "
         "1 s backoff idles it). The next row is the same loop with the store's own settings.",
+        "globalstore cold restore: the default store, whose bulk restore runs the C loop "
+        "(docs/store.md); the Python-loop row is the same store with native_restore=False.",
         "Peers, each in a fresh process on the same topic: ktables 2.0.0 (aiokafka into a dict, "
         "values kept as bytes: no decoding) and Kafka Streams 4.1.1 `globalTable` into RocksDB "
         "(benchmarks/streams-peer, default settings, read_committed, start() to RUNNING).",
