@@ -9,6 +9,7 @@ data directory. tests/kafka_source.py has the details.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -58,9 +59,29 @@ def make_topic(kafka_admin: AdminClient, request: pytest.FixtureRequest) -> Topi
             [NewTopic(name, num_partitions=partitions, replication_factor=1, config=settings)]
         )
         futures[name].result(timeout=30)
+        wait_until_served(kafka_admin, name, partitions)
         return name
 
     return create
+
+
+def wait_until_served(admin: AdminClient, topic: str, partitions: int) -> None:
+    """Until the broker's metadata lists every partition with a leader: CreateTopics returns
+    once the controller has the topic, and on a loaded machine a request right after it
+    (DescribeConfigs, a produce) could still meet UNKNOWN_TOPIC_OR_PART."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = admin.list_topics(topic, timeout=10).topics.get(topic)
+        served = (
+            found is not None
+            and found.error is None
+            and len(found.partitions) == partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
+        )
+        if served:
+            return
+        assert time.monotonic() < deadline, f"topic {topic} not served after 30 s: {found}"
+        time.sleep(0.05)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
