@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -118,28 +119,61 @@ def container_environment(port: int) -> dict[str, str]:
 @contextlib.contextmanager
 def kafka_container(image: str) -> Iterator[str]:
     from testcontainers.core.config import testcontainers_config  # noqa: PLC0415
-    from testcontainers.core.container import DockerContainer  # noqa: PLC0415
-    from testcontainers.core.wait_strategies import LogMessageWaitStrategy  # noqa: PLC0415
 
     client = docker_client()
     if image_missing(client, testcontainers_config.ryuk_image) is not None:
         # Ryuk removes containers a crashed run left behind; without its image the
         # container is still removed when this context ends.
         testcontainers_config.ryuk_disabled = True
-    # The advertised address must be known before the broker starts: publish the client
-    # port under the same number, on 127.0.0.1 only.
+    container, port = _started_container(client, image)
+    try:
+        bootstrap = f"127.0.0.1:{port}"
+        wait_for_broker(bootstrap)
+        log.info("tests use the %s container at %s", image, bootstrap)
+        yield bootstrap
+    finally:
+        container.stop()
+
+
+_PORT_ATTEMPTS = 5
+
+
+def _started_container(client: Any, image: str) -> tuple[Any, int]:
+    """The broker container, started, and its client port. The advertised address must be
+    known before the broker starts, so the port is picked here and published under the same
+    number on 127.0.0.1: if something took it in between, start again on another one."""
+    import docker.errors  # noqa: PLC0415
+
+    for _ in range(_PORT_ATTEMPTS - 1):
+        port, name = free_port(), f"globalstore-test-kafka-{uuid.uuid4().hex[:8]}"
+        try:
+            return _start_container(image, port, name), port
+        except docker.errors.APIError as exc:
+            if not _port_taken(exc):
+                raise
+            log.info("port %d was taken before the container bound it: %s", port, exc)
+            with contextlib.suppress(docker.errors.NotFound):
+                client.containers.get(name).remove(force=True)
     port = free_port()
-    container = DockerContainer(image).waiting_for(
+    return _start_container(image, port, f"globalstore-test-kafka-{uuid.uuid4().hex[:8]}"), port
+
+
+def _start_container(image: str, port: int, name: str) -> Any:
+    from testcontainers.core.container import DockerContainer  # noqa: PLC0415
+    from testcontainers.core.wait_strategies import LogMessageWaitStrategy  # noqa: PLC0415
+
+    container = DockerContainer(image, name=name).waiting_for(
         LogMessageWaitStrategy(_STARTED_LINE).with_startup_timeout(_START_TIMEOUT_S)
     )
     for key, value in container_environment(port).items():
         container.with_env(key, value)
     container.ports[f"{port}/tcp"] = ("127.0.0.1", port)  # with_bind_ports binds 0.0.0.0
-    with container:
-        bootstrap = f"127.0.0.1:{port}"
-        wait_for_broker(bootstrap)
-        log.info("tests use the %s container at %s", image, bootstrap)
-        yield bootstrap
+    return container.start()
+
+
+def _port_taken(exc: Exception) -> bool:
+    text = str(exc)
+    return "port is already allocated" in text or "address already in use" in text
 
 
 def wait_for_broker(bootstrap: str, timeout: float = 30.0) -> None:

@@ -44,18 +44,41 @@ def test_stack_serves_the_pipeline_output_and_survives_an_app_restart(
     compose: str, expected: dict[str, dict[str, Any]]
 ) -> None:
     assert compose != "no compose found", "neither `docker compose` nor `docker-compose` runs"
-    env = {"KAFKA_PORT": str(free_port()), "ORDERS": str(ORDERS)}
-    project = ComposeProject(compose.split(), f"gstest{uuid.uuid4().hex[:8]}", env)
+    project, kafka_port = _stack_up(compose.split())
     try:
-        project.run("up", "-d", "--no-build", "--scale", "app=2", timeout=600)
         apps = project.container_ids("app")
         assert len(apps) == 2, f"expected two app containers, got {apps}"
         _check_both_serve_the_expected_orders(project, apps, expected)
         _check_restart_resumes_from_its_volume(project, apps[1], len(expected))
-        _check_kafka_keeps_its_topics_on_its_volume(project, f"127.0.0.1:{env['KAFKA_PORT']}")
+        _check_kafka_keeps_its_topics_on_its_volume(project, f"127.0.0.1:{kafka_port}")
     finally:
         project.down()
     assert project.leftovers() == {}, "`down --volumes` left these behind"
+
+
+def _stack_up(compose: list[str]) -> tuple[ComposeProject, int]:
+    """The stack, up, and Kafka's host port. The port is picked free and published by the
+    engine later (the broker advertises it, so it must be known first): if something took
+    it in between, `up` fails saying so; take the stack down and try another port."""
+    for _ in range(2):
+        project, port = _project(compose)
+        try:
+            project.run("up", "-d", "--no-build", "--scale", "app=2", timeout=600)
+        except AssertionError as exc:
+            project.down()
+            if "port is already allocated" in str(exc) or "address already in use" in str(exc):
+                continue
+            raise
+        return project, port
+    project, port = _project(compose)
+    project.run("up", "-d", "--no-build", "--scale", "app=2", timeout=600)
+    return project, port
+
+
+def _project(compose: list[str]) -> tuple[ComposeProject, int]:
+    port = free_port()
+    env = {"KAFKA_PORT": str(port), "ORDERS": str(ORDERS)}
+    return ComposeProject(compose, f"gstest{uuid.uuid4().hex[:8]}", env), port
 
 
 def _check_both_serve_the_expected_orders(

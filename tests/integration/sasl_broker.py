@@ -24,7 +24,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from globalstore.localkafka import LocalKafka, free_port
+from globalstore.localkafka import BrokerExitedError, LocalKafka, PortInUseError, free_port
+from globalstore.localkafka.broker import lost_port_race
 
 _HOST = "127.0.0.1"
 SASL_LISTENER = "SASL_PLAINTEXT"
@@ -94,8 +95,35 @@ def sasl_properties(port: int, controller_port: int, sasl_port: int) -> dict[str
 @contextlib.contextmanager
 def sasl_broker(data_dir: Path) -> Iterator[SaslBroker]:
     """Start a fresh broker with a SASL listener and ACLs in `data_dir`; stop it after."""
-    port = free_port()
-    sasl_port = free_port()
+    broker, sasl_port = _started_broker(data_dir)
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        yield SaslBroker(broker.bootstrap, f"{_HOST}:{sasl_port}", admin)
+    finally:
+        broker.stop()
+
+
+def _started_broker(data_dir: Path) -> tuple[LocalKafka, int]:
+    """The broker and its SASL port. Its three ports are picked free, then bound by the JVM:
+    if another process took one in between, start again on others."""
+    for _ in range(3):
+        broker, sasl_port = _sasl_broker_on_free_ports(data_dir)
+        try:
+            broker.start(fresh=True, timeout=180)
+        except PortInUseError:
+            continue
+        except BrokerExitedError:
+            if not lost_port_race(broker.log_file.read_text(errors="replace")):
+                raise
+            continue
+        return broker, sasl_port
+    broker, sasl_port = _sasl_broker_on_free_ports(data_dir)
+    broker.start(fresh=True, timeout=180)
+    return broker, sasl_port
+
+
+def _sasl_broker_on_free_ports(data_dir: Path) -> tuple[LocalKafka, int]:
+    port, sasl_port = free_port(), free_port()
     while sasl_port in (port, port + 1):
         sasl_port = free_port()
     broker = LocalKafka(
@@ -104,9 +132,4 @@ def sasl_broker(data_dir: Path) -> Iterator[SaslBroker]:
         heap="512m",
         extra_config=sasl_properties(port, port + 1, sasl_port),
     )
-    broker.start(fresh=True, timeout=180)
-    try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        yield SaslBroker(broker.bootstrap, f"{_HOST}:{sasl_port}", admin)
-    finally:
-        broker.stop()
+    return broker, sasl_port

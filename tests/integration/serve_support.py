@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -13,7 +14,6 @@ import httpx
 
 from globalstore import GlobalStore
 from globalstore.listeners import StoreListener
-from globalstore.localkafka import free_port
 from globalstore.server import ServedStore, ServerSettings, server
 
 
@@ -21,11 +21,16 @@ from globalstore.server import ServedStore, ServerSettings, server
 def running_server(
     served: ServedStore, settings: ServerSettings | None = None
 ) -> Iterator[httpx.Client]:
-    """uvicorn serving `served` on a free loopback port; yields a client for it. On exit the
-    server stops the way SIGTERM stops it (and closes the store)."""
-    port = free_port()
+    """uvicorn serving `served` on a loopback port; yields a client for it. On exit the
+    server stops the way SIGTERM stops it (and closes the store). The socket is bound here
+    and handed to uvicorn, so no other process can take the port in between."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
     srv = server(served, settings, "127.0.0.1", port, graceful_seconds=10)
-    thread = threading.Thread(target=srv.run, name="test-uvicorn", daemon=True)
+    thread = threading.Thread(
+        target=srv.run, kwargs={"sockets": [sock]}, name="test-uvicorn", daemon=True
+    )
     thread.start()
     deadline = time.monotonic() + 20
     while not srv.started:

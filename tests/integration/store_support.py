@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+)
 
 from globalstore import StoreListener
 from globalstore.codec import VALUE_FORMAT_VERSION, encode_key, encode_value, format_headers
@@ -66,6 +73,22 @@ def produce_raw(bootstrap: str, topic: str, key: bytes, value: bytes | None) -> 
     p = producer(bootstrap)
     p.produce(topic, key=key, value=value)
     assert p.flush(30) == 0
+
+
+def set_topic_config(admin: AdminClient, topic: str, name: str, value: str) -> None:
+    """Set one topic config and return once the broker describes the new value (a start
+    right after reads it through DescribeConfigs, which may lag the change)."""
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        described = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        configs = admin.describe_configs([described])[described].result(30)
+        if configs[name].value == value:
+            return
+        assert time.monotonic() < deadline, f"{topic}: {name} still {configs[name].value}"
+        time.sleep(0.05)
 
 
 class HeldRestore(StoreListener):

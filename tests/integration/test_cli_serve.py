@@ -18,31 +18,54 @@ from globalstore.localkafka import free_port
 from tests.integration.store_support import produce
 
 
+def _serving(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """`command --port N` started and ready; its base URL. N was free a moment ago: if
+    another process took it before serve bound it, serve says so and exits; try another."""
+    for _ in range(3):
+        proc, base = _start(command, env)
+        if _ready(proc, base):
+            return proc, base
+        errors = proc.stderr.read()  # type: ignore[union-attr]
+        assert "address already in use" in errors, f"serve exited early: {errors}"
+    proc, base = _start(command, env)
+    assert _ready(proc, base), f"serve exited early: {proc.stderr.read()}"  # type: ignore[union-attr]
+    return proc, base
+
+
+def _start(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [*command, "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True
+    )
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _ready(proc: subprocess.Popen[str], base: str) -> bool:
+    """True once /readyz answers 200; False if the process exited first."""
+    deadline = time.monotonic() + 60
+    while proc.poll() is None:
+        try:
+            if httpx.get(f"{base}/readyz").status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "serve not ready within 60s"
+        time.sleep(0.05)
+    return False
+
+
 def test_serve_stops_gracefully_on_sigterm_and_closes_the_store(
     kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
     topic = make_topic(partitions=1)
     produce(kafka_bootstrap, topic, [("a", 1)])
-    port = free_port()
     store_path = tmp_path / "s"
     command = [str(Path(sys.executable).parent / "globalstore"), "serve", "--topic", topic]
     command += ["--bootstrap-servers", kafka_bootstrap, "--path", str(store_path)]
-    command += ["--port", str(port), "--max-wait", "30"]
-    env = {**os.environ, "GLOBALSTORE_TOKEN": "t0ken"}
-    proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
+    command += ["--max-wait", "30"]
+    proc, base = _serving(command, {**os.environ, "GLOBALSTORE_TOKEN": "t0ken"})
     auth = {"Authorization": "Bearer t0ken"}
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, f"serve exited early: {proc.stderr.read()}"  # type: ignore[union-attr]
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "serve not ready within 60s"
-            time.sleep(0.05)
         assert httpx.get(f"{base}/v1/keys/a").status_code == 401
         assert httpx.get(f"{base}/v1/keys/a", headers=auth).json()["value"] == 1
 

@@ -10,7 +10,6 @@ import orjson
 
 from globalstore import GlobalStore
 from globalstore.listeners import StoreListener
-from globalstore.localkafka import free_port
 from globalstore.server import ServerSettings
 from tests.integration.serve_support import (
     running_server,
@@ -20,6 +19,7 @@ from tests.integration.serve_support import (
 )
 from tests.integration.store_support import produce, produce_raw
 from tests.pipelines.kafka_read import end_offsets
+from tests.ports import closed_port
 
 
 def test_get_key_gives_value_and_record_timestamp_and_404_when_absent(
@@ -111,7 +111,11 @@ def test_pagination_under_concurrent_writes_neither_skips_nor_repeats(
                 cursor = page["cursor"]
                 if cursor is None:
                     break
-                time.sleep(0.01)  # let writes land between pages (pacing, not a proof)
+                # A write round lands between every two pages, however fast the walk.
+                before, deadline = writes[0], time.monotonic() + 30
+                while writes[0] == before:
+                    assert time.monotonic() < deadline, "the writer stopped"
+                    time.sleep(0.005)
         finally:
             stop.set()
             writer.join(60)
@@ -376,8 +380,11 @@ def test_an_undecodable_value_is_reported_with_its_record_and_counted(
 def test_no_broker_at_start_keeps_the_server_alive_not_ready_and_saying_why(
     tmp_path: Path,
 ) -> None:
-    nowhere = f"127.0.0.1:{free_port()}"
-    with running_server(served_store("t", nowhere, tmp_path / "s")) as client:
+    with (
+        closed_port() as port,
+        running_server(served_store("t", f"127.0.0.1:{port}", tmp_path / "s")) as client,
+    ):
+        nowhere = f"127.0.0.1:{port}"
         deadline = time.monotonic() + 30
         while not (status := client.get("/v1/status").json())["last_error"]:
             assert time.monotonic() < deadline, f"no error reported within 30s: {status}"

@@ -102,7 +102,8 @@ def test_close_while_start_waits_is_a_clear_error(tmp_path: Path) -> None:
     starter = threading.Thread(target=start)
     starter.start()
     deadline = time.monotonic() + WAIT
-    while store.status().state != "starting" and time.monotonic() < deadline:
+    while store.status().state != "starting":
+        assert time.monotonic() < deadline, f"start() never began: {store.status()}"
         time.sleep(0.01)
     began = time.monotonic()
     store.close()

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from globalstore import GlobalStore, StoreConfig
-from globalstore.localkafka import ANY_PORT, LocalKafka
+from globalstore.localkafka import ANY_PORT, LocalKafka, PortInUseError
 from tests.integration.store_support import produce
 
 
@@ -24,6 +24,21 @@ def _eventually(check: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for: {what}")
         time.sleep(0.1)
+
+
+def _restart_on_its_port(broker: LocalKafka, timeout: float) -> None:
+    """Start the broker again on the port the store's bootstrap names. While it was down, a
+    client connection may have been given that port as its own ephemeral one: wait for it
+    to be released rather than fail."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            broker.start(timeout=max(1.0, deadline - time.monotonic()))
+            return
+        except PortInUseError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def test_store_keeps_serving_and_reconnects(tmp_path: Path) -> None:
@@ -54,7 +69,7 @@ def test_store_keeps_serving_and_reconnects(tmp_path: Path) -> None:
             assert status.last_error is not None
             assert store.get("a") == 1 and store.count() == 2  # still serving
 
-            broker.start(timeout=120)
+            _restart_on_its_port(broker, 120)
             produce(bootstrap, "outage", [("c", 3)])
             _eventually(lambda: store.get("c") == 3, 60, "record produced after restart")
             _eventually(lambda: store.status().connected, 30, "store reports reconnection")

@@ -19,7 +19,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from globalstore import GlobalStore, end_offsets
-from globalstore.localkafka import LocalKafka, free_port
+from globalstore.localkafka import ANY_PORT, LocalKafka
 from tests.integration.store_support import produce
 
 DEADLINE = 90.0
@@ -35,7 +35,7 @@ FAST_CLEANING = {
 @pytest.fixture(scope="module")
 def cleaning_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     broker = LocalKafka(
-        port=free_port(),
+        port=ANY_PORT,
         data_dir=tmp_path_factory.mktemp("cleaning-broker"),
         heap="512m",
         extra_config={"log.cleaner.backoff.ms": "200"},

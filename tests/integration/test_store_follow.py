@@ -46,7 +46,11 @@ def test_follow_applies_updates_and_deletes(
 def test_wait_for_blocks_until_applied(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:
     topic = make_topic(partitions=1)
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
-        assert store.position() == {}  # an empty topic: nothing applied, no position yet
+        # An empty topic: once the store has met the partition's end, its position is 0.
+        deadline = time.monotonic() + 60
+        while store.position() != {0: 0}:
+            assert time.monotonic() < deadline, f"store at {store.status()}"
+            time.sleep(0.01)
         result: list[bool] = []
         waiter = threading.Thread(target=lambda: result.append(store.wait_for({0: 3}, 120)))
         waiter.start()

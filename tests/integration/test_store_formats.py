@@ -115,10 +115,12 @@ def test_kill_9_during_the_conversion_resumes_without_converting_twice(
     try:
         assert child.stdout is not None
         line = ""
+        deadline = time.monotonic() + 120  # the child prints its progress every 20 ms
         for line in child.stdout:
             migrated = int(line.split()[1])
             if 0 < migrated < N // 2 and "None" not in line:
                 break
+            assert time.monotonic() < deadline, f"no conversion under way after 120 s: {line!r}"
         else:
             pytest.fail(f"the child ended before converting anything (last line {line!r})")
     finally:

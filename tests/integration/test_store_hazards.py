@@ -29,7 +29,7 @@ from globalstore import (
 from globalstore.codec import VALUE_FORMAT_HEADER
 from globalstore.meta import K_LAYOUT
 from globalstore.storage import Storage
-from tests.integration.store_support import produce, produce_raw, producer
+from tests.integration.store_support import produce, produce_raw, producer, set_topic_config
 
 REBUILD = "rebuilding store"
 
@@ -96,12 +96,14 @@ def test_recreated_topic_forces_rebuild(
 
 def test_offline_longer_than_delete_retention_rebuilds(
     kafka_bootstrap: str,
+    kafka_admin: AdminClient,
     make_topic,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # Generous against a slow close-and-reopen: back within 8 s must resume.
-    topic = make_topic(partitions=1, config={"delete.retention.ms": "8000"})
+    # Back within 10 minutes must resume however slow the close-and-reopen; the retention
+    # is shortened below only for the absence that must rebuild.
+    topic = make_topic(partitions=1, config={"delete.retention.ms": "600000"})
     produce(kafka_bootstrap, topic, [("a", 1), ("b", 2)])
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
         assert store.count() == 2
@@ -111,7 +113,8 @@ def test_offline_longer_than_delete_retention_rebuilds(
     held_end_at = time.monotonic()
     assert _rebuild_warnings(caplog) == []
 
-    _sleep_until(held_end_at + 9.0)
+    set_topic_config(kafka_admin, topic, "delete.retention.ms", "1000")
+    _sleep_until(held_end_at + 2.0)
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
         assert _snapshot(store) == {"a": 1, "b": 2}
     warnings = _rebuild_warnings(caplog)
@@ -136,25 +139,25 @@ class _CrashError(Exception):
 
 
 def test_an_interrupted_catch_up_does_not_reset_the_retention_clock(
-    kafka_bootstrap: str, make_topic, tmp_path: Path
+    kafka_bootstrap: str, kafka_admin: AdminClient, make_topic, tmp_path: Path
 ) -> None:
     # The clock of the delete.retention.ms rule starts when the store last held the topic's
-    # end. A catch-up that applied some batches and died never held it: offline 0.6x, a
-    # crashed catch-up, offline 0.6x more is 1.2x away from the end -> rebuild.
-    retention_s = 8.0
-    topic = make_topic(partitions=1, config={"delete.retention.ms": str(int(retention_s * 1000))})
+    # end. A catch-up that applied some batches and died never held it: away 6 s, a crashed
+    # catch-up, then a retention of 4 s -> rebuild. (A long retention until then: the
+    # crashed catch-up must resume however slow the machine.)
+    topic = make_topic(partitions=1, config={"delete.retention.ms": "600000"})
     produce(kafka_bootstrap, topic, [("a", 1), ("b", 2)])
     config = StoreConfig(topic, kafka_bootstrap, tmp_path / "s", restore_batch_size=50)
     with GlobalStore.from_config(config) as store:
         assert store.count() == 2
     held_end_at = time.monotonic()
     produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(500)])
-    _sleep_until(held_end_at + 0.6 * retention_s)
+    _sleep_until(held_end_at + 6.0)
     crash = _CrashAfterFirstBatch()
     with pytest.raises(_CrashError):
         GlobalStore.from_config(config, listeners=[crash]).start()
     assert crash.start_offsets == {0: 2}, "the crashed catch-up must have resumed, not rebuilt"
-    _sleep_until(held_end_at + 1.2 * retention_s)
+    set_topic_config(kafka_admin, topic, "delete.retention.ms", "4000")
     with GlobalStore.from_config(config) as store:
         reason = store.status().rebuild_reason
         assert reason is not None and "delete.retention.ms" in reason, store.status()

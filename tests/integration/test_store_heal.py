@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from globalstore import GlobalStore
 from globalstore.heal import BESIDE
-from tests.integration.store_support import produce
+from tests.integration.store_support import HeldRestore, produce
 from tests.integration.test_store_hazards import _create_when_deleted
 
 OLD = {f"k{i:03d}": i for i in range(200)}
@@ -47,7 +47,10 @@ def test_a_recreated_topic_is_rebuilt_beside_and_switched_to(
 ) -> None:
     topic = make_topic(partitions=1)
     produce(kafka_bootstrap, topic, list(OLD.items()))
-    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s").start(timeout=30)
+    # Every restored batch, the rebuild's too, is held 0.5 s: long enough for the status,
+    # sampled every 10 ms below, to be seen saying "rebuilding" however fast the machine.
+    held = HeldRestore(0.5)
+    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", listeners=[held]).start(60)
     reader = Reader(store)
     reader.start()
     states: set[str] = set()

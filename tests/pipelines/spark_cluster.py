@@ -2,13 +2,15 @@
 
 Each daemon is its own JVM on loopback with a small heap, the way `sbin/start-master.sh`
 and `start-worker.sh` run them, minus the daemonizing: the test owns the processes and
-stops them.
+stops them. Every port is 0: each daemon binds one the system picks and logs it, and the
+addresses are read from those lines, so no port is picked free and bound later.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -20,11 +22,11 @@ from typing import Any
 
 import pyspark
 
-from globalstore.localkafka import free_port
-
 SPARK_HOME = Path(pyspark.__file__).parent
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 90.0
+_MASTER_AT = re.compile(r"Starting Spark master at (spark://\S+)")
+_MASTER_UI_AT = re.compile(r"Bound MasterWebUI to \S+, and started at (http://\S+)")
 
 
 @dataclass(frozen=True)
@@ -42,29 +44,33 @@ class Cluster:
 
 @contextmanager
 def standalone_cluster(scratch: Path, env: Mapping[str, str]) -> Iterator[Cluster]:
-    port, ui_port, worker_ui = free_port(), free_port(), free_port()
     daemon_env = {
         **env,
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_DAEMON_MEMORY": "256m",
         "SPARK_LOCAL_IP": HOST,  # the web UIs bind all interfaces unless told loopback
     }
-    cluster = Cluster(f"spark://{HOST}:{port}", f"http://{HOST}:{ui_port}", scratch / "work")
+    master_log = scratch / "master.log"
     master = _daemon(
-        scratch / "master.log",
+        master_log,
         daemon_env,
         "org.apache.spark.deploy.master.Master",
-        *("--host", HOST, "--port", str(port), "--webui-port", str(ui_port)),
+        *("--host", HOST, "--port", "0", "--webui-port", "0"),
     )
     worker = None
     try:
+        cluster = Cluster(
+            _logged(master_log, _MASTER_AT, "master"),
+            _logged(master_log, _MASTER_UI_AT, "master web UI"),
+            scratch / "work",
+        )
         _wait_for(lambda: bool(_try_state(cluster)), "master")
         worker = _daemon(
             scratch / "worker.log",
             {**daemon_env, "SPARK_WORKER_DIR": str(cluster.work_dir)},
             "org.apache.spark.deploy.worker.Worker",
             *("--host", HOST, "--cores", "1", "--memory", "1g"),
-            *("--webui-port", str(worker_ui), cluster.master_url),
+            *("--webui-port", "0", cluster.master_url),
         )
         _wait_for(lambda: _try_state(cluster).get("aliveworkers", 0) >= 1, "worker")
         yield cluster
@@ -73,6 +79,16 @@ def standalone_cluster(scratch: Path, env: Mapping[str, str]) -> Iterator[Cluste
             if process is not None:
                 process.terminate()
                 process.wait(30)
+
+
+def _logged(log: Path, line: re.Pattern[str], what: str) -> str:
+    """The address a daemon logged it listens at (group 1 of `line`)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while (match := line.search(log.read_text(errors="replace"))) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Spark standalone {what}: no address in {log} after a while")
+        time.sleep(0.2)
+    return match.group(1)
 
 
 def _daemon(
