@@ -37,6 +37,7 @@ def bars(
         ax.legend(loc="lower right", fontsize=9)
     ax.set_xlabel(unit)
     ax.xaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(5))  # wide labels: no overlap
     ax.set_title(title, fontsize=11, loc="left")
     ax.set_xlim(0, max([*numbers, target or 0]) * 1.2)
     _save(fig, path)
