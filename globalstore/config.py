@@ -32,10 +32,10 @@ class RocksDBOptions:
     max_background_jobs: int = 2
     max_open_files: int = 512
     # Read table files through pread (False) or mmap (True). mmap makes a get that misses
-    # the block cache skip a system call and a copy (+25 % gets/s at 1M keys, about 2x at
-    # 4M), but every mapped page a get touches counts in RSS, which then grows with the
-    # store (291 MB at 1M keys, 421 MB at 4M, against 175 and 207 MB with pread;
-    # docs/benchmarks.md). pread keeps memory bounded by the caches whatever the key count.
+    # the block cache skip a system call and a copy (up to +25 % gets/s at 1M and 4M keys),
+    # but every mapped page a get or a compaction touches counts in RSS, which then grows
+    # with the store: 339 / 482 / 885 MB at 1M / 4M / 10M keys against 226 / 252 / 272 MB
+    # with pread (docs/benchmarks.md). pread keeps memory bounded by the caches.
     mmap_reads: bool = False
 
     def to_options(self) -> rocksdict.Options:
@@ -96,7 +96,7 @@ class StoreConfig:
     # lookup (~10 µs for a key on disk) and counts live keys after ready instead, in the
     # background (a keys-only scan, ~1 s per million keys).
     bulk_restore_threshold: int = 50_000
-    # A bulk restore runs the C loop (globalstore/_native.c) when it is built: ~2x the
+    # A bulk restore runs the C loop (globalstore/_native.c) when it is built: 1.7-2.2x the
     # records/s of the Python loop, which it matches record for record. False: Python only.
     native_restore: bool = True
     # Keys counted per loop iteration by that recount (~20 ms for 20k), between follow

@@ -301,14 +301,14 @@ class StoreThread(threading.Thread):
         self._maybe_ready(consumer)
 
     def _native_restorer(self, restore_plan: plan.Plan) -> NativeRestorer | None:
-        """The C loop for a bulk restore (docs/store.md, "Restore"), or None: the Python
-        loop restores when the count is exact, a listener wants the changes, the C loop is
-        turned off or not built, or a setting is a Python callable."""
+        """The C loop for a bulk restore (docs/store.md, "Performance notes"), or None: the
+        Python loop restores when the count is exact, a listener wants the changes, the C
+        loop is turned off or not built, or a setting is a Python callable."""
         if restore_plan.exact_count or self._report_changes or not self.config.native_restore:
             return None
         conf = native_restore.native_settings(self._consumer_config())
-        why = native_restore.load() or (None if conf else "a Kafka setting is a Python callable")
-        if why is not None or conf is None:
+        why = native_restore.load() if conf is not None else "a Kafka setting is a callable"
+        if conf is None or why is not None:
             log.info("restoring %s with the Python loop: %s", self.config.topic, why)
             return None
         log.info("restoring %s with the C loop", self.config.topic)
@@ -335,7 +335,10 @@ class StoreThread(threading.Thread):
         next_progress = time.monotonic() + _PROGRESS_LOG_INTERVAL
         while not self._stop_event.is_set():
             if self._native is not None:
-                consumer.poll(0)  # serves the health callbacks; it has nothing assigned yet
+                # The store's consumer has nothing assigned yet: polling it serves the health
+                # callbacks, and an error it reports is handled like the C loop's events.
+                if (event := consumer.poll(0)) is not None:
+                    self._on_event(event)
                 applied = self.storage.apply_native(self._native, 0.05, _now_ms())
             else:
                 applied = self.storage.apply(

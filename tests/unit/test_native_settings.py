@@ -1,0 +1,32 @@
+"""What the C restore loop's consumer is given: the store consumer's settings as strings,
+without the Python-only ones, and nothing at all when one of them is a Python callable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from globalstore import StoreConfig
+from globalstore.native_restore import native_settings
+
+
+def test_settings_become_librdkafka_strings() -> None:
+    conf = {"bootstrap.servers": "h:1", "enable.partition.eof": True, "fetch.wait.max.ms": 10}
+    assert native_settings(conf) == {
+        "bootstrap.servers": "h:1",
+        "enable.partition.eof": "true",
+        "fetch.wait.max.ms": "10",
+    }
+
+
+def test_the_store_threads_own_callbacks_and_statistics_stay_behind() -> None:
+    config = StoreConfig(topic="t", bootstrap_servers="h:1", path=Path("s"))
+    conf = {**config.consumer_config(), "stats_cb": print, "error_cb": print, "logger": object()}
+    settings = native_settings(conf)
+    assert settings is not None
+    assert not {"stats_cb", "error_cb", "logger", "statistics.interval.ms"} & settings.keys()
+    assert settings["isolation.level"] == "read_committed"
+    assert settings["auto.offset.reset"] == "error"
+
+
+def test_a_callable_setting_leaves_the_restore_to_the_python_loop() -> None:
+    assert native_settings({"bootstrap.servers": "h:1", "oauth_cb": lambda _: ("t", 0)}) is None
