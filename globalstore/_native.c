@@ -438,12 +438,14 @@ static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObjec
 
 static int apply_messages(Restorer *r, size_t n, PyObject *put, PyObject *delete,
                           PyObject *nexts, PyObject *events, PyObject *skipped) {
-    /* Records come in runs per partition: nexts is written when the run ends. */
+    /* Records come in runs per partition: nexts is written when the run ends, which is also
+     * before any event, so that an end-of-partition event past the run's last record (a
+     * partition ending in transaction markers) raises it, as storage._fill does. */
     int32_t run_partition = -1;
     int64_t run_next = -1;
     for (size_t i = 0; i < n; i++) {
         const rk_message *m = r->msgs[i];
-        if (m->partition != run_partition && run_next >= 0) {
+        if (run_next >= 0 && (m->partition != run_partition || m->err != 0)) {
             if (set_next(nexts, run_partition, run_next) < 0)
                 return -1;
             run_next = -1;

@@ -6,6 +6,7 @@ where the C loop stopped, through its own consumer."""
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from globalstore import GlobalStore, StoreConfig, native_restore
+from globalstore import GlobalStore, StoreConfig, StoreListener, native_restore
 from globalstore.codec import VALUE_FORMAT_HEADER, format_headers
 from globalstore.storage import Storage
 from globalstore.topic import end_offsets
@@ -138,3 +139,41 @@ def test_follows_where_the_c_loop_stopped(kafka_bootstrap: str, make_topic, tmp_
         assert store.get("n") == {} and store.get("k04999") == {"i": 4999}
         # The recount after a bulk restore, then exact applies: 5,000 + "n" - "k00002".
         assert store.count() == 5_000, store.status()
+
+
+class _LateFirstBatch(StoreListener):
+    """Holds the restore before its first batch, so the consumer's queue already holds the
+    partition's records and its end-of-partition event when that batch is taken."""
+
+    def on_restore_start(self, topic, start_offsets, end_offsets) -> None:  # type: ignore[no-untyped-def]
+        time.sleep(1.0)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["C loop", "Python loop"])
+def test_a_batch_ending_past_its_last_record_reaches_the_end(
+    native: bool, kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    """The partition ends in an aborted transaction: its last offsets hold no record to
+    apply, and only the end-of-partition event, in the same batch as the records, takes the
+    position there. A loaded run once caught the C loop letting the records' own offset win."""
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(100)])
+    tx = Producer(
+        {"bootstrap.servers": kafka_bootstrap, "transactional.id": f"t-{uuid.uuid4().hex}"}
+    )
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    tx.produce(topic, key=b"k0", value=value(-1), headers=DECLARED)
+    assert tx.flush(30) == 0
+    tx.abort_transaction(30)
+    end = end_offsets(kafka_bootstrap, topic)
+    config = StoreConfig(
+        topic=topic,
+        bootstrap_servers=kafka_bootstrap,
+        path=tmp_path / "s",
+        bulk_restore_threshold=0,
+        native_restore=native,
+    )
+    with GlobalStore.from_config(config, listeners=[_LateFirstBatch()]).start(30) as store:
+        assert store.position() == end == {0: 102}
+        assert store.get("k0") == 0
