@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import AdminClient
 
 from globalstore import GlobalStore, StoreListener, end_offsets
 from globalstore.cli import main
 from globalstore.server import ServerSettings
 from tests.integration.serve_support import running_server, served_store, wait_ready
-from tests.integration.store_support import produce
+from tests.integration.store_support import produce, set_topic_config
 
 
 class _Starts(StoreListener):
@@ -34,6 +34,24 @@ class _Starts(StoreListener):
     ) -> None:
         self.to_read.append(sum(end_offsets[p] - start_offsets[p] for p in end_offsets))
         self.started_at.append(sum(start_offsets.values()))
+
+
+class _BootDuringWrites(StoreListener):
+    """Holds B's restore, once planned from the snapshot's offsets, until the writer has
+    produced another batch: records surely flow while B boots, however fast the machine."""
+
+    def __init__(self, flowing: list[list[tuple[str, object]]]) -> None:
+        self.flowing = flowing
+
+    def on_restore_start(self, topic, start_offsets, end_offsets) -> None:  # type: ignore[no-untyped-def]
+        _wait_for_batches(self.flowing, len(self.flowing) + 1)
+
+
+def _wait_for_batches(flowing: list[list[tuple[str, object]]], count: int) -> None:
+    deadline = time.monotonic() + 60
+    while len(flowing) < count:
+        assert time.monotonic() < deadline, f"the writer produced {len(flowing)} batches"
+        time.sleep(0.01)
 
 
 def _content(store: GlobalStore) -> dict[str, object]:
@@ -83,11 +101,16 @@ def test_new_instance_boots_from_a_peer_snapshot_while_records_flow(
         writer = threading.Thread(target=write)
         writer.start()
         try:
-            starts = _Starts()
+            _wait_for_batches(flowing, 1)  # records flow before B asks for the snapshot...
+            starts, during = _Starts(), _BootDuringWrites(flowing)  # ...and while B boots
             caplog.set_level(logging.INFO, logger="globalstore")
             url = str(client.base_url).rstrip("/") + "/v1/snapshot"
             with GlobalStore(
-                topic, kafka_bootstrap, tmp_path / "b", listeners=[starts], bootstrap_from=url
+                topic,
+                kafka_bootstrap,
+                tmp_path / "b",
+                listeners=[starts, during],
+                bootstrap_from=url,
             ).start(timeout=60) as b:
                 stop.set()
                 writer.join(60)
@@ -104,17 +127,6 @@ def test_new_instance_boots_from_a_peer_snapshot_while_records_flow(
     # A had applied when it turned ready), not from the beginning; how much it then read
     # depends on how fast the writer ran meanwhile.
     assert starts.started_at and starts.started_at[0] >= 20_000, (starts.started_at, starts.to_read)
-
-
-def _set_delete_retention(admin: AdminClient, topic: str, ms: int) -> None:
-    resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        topic,
-        incremental_configs=[
-            ConfigEntry("delete.retention.ms", str(ms), incremental_operation=AlterConfigOpType.SET)
-        ],
-    )
-    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
 
 
 def _garble(snapshot_dir: Path) -> None:
@@ -171,7 +183,8 @@ def test_unfit_snapshots_are_refused_and_the_store_restores_from_kafka(
         warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
         assert any(why in w for w in warnings), (label, warnings)
 
-    _set_delete_retention(kafka_admin, topic, 1)  # the snapshot is now older than that
+    # The snapshot is now older than the retention.
+    set_topic_config(kafka_admin, topic, "delete.retention.ms", "1")
     starts = boot(tmp_path / "mine", tmp_path / "b-old")
     assert starts.to_read == [300], starts.to_read
     assert "longer than its delete.retention.ms" in caplog.text, caplog.text
@@ -188,7 +201,7 @@ def test_a_store_that_must_be_rebuilt_rebuilds_from_the_peer_snapshot(
     produce(kafka_bootstrap, topic, records)
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "b"):
         pass
-    _set_delete_retention(kafka_admin, topic, 6_000)
+    set_topic_config(kafka_admin, topic, "delete.retention.ms", "6000")
     time.sleep(6.5)  # B is now away too long
     later = [(f"k{i:05d}", None) for i in range(0, 5_000, 7)]
     produce(kafka_bootstrap, topic, later)

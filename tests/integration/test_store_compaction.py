@@ -10,17 +10,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewTopic,
-)
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from globalstore import GlobalStore, end_offsets
 from globalstore.localkafka import ANY_PORT, LocalKafka
-from tests.integration.store_support import produce
+from tests.integration.store_support import produce, set_topic_config
 
 DEADLINE = 90.0
 FAST_CLEANING = {
@@ -117,10 +111,7 @@ def test_a_compacted_topic_restores_and_resumes_across_its_gaps(
     expected = {k: v for k, v in expected.items() if k != "k10"} | {"after": {"v": 1}}
     # With delete.retention.ms=0 the early store, away for seconds, must rebuild (it may
     # have missed tombstones); given a long retention it resumes across the cleaned range.
-    longer = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-        ConfigEntry("delete.retention.ms", "600000",
-                    incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
-    admin.incremental_alter_configs([longer])[longer].result(30)
+    set_topic_config(admin, topic, "delete.retention.ms", "600000")
     with GlobalStore(topic, cleaning_broker, tmp_path / "early") as early:
         assert early.status().rebuild_reason is None, early.status()
         assert dict(early.items()) == expected
