@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,11 @@ def test_demo_runs_end_to_end_and_leaves_nothing_running(tmp_path: Path) -> None
     )
 
     assert list(tmp_path.glob("globalstore-demo-*")) == []  # the temporary directory
-    assert leftover_processes(demo.pid, str(tmp_path)) == []
+    # Spark's gateway JVM ends after its Python parent, not always before the demo exits.
+    deadline = time.monotonic() + 30
+    while leftover := leftover_processes(demo.pid, str(tmp_path)):
+        assert time.monotonic() < deadline, leftover
+        time.sleep(0.5)
 
 
 def expected_digest(content: dict[str, Any]) -> str:

@@ -81,11 +81,11 @@ def test_a_restore_that_outlasts_its_timeout_is_a_start_timeout(
     store = GlobalStore.from_config(config, listeners=[stall])
     began = time.monotonic()
     with pytest.raises(StartTimeout, match="did not finish restoring") as raised:
-        store.start(timeout=2)
+        store.start(timeout=10)  # room for planning on a loaded machine, far below 50 s
     assert type(raised.value) is StartTimeout  # the broker answered: not BrokerUnavailable
     # It gave up near its timeout (plus one held batch and the shutdown), not after the
     # restore: generous for a loaded machine, far below the 50 s restore.
-    assert time.monotonic() - began < 20
+    assert time.monotonic() - began < 30
     Storage(tmp_path / "s").close()  # the directory was released
 
 

@@ -67,15 +67,15 @@ def test_wait_for_blocks_until_applied(kafka_bootstrap: str, make_topic, tmp_pat
         assert store.get("z") == 3
 
 
-def test_produce_to_visible_latency_is_low(
+def test_each_record_produced_while_following_becomes_visible(
     kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
+    # How fast is the benchmark's to say (benchmarks/bench_store.py, produce→visible): a
+    # wall-clock bound here would measure the machine's load, not the store.
     topic = make_topic(partitions=1)
     p = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 0})
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
-        latencies = []
         for i in range(30):
-            t0 = time.perf_counter()
             p.produce(
                 topic, key=f"k{i}".encode(), value=encode_value({"i": i}), headers=format_headers()
             )
@@ -84,7 +84,4 @@ def test_produce_to_visible_latency_is_low(
             while store.get(f"k{i}") is None:
                 assert time.monotonic() < deadline, f"k{i} not visible; store at {store.status()}"
                 time.sleep(0.0005)
-            latencies.append(time.perf_counter() - t0)
-        latencies.sort()
-        # Generous bound for a loaded CI box; the benchmark measures the real p99.
-        assert latencies[len(latencies) // 2] < 0.1, latencies
+        assert store.position() == {0: 30}

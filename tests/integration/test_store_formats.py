@@ -47,6 +47,7 @@ class Reader(threading.Thread):
     def __init__(self, store: GlobalStore) -> None:
         super().__init__(daemon=True)
         self.store, self.stop_event, self.reads = store, threading.Event(), 0
+        self.first_read = threading.Event()
         self.wrong: list[str] = []
 
     def run(self) -> None:
@@ -61,6 +62,7 @@ class Reader(threading.Thread):
                 if i != BAD_ID:
                     self.wrong.append(f"k{i:05d}: conversion failed")
             self.reads += 1
+            self.first_read.set()
 
 
 def test_every_answer_is_in_the_current_format_before_during_and_after(
@@ -73,6 +75,7 @@ def test_every_answer_is_in_the_current_format_before_during_and_after(
     with store.start(timeout=60):
         reader = Reader(store)
         reader.start()  # while the eager pass runs
+        assert reader.first_read.wait(60), "the reader never read"
         _wait_converted(store)
         reader.stop_event.set()
         reader.join()

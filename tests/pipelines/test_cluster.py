@@ -14,8 +14,10 @@ import shlex
 import subprocess
 import sys
 import sysconfig
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -85,10 +87,14 @@ def test_documented_spark_submit_runs_on_a_standalone_cluster(
             timeout=SUBMIT_TIMEOUT_S,
         )
         assert result.returncode == 0, result.stderr[-4000:]
-        state = cluster.state()
+        # The driver tells the master it finished on its way out: not always before
+        # spark-submit exits on a busy machine.
+        deadline = time.monotonic() + 60
+        while not (finished := _finished_apps(cluster.state())):
+            assert time.monotonic() < deadline, cluster.state()
+            time.sleep(0.5)
 
-    finished = [app for app in state["completedapps"] if app["state"] == "FINISHED"]
-    assert len(finished) == 1, state
+    assert len(finished) == 1, finished
     executor_logs = list(cluster.work_dir.glob(f"{finished[0]['id']}/*/stderr"))
     assert executor_logs, "no executor ran on the worker"
     assert any("Finished task" in log.read_text() for log in executor_logs)
@@ -97,3 +103,7 @@ def test_documented_spark_submit_runs_on_a_standalone_cluster(
     output = compacted(read_topic(kafka_bootstrap, target))
     assert {key: orjson.loads(value) for key, value in output.items()} == expected.active()
     assert len(read_topic(kafka_bootstrap, dead)) == sum(r.bad_reason is not None for r in records)
+
+
+def _finished_apps(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return [app for app in state["completedapps"] if app["state"] == "FINISHED"]
