@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from globalstore import GlobalStore, StoreListener, end_offsets
 from globalstore.cli import main
 from globalstore.server import ServerSettings
+from globalstore.storage import Storage
 from tests.integration.serve_support import running_server, served_store, wait_ready
 from tests.integration.store_support import produce, set_topic_config
 
@@ -201,8 +202,12 @@ def test_a_store_that_must_be_rebuilt_rebuilds_from_the_peer_snapshot(
     produce(kafka_bootstrap, topic, records)
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "b"):
         pass
-    set_topic_config(kafka_admin, topic, "delete.retention.ms", "6000")
-    time.sleep(6.5)  # B is now away too long
+    # B last held the end 700 s ago, beyond a 600 s retention; A's snapshot, taken below,
+    # is seconds old however slow the machine.
+    set_topic_config(kafka_admin, topic, "delete.retention.ms", "600000")
+    b_storage = Storage(tmp_path / "b")
+    b_storage.mark_in_sync(int(time.time() * 1000) - 700_000)
+    b_storage.close()
     later = [(f"k{i:05d}", None) for i in range(0, 5_000, 7)]
     produce(kafka_bootstrap, topic, later)
     with running_server(served_store(topic, kafka_bootstrap, tmp_path / "a")) as client:
