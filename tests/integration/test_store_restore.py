@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from globalstore import (
     StoreListener,
     StoreNotReady,
 )
+from globalstore.storage import Storage
 from globalstore.topic import end_offsets
 from tests.integration.store_support import Record, produce
 
@@ -131,7 +133,7 @@ def test_with_works_on_a_new_and_on_a_started_store(
 
 
 def test_bulk_restore_is_ready_before_counting_and_counts_exactly(
-    kafka_bootstrap: str, make_topic, tmp_path: Path
+    kafka_bootstrap: str, make_topic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic = make_topic(partitions=3)
     records = [(f"k{i:04d}", {"n": i}) for i in range(3000)]
@@ -143,10 +145,20 @@ def test_bulk_restore_is_ready_before_counting_and_counts_exactly(
         bootstrap_servers=kafka_bootstrap,
         path=tmp_path / "s",
         bulk_restore_threshold=0,  # force the bulk path: counted after ready
-        recount_chunk=1,  # one key per loop turn: 2000 turns, so changes land mid-count
+        recount_chunk=1,  # one key per loop turn: 2000 turns
     )
     changes = [("new-1", {"n": 1}), ("k0001", None), ("k0000", 0)]
     during = ProduceWhenRestored(kafka_bootstrap, topic, changes)
+    # The count makes no progress until the changes were applied, so they land mid-count
+    # however long the broker takes to deliver them.
+    counting, held_until = Storage.recount_step, time.monotonic() + 60
+
+    def held(storage: Storage, chunk: int) -> int | None:
+        if not during.counts_seen and time.monotonic() < held_until:
+            return None
+        return counting(storage, chunk)
+
+    monkeypatch.setattr(Storage, "recount_step", held)
     store = GlobalStore.from_config(config, listeners=[during])
     during.store = store
     with store:
