@@ -109,19 +109,19 @@ def test_a_switch_waits_for_the_new_store_and_gives_up_on_timeout(
 
 
 _SWITCH_CHILD = """
-import sys, time
+import sys, threading
 from globalstore import GlobalStore, StoreConfig, StoreListener, SwitchingStore
 
-class Slow(StoreListener):  # a restore of v2 that lasts long enough to be killed in
+class Held(StoreListener):  # v2's restore stops after its first batch until killed
     def on_batch_restored(self, topic, positions, records):
         print("restoring", flush=True)
-        time.sleep(0.05)
+        threading.Event().wait()
 
 v1_topic, v2_topic, bootstrap, root = sys.argv[1:5]
 v1 = GlobalStore(v1_topic, bootstrap, root + "/v1").start(timeout=60)
 v2_config = StoreConfig(v2_topic, bootstrap, root + "/v2", restore_batch_size=100)
 SwitchingStore(v1).switch_to(
-    GlobalStore.from_config(v2_config, listeners=[Slow()]), timeout=120, remove_old=True
+    GlobalStore.from_config(v2_config, listeners=[Held()]), timeout=120, remove_old=True
 )
 print("switched", flush=True)
 """
