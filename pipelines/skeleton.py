@@ -110,7 +110,13 @@ class PipelineRun:
         return self._finish()
 
     def _finish(self) -> RunSummary:
-        self._listener.terminated.wait(TERMINATION_REPORT_TIMEOUT_S)
+        if not self._listener.terminated.wait(TERMINATION_REPORT_TIMEOUT_S):
+            # The output is written either way; only the counts may be short.
+            log.warning(
+                "Spark did not report the query's end within %.0f s: the run summary may "
+                "miss its last batches",
+                TERMINATION_REPORT_TIMEOUT_S,
+            )
         self._spark.streams.removeListener(self._listener)
         summary = self.summary
         log.info("pipeline run finished: %s", summary.describe())
