@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from globalstore import GlobalStore, StartTimeout, StoreConfig, end_offsets
 from globalstore.codec import encode_key, encode_value, format_headers
 from globalstore.storage import Storage
-from tests.integration.store_support import HeldRestore, produce
+from tests.integration.store_support import HeldRestore, produce, set_topic_config
 
 WAIT = 30.0
 
@@ -51,21 +52,29 @@ def test_a_transaction_left_open_does_not_hold_start_back(
 
 
 def test_a_quiet_topic_is_not_taken_for_a_long_absence(
-    kafka_bootstrap: str, make_topic, tmp_path: Path
+    kafka_bootstrap: str, kafka_admin: AdminClient, make_topic, tmp_path: Path
 ) -> None:
-    # Nothing is written for longer than delete.retention.ms while the store runs: its
-    # in-sync heartbeat keeps the clock, so the next start resumes. (The retention leaves
-    # the close-and-reopen between the two stores seconds even on a loaded machine.)
-    retention_s = 6.0
-    topic = make_topic(partitions=1, config={"delete.retention.ms": str(int(retention_s * 1000))})
+    # Nothing is written for a while as the store runs: its in-sync heartbeat keeps the
+    # clock, so a start under a retention shorter than that quiet stretch resumes.
+    topic = make_topic(partitions=1)  # the broker's long default retention meanwhile
     produce(kafka_bootstrap, topic, [("a", 1)])
     config = StoreConfig(topic, kafka_bootstrap, tmp_path / "s", heartbeat_interval=0.2)
     with GlobalStore.from_config(config):
-        time.sleep(retention_s * 1.5)  # the quiet stretch the heartbeat must cover
+        time.sleep(12.0)  # the quiet stretch
+    storage = Storage(tmp_path / "s", read_only=True)
+    meta = storage.read_meta()
+    storage.close()
+    assert meta.in_sync_at_ms is not None and meta.applied_at_ms is not None, meta
+    quiet_ms = meta.in_sync_at_ms - meta.applied_at_ms
+    assert quiet_ms >= 11_000, meta  # the heartbeat marked the store in sync throughout
+    # Counted from the last write, the store was away longer than this; counted from its
+    # last heartbeat, some seconds, whatever the machine's speed.
+    retention_ms = quiet_ms - 1_000
+    set_topic_config(kafka_admin, topic, "delete.retention.ms", str(retention_ms))
     with GlobalStore.from_config(config) as store:
         assert store.status().rebuild_reason is None
-    # The same quiet stretch spent away from the topic is an absence: rebuild.
-    time.sleep(retention_s * 1.5)
+    # Away from the topic for longer than the retention: rebuild.
+    time.sleep(retention_ms / 1000 + 1.0)
     with GlobalStore.from_config(config) as store:
         reason = store.status().rebuild_reason
         assert reason is not None and "delete.retention.ms" in reason
