@@ -10,7 +10,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from globalstore import GlobalStore
+from globalstore import GlobalStore, StoreListener
 from globalstore.heal import BESIDE
 from tests.integration.store_support import HeldRestore, produce
 from tests.integration.test_store_hazards import _create_when_deleted
@@ -42,6 +42,42 @@ class Reader(threading.Thread):
                 self.wrong.append(repr(answer))
 
 
+class Gate(StoreListener):
+    """Holds the store's thread once it applies the key "sentinel", until let go, so the
+    thread cannot meet the recreated topic before the new records are in it (it would
+    rightly rebuild from an empty topic, and the test would race the producer)."""
+
+    def __init__(self) -> None:
+        self.holding, self.go = threading.Event(), threading.Event()
+
+    def on_changes(self, topic, upserted, deleted) -> None:  # type: ignore[no-untyped-def]
+        if "sentinel" in upserted:
+            self.holding.set()
+            self.go.wait(60)
+
+    def hold(self, bootstrap: str, topic: str) -> None:
+        self.holding.clear()
+        self.go.clear()
+        produce(bootstrap, topic, [("sentinel", {})])
+        assert self.holding.wait(60), "the store never applied the sentinel"
+
+    def release(self) -> None:
+        self.go.set()
+
+
+def _recreate(
+    admin: AdminClient, bootstrap: str, topic: str, gate: Gate, records: dict[str, int]
+) -> None:
+    """Delete and recreate `topic` holding `records`, the store held meanwhile."""
+    gate.hold(bootstrap, topic)
+    try:
+        admin.delete_topics([topic])[topic].result(timeout=30)
+        _create_when_deleted(admin, topic)
+        produce(bootstrap, topic, list(records.items()))
+    finally:
+        gate.release()
+
+
 def test_a_recreated_topic_is_rebuilt_beside_and_switched_to(
     kafka_bootstrap: str, kafka_admin: AdminClient, make_topic, tmp_path: Path
 ) -> None:
@@ -49,15 +85,14 @@ def test_a_recreated_topic_is_rebuilt_beside_and_switched_to(
     produce(kafka_bootstrap, topic, list(OLD.items()))
     # Every restored batch, the rebuild's too, is held 0.5 s: long enough for the status,
     # sampled every 10 ms below, to be seen saying "rebuilding" however fast the machine.
-    held = HeldRestore(0.5)
-    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", listeners=[held]).start(60)
+    held, gate = HeldRestore(0.5), Gate()
+    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", listeners=[held, gate])
+    store.start(60)
     reader = Reader(store)
     reader.start()
     states: set[str] = set()
     try:
-        kafka_admin.delete_topics([topic])[topic].result(timeout=30)
-        _create_when_deleted(kafka_admin, topic)
-        produce(kafka_bootstrap, topic, list(NEW.items()))
+        _recreate(kafka_admin, kafka_bootstrap, topic, gate, NEW)
         deadline = time.monotonic() + 60
         while store.status().self_heals == 0:
             states.add(store.status().state)
@@ -94,11 +129,11 @@ def test_a_store_heals_again_each_time_its_topic_is_recreated(
     ]
     topic = make_topic(partitions=1)
     produce(kafka_bootstrap, topic, list(generations[0].items()))
-    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s").start(timeout=30) as store:
+    gate = Gate()
+    store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", listeners=[gate])
+    with store.start(timeout=30):
         for heals, generation in enumerate(generations[1:], start=1):
-            kafka_admin.delete_topics([topic])[topic].result(timeout=30)
-            _create_when_deleted(kafka_admin, topic)
-            produce(kafka_bootstrap, topic, list(generation.items()))
+            _recreate(kafka_admin, kafka_bootstrap, topic, gate, generation)
             deadline = time.monotonic() + 60
             while store.status().self_heals < heals:
                 assert time.monotonic() < deadline, (heals, store.status())
