@@ -92,16 +92,18 @@ def test_readers_never_see_torn_batches(kafka_bootstrap: str, make_topic, tmp_pa
     with store:
 
         def reader() -> None:
+            ticket = 0
             try:
                 while not stop.is_set():
+                    ticket = batches.scan_starts()
                     values = sorted(v for _, v in store.items())
                     assert values == list(range(values[0], values[0] + keys)), values
                     assert store.get(f"k{random.randrange(keys)}") is not None
                     seen_ends.add(values[-1] + 1)
-                    batches.scanned()
+                    batches.scanned(ticket)
             except BaseException as exc:
                 errors.append(exc)
-                batches.scanned()
+                batches.scanned(ticket)
 
         batches.ends.append(store.position()[0])
         readers = [threading.Thread(target=reader) for _ in range(6)]
@@ -115,7 +117,7 @@ def test_readers_never_see_torn_batches(kafka_bootstrap: str, make_topic, tmp_pa
             )
             total += 500
         assert store.wait_for({0: total}, timeout=60), f"store at {store.status()}"
-        batches.wait_for_scans(2)  # the last batch's end is scanned too
+        batches.wait_for_a_scan_begun_now()  # the last batch's end is scanned too
         stop.set()
         for t in readers:
             t.join(30)
@@ -133,32 +135,40 @@ def test_readers_never_see_torn_batches(kafka_bootstrap: str, make_topic, tmp_pa
 
 class BatchEnds(StoreListener):
     """The store's position after each applied batch; with `hold`, the store thread waits
-    after each batch until readers have finished two scans (so one began after the write)."""
+    after each batch until a scan that began after it was written has finished. Each scan
+    takes a ticket (the number of holds so far) before it starts: one whose ticket is the
+    current hold's began after the write."""
 
     def __init__(self) -> None:
         self.store: GlobalStore | None = None
         self.ends: list[int] = []
         self.hold = False
-        self._scans = 0
+        self._holds = 0
+        self._newest_scanned = -1  # the highest ticket of a finished scan
         self._cond = threading.Condition()
 
-    def scanned(self) -> None:
+    def scan_starts(self) -> int:
         with self._cond:
-            self._scans += 1
+            return self._holds
+
+    def scanned(self, ticket: int) -> None:
+        with self._cond:
+            self._newest_scanned = max(self._newest_scanned, ticket)
             self._cond.notify_all()
 
-    def wait_for_scans(self, n: int) -> None:
+    def wait_for_a_scan_begun_now(self) -> None:
         with self._cond:
-            goal = self._scans + n
-            assert self._cond.wait_for(lambda: self._scans >= goal, timeout=60), (
-                f"readers finished {self._scans} scans, {goal} wanted"
+            self._holds += 1
+            goal = self._holds
+            assert self._cond.wait_for(lambda: self._newest_scanned >= goal, timeout=60), (
+                f"no scan begun after hold {goal} finished (newest {self._newest_scanned})"
             )
 
     def on_changes(self, topic, upserted, deleted):  # type: ignore[no-untyped-def]
         if self.hold:
             assert self.store is not None
             self.ends.append(self.store.position()[0])
-            self.wait_for_scans(2)
+            self.wait_for_a_scan_begun_now()
 
 
 def test_restore_of_120k_records(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:
