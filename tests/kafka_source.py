@@ -22,8 +22,9 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from globalstore.localkafka import ANY_PORT, LocalKafka, free_port
+from globalstore.localkafka import ANY_PORT, LocalKafka
 from globalstore.localkafka.broker import cluster_id, server_settings
+from tests.ports import PortTakenError, on_a_free_port, says_port_taken
 
 log = logging.getLogger(__name__)
 
@@ -135,27 +136,24 @@ def kafka_container(image: str) -> Iterator[str]:
         container.stop()
 
 
-_PORT_ATTEMPTS = 5
-
-
 def _started_container(client: Any, image: str) -> tuple[Any, int]:
     """The broker container, started, and its client port. The advertised address must be
     known before the broker starts, so the port is picked here and published under the same
     number on 127.0.0.1: if something took it in between, start again on another one."""
     import docker.errors  # noqa: PLC0415
 
-    for _ in range(_PORT_ATTEMPTS - 1):
-        port, name = free_port(), f"globalstore-test-kafka-{uuid.uuid4().hex[:8]}"
+    def start(port: int) -> tuple[Any, int]:
+        name = f"globalstore-test-kafka-{uuid.uuid4().hex[:8]}"
         try:
             return _start_container(image, port, name), port
         except docker.errors.APIError as exc:
-            if not _port_taken(exc):
+            if not says_port_taken(str(exc)):
                 raise
-            log.info("port %d was taken before the container bound it: %s", port, exc)
             with contextlib.suppress(docker.errors.NotFound):
                 client.containers.get(name).remove(force=True)
-    port = free_port()
-    return _start_container(image, port, f"globalstore-test-kafka-{uuid.uuid4().hex[:8]}"), port
+            raise PortTakenError(f"port {port}: {exc}") from exc
+
+    return on_a_free_port(start)
 
 
 def _start_container(image: str, port: int, name: str) -> Any:
@@ -169,11 +167,6 @@ def _start_container(image: str, port: int, name: str) -> Any:
         container.with_env(key, value)
     container.ports[f"{port}/tcp"] = ("127.0.0.1", port)  # with_bind_ports binds 0.0.0.0
     return container.start()
-
-
-def _port_taken(exc: Exception) -> bool:
-    text = str(exc)
-    return "port is already allocated" in text or "address already in use" in text
 
 
 def wait_for_broker(bootstrap: str, timeout: float = 30.0) -> None:

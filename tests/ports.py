@@ -1,10 +1,18 @@
-"""A local port that stays closed for as long as a test needs it."""
+"""Ports for tests: one that stays closed as long as a test needs it, and starting something
+on a port picked free when it must be known before the start binds it."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from globalstore.localkafka import free_port
+
+_T = TypeVar("_T")
+# How a broker, Docker, uvicorn or the CLI say that a port was taken.
+_TAKEN = ("already in use", "already allocated")
 
 
 @contextlib.contextmanager
@@ -15,3 +23,21 @@ def closed_port() -> Iterator[int]:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
         held.bind(("127.0.0.1", 0))
         yield int(held.getsockname()[1])
+
+
+class PortTakenError(Exception):
+    """Another process took the port a start was given before the start could bind it."""
+
+
+def says_port_taken(text: str) -> bool:
+    return any(marker in text for marker in _TAKEN)
+
+
+def on_a_free_port(start: Callable[[int], _T], attempts: int = 4) -> _T:
+    """start(port) on a port that was free a moment ago. A start that finds the port taken
+    in between cleans up and raises PortTakenError; it is tried again on another port, and the
+    last attempt's PortTakenError fails the test."""
+    for _ in range(attempts - 1):
+        with contextlib.suppress(PortTakenError):
+            return start(free_port())
+    return start(free_port())

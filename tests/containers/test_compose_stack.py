@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from globalstore.localkafka import free_port
 from globalstore.topic import end_offsets
 from pipelines.orders.generator import StreamShape, generate
 from pipelines.orders.reference import ExpectedOrders
@@ -21,6 +20,7 @@ from tests.containers.compose_project import (
     get_json,
     wait_until,
 )
+from tests.ports import PortTakenError, on_a_free_port, says_port_taken
 
 ORDERS = 1500  # the generator's --bad 1% is one broken record in 100, its seed 7
 APP_PORT = 8080
@@ -60,25 +60,20 @@ def _stack_up(compose: list[str]) -> tuple[ComposeProject, int]:
     """The stack, up, and Kafka's host port. The port is picked free and published by the
     engine later (the broker advertises it, so it must be known first): if something took
     it in between, `up` fails saying so; take the stack down and try another port."""
-    for _ in range(2):
-        project, port = _project(compose)
+
+    def start(port: int) -> tuple[ComposeProject, int]:
+        env = {"KAFKA_PORT": str(port), "ORDERS": str(ORDERS)}
+        project = ComposeProject(compose, f"gstest{uuid.uuid4().hex[:8]}", env)
         try:
             project.run("up", "-d", "--no-build", "--scale", "app=2", timeout=600)
         except AssertionError as exc:
             project.down()
-            if "port is already allocated" in str(exc) or "address already in use" in str(exc):
-                continue
+            if says_port_taken(str(exc)):
+                raise PortTakenError(str(exc)) from exc
             raise
         return project, port
-    project, port = _project(compose)
-    project.run("up", "-d", "--no-build", "--scale", "app=2", timeout=600)
-    return project, port
 
-
-def _project(compose: list[str]) -> tuple[ComposeProject, int]:
-    port = free_port()
-    env = {"KAFKA_PORT": str(port), "ORDERS": str(ORDERS)}
-    return ComposeProject(compose, f"gstest{uuid.uuid4().hex[:8]}", env), port
+    return on_a_free_port(start)
 
 
 def _check_both_serve_the_expected_orders(

@@ -26,6 +26,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from globalstore.localkafka import BrokerExitedError, LocalKafka, PortInUseError, free_port
 from globalstore.localkafka.broker import lost_port_race
+from tests.ports import PortTakenError, on_a_free_port
 
 _HOST = "127.0.0.1"
 SASL_LISTENER = "SASL_PLAINTEXT"
@@ -106,30 +107,25 @@ def sasl_broker(data_dir: Path) -> Iterator[SaslBroker]:
 def _started_broker(data_dir: Path) -> tuple[LocalKafka, int]:
     """The broker and its SASL port. Its three ports are picked free, then bound by the JVM:
     if another process took one in between, start again on others."""
-    for _ in range(3):
-        broker, sasl_port = _sasl_broker_on_free_ports(data_dir)
+
+    def start(port: int) -> tuple[LocalKafka, int]:
+        sasl_port = free_port()
+        while sasl_port in (port, port + 1):
+            sasl_port = free_port()
+        broker = LocalKafka(
+            port=port,
+            data_dir=data_dir,
+            heap="512m",
+            extra_config=sasl_properties(port, port + 1, sasl_port),
+        )
         try:
             broker.start(fresh=True, timeout=180)
-        except PortInUseError:
-            continue
-        except BrokerExitedError:
-            if not lost_port_race(broker.log_file.read_text(errors="replace")):
-                raise
-            continue
+        except PortInUseError as exc:
+            raise PortTakenError(str(exc)) from exc
+        except BrokerExitedError as exc:
+            if lost_port_race(broker.log_file.read_text(errors="replace")):
+                raise PortTakenError(str(exc)) from exc
+            raise
         return broker, sasl_port
-    broker, sasl_port = _sasl_broker_on_free_ports(data_dir)
-    broker.start(fresh=True, timeout=180)
-    return broker, sasl_port
 
-
-def _sasl_broker_on_free_ports(data_dir: Path) -> tuple[LocalKafka, int]:
-    port, sasl_port = free_port(), free_port()
-    while sasl_port in (port, port + 1):
-        sasl_port = free_port()
-    broker = LocalKafka(
-        port=port,
-        data_dir=data_dir,
-        heap="512m",
-        extra_config=sasl_properties(port, port + 1, sasl_port),
-    )
-    return broker, sasl_port
+    return on_a_free_port(start)

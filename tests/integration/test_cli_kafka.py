@@ -7,7 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from globalstore.cli import main
-from globalstore.localkafka import free_port
+from tests.ports import PortTakenError, on_a_free_port, says_port_taken
 
 
 def _kafka(*args: str) -> Result:
@@ -17,12 +17,15 @@ def _kafka(*args: str) -> Result:
 def _start(tmp_path: Path) -> tuple[list[str], Result]:
     """`kafka start` on a port that was free a moment ago: if another process took it before
     the broker bound it, the command says so, and the test tries another port."""
-    for _ in range(4):
-        where = ["--port", str(free_port()), "--data-dir", str(tmp_path / "k")]
+
+    def start(port: int) -> tuple[list[str], Result]:
+        where = ["--port", str(port), "--data-dir", str(tmp_path / "k")]
         started = _kafka("start", *where, "--heap", "512m", "--timeout", "180")
-        if started.exit_code == 0 or "already in use" not in started.output:
-            return where, started
-    return where, started
+        if started.exit_code != 0 and says_port_taken(started.output):
+            raise PortTakenError(started.output)
+        return where, started
+
+    return on_a_free_port(start)
 
 
 def test_start_status_logs_stop(tmp_path: Path) -> None:

@@ -14,30 +14,27 @@ from pathlib import Path
 import httpx
 
 from globalstore import GlobalStore
-from globalstore.localkafka import free_port
 from tests.integration.store_support import produce
+from tests.ports import PortTakenError, on_a_free_port, says_port_taken
 
 
 def _serving(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     """`command --port N` started and ready; its base URL. N was free a moment ago: if
     another process took it before serve bound it, serve says so and exits; try another."""
-    for _ in range(3):
-        proc, base = _start(command, env)
+
+    def start(port: int) -> tuple[subprocess.Popen[str], str]:
+        proc = subprocess.Popen(
+            [*command, "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True
+        )
+        base = f"http://127.0.0.1:{port}"
         if _ready(proc, base):
             return proc, base
         errors = proc.stderr.read()  # type: ignore[union-attr]
-        assert "address already in use" in errors, f"serve exited early: {errors}"
-    proc, base = _start(command, env)
-    assert _ready(proc, base), f"serve exited early: {proc.stderr.read()}"  # type: ignore[union-attr]
-    return proc, base
+        if says_port_taken(errors):
+            raise PortTakenError(errors)
+        raise AssertionError(f"serve exited early: {errors}")
 
-
-def _start(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [*command, "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True
-    )
-    return proc, f"http://127.0.0.1:{port}"
+    return on_a_free_port(start)
 
 
 def _ready(proc: subprocess.Popen[str], base: str) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from globalstore.localkafka import free_port
+from tests.ports import PortTakenError, on_a_free_port, says_port_taken
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,26 +42,32 @@ def _run(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProce
     )  # fmt: skip
 
 
+def _start_broker(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The block's `kafka start`, on the port GLOBALSTORE_BOOTSTRAP names, picked free: if
+    another process took it before the broker bound it, the command says so; try another."""
+
+    def start(port: int) -> subprocess.CompletedProcess[str]:
+        env["GLOBALSTORE_BOOTSTRAP"] = f"127.0.0.1:{port}"
+        done = _run(line, cwd, env)
+        if done.returncode != 0 and says_port_taken(done.stderr):
+            raise PortTakenError(done.stderr)
+        return done
+
+    return on_a_free_port(start)
+
+
 @pytest.mark.timeout(900)
 def test_the_readme_shell_block_runs_verbatim(tmp_path: Path) -> None:
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "GLOBALSTORE_BOOTSTRAP": f"127.0.0.1:{free_port()}",
         "XDG_DATA_HOME": str(tmp_path / "xdg"),  # `kafka start`'s data dir, not the user's
     }
     env.pop("GLOBALSTORE_TEST_BOOTSTRAP", None)
     outputs = {}
     try:
         for n, line in enumerate(shell_block()):
-            done = _run(line, tmp_path, env)
-            # `kafka start` on a port that was free a moment ago: if another process took it
-            # in between, the command says so; start on another one.
-            for _ in range(3):
-                if n > 0 or "already in use" not in done.stderr:
-                    break
-                env["GLOBALSTORE_BOOTSTRAP"] = f"127.0.0.1:{free_port()}"
-                done = _run(line, tmp_path, env)
+            done = _start_broker(line, tmp_path, env) if n == 0 else _run(line, tmp_path, env)
             assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
             assert "Traceback" not in done.stderr, f"{line}\n{done.stderr}"
             outputs[line.split("#")[0].split()[1]] = done.stdout
