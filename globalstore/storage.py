@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,7 +205,7 @@ class Storage:
         for name in ("_meta", "_meta_cf", "_get"):
             self.__dict__.pop(name, None)
         if db is not None:
-            db.close()
+            _close_when_unborrowed(db)
 
     def wipe(self, refill: Callable[[Path], object] | None = None) -> None:
         """Drop every key and all meta; the caller restores from the beginning. `refill`,
@@ -552,3 +553,27 @@ def _bounded(
             if upper is not None and key >= upper:
                 return
             yield key, value
+
+
+CLOSE_WAIT_S = 30.0
+"""How long close() waits for reads already inside RocksDB on other threads."""
+
+
+def _close_when_unborrowed(db: rocksdict.Rdict) -> None:
+    """Close `db` once no other thread is inside one of its calls. rocksdict lets go of the
+    GIL inside a read, and close() refuses to run while one is in progress ("Already
+    borrowed"). New reads cannot start (their handles are gone), so the ones in progress,
+    a multi-get at most, end soon."""
+    deadline = time.monotonic() + CLOSE_WAIT_S
+    while True:
+        try:
+            db.close()
+            return
+        except RuntimeError as exc:
+            if "already borrowed" not in str(exc).lower():
+                raise
+            if time.monotonic() > deadline:
+                raise StorageError(
+                    f"RocksDB still in use by another thread after {CLOSE_WAIT_S:.0f} s"
+                ) from exc
+        time.sleep(0.001)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -142,6 +144,39 @@ def test_second_process_is_locked(storage: Storage, tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "LOCKED" in out.stdout
+
+
+def test_close_waits_for_reads_in_progress_on_other_threads(tmp_path: Path) -> None:
+    """A multi-get of 20k keys holds the database for a while; close() used to fail at once
+    ("Already borrowed") and leave the store locked."""
+    storage = Storage(tmp_path / "db")
+    storage.initialise("t", None, 1)
+    keys = [f"k{i:05d}" for i in range(20_000)]
+    storage.apply(batch(*[(k, "1") for k in keys]), True, 1)
+    encoded = [k.encode() for k in keys]
+    reads: list[int] = []
+    ended: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            while True:
+                reads.append(sum(v is not None for v in storage.get_many(encoded)))
+        except BaseException as exc:  # the read after close()
+            ended.append(exc)
+
+    readers = [threading.Thread(target=reader) for _ in range(4)]
+    for thread in readers:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(reads) < 8:
+        assert time.monotonic() < deadline and not ended, (len(reads), ended)
+        time.sleep(0.001)
+    storage.close()
+    for thread in readers:
+        thread.join(30)
+    assert set(reads) == {20_000}
+    assert len(ended) == 4
+    Storage(tmp_path / "db").close()  # closed for real: the lock and RocksDB's LOCK are free
 
 
 def test_damaged_meta_is_reported(storage: Storage) -> None:
