@@ -7,10 +7,9 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,13 +113,3 @@ def get_json(url: str) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read() or b"null")
     except (OSError, ValueError) as exc:
         return 0, str(exc)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, status: Callable[[], str]) -> None:
-    """Poll `condition` until it holds; past `timeout`, fail with `status()`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(1.0)
-    raise AssertionError(f"not within {timeout:.0f}s:\n{status()}")

@@ -18,9 +18,9 @@ from tests.containers.compose_project import (
     compose_commands,
     docker,
     get_json,
-    wait_until,
 )
 from tests.ports import PortTakenError, on_a_free_port, says_port_taken
+from tests.waiting import eventually
 
 ORDERS = 1500  # the generator's --bad 1% is one broken record in 100, its seed 7
 APP_PORT = 8080
@@ -90,9 +90,13 @@ def _check_both_serve_the_expected_orders(
         )
 
     for base in bases:
-        wait_until(lambda base=base: get_json(f"{base}/readyz")[0] == 200, 600, status)
+        eventually(
+            lambda base=base: get_json(f"{base}/readyz")[0] == 200, 600, status, interval_s=1.0
+        )
     # Ready means restored; the stream-mode pipeline may still be folding the events.
-    wait_until(lambda: counts() == [(200, {"count": len(expected)})] * 2, 600, status)
+    eventually(
+        lambda: counts() == [(200, {"count": len(expected)})] * 2, 600, status, interval_s=1.0
+    )
 
     keys = sorted(expected)[:: max(1, len(expected) // SAMPLE)]
     for key in keys:
@@ -110,7 +114,7 @@ def _check_restart_resumes_from_its_volume(project: ComposeProject, app: str, co
     def status() -> str:
         return json.dumps(get_json(f"{base}/v1/status"), indent=1) + project.logs("app")
 
-    wait_until(lambda: get_json(f"{base}/readyz")[0] == 200, 300, status)
+    eventually(lambda: get_json(f"{base}/readyz")[0] == 200, 300, status, interval_s=1.0)
     code, report = get_json(f"{base}/v1/status")
     assert code == 200, report
     restore = report["restore"]
@@ -138,4 +142,4 @@ def _check_kafka_keeps_its_topics_on_its_volume(project: ComposeProject, bootstr
     def status() -> str:
         return f"{now()} != {before}\n{project.logs('kafka')}"
 
-    wait_until(lambda: now() == before, 180, status)
+    eventually(lambda: now() == before, 180, status, interval_s=1.0)

@@ -7,23 +7,14 @@ temporary directory and stops/starts it under the store.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from globalstore import GlobalStore, StoreConfig
 from globalstore.localkafka import ANY_PORT, LocalKafka, PortInUseError
 from tests.integration.store_support import produce
-
-
-def _eventually(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for: {what}")
-        time.sleep(0.1)
+from tests.waiting import eventually
 
 
 def _restart_on_its_port(broker: LocalKafka, timeout: float) -> None:
@@ -61,7 +52,7 @@ def test_store_keeps_serving_and_reconnects(tmp_path: Path) -> None:
             assert store.status().staleness_seconds == 0.0
 
             broker.stop()
-            _eventually(lambda: not store.status().connected, 30, "store notices the outage")
+            eventually(lambda: not store.status().connected, 30, store.status)  # noticed
             time.sleep(1.5)
             status = store.status()
             assert status.state == "running" and status.ready
@@ -71,8 +62,8 @@ def test_store_keeps_serving_and_reconnects(tmp_path: Path) -> None:
 
             _restart_on_its_port(broker, 120)
             produce(bootstrap, "outage", [("c", 3)])
-            _eventually(lambda: store.get("c") == 3, 60, "record produced after restart")
-            _eventually(lambda: store.status().connected, 30, "store reports reconnection")
-            _eventually(lambda: store.status().staleness_seconds == 0.0, 30, "staleness reset")
+            eventually(lambda: store.get("c") == 3, 60, store.status)  # produced after restart
+            eventually(lambda: store.status().connected, 30, store.status)  # reconnected
+            eventually(lambda: store.status().staleness_seconds == 0.0, 30, store.status)
     finally:
         broker.stop()

@@ -12,15 +12,16 @@ import json
 import os
 import re
 import subprocess
-import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyspark
+
+from tests.waiting import eventually
 
 SPARK_HOME = Path(pyspark.__file__).parent
 HOST = "127.0.0.1"
@@ -64,7 +65,7 @@ def standalone_cluster(scratch: Path, env: Mapping[str, str]) -> Iterator[Cluste
             _logged(master_log, _MASTER_UI_AT, "master web UI"),
             scratch / "work",
         )
-        _wait_for(lambda: bool(_try_state(cluster)), "master")
+        eventually(lambda: bool(_try_state(cluster)), START_TIMEOUT_S, _text_of(master_log), 0.5)
         worker = _daemon(
             scratch / "worker.log",
             {**daemon_env, "SPARK_WORKER_DIR": str(cluster.work_dir)},
@@ -72,7 +73,8 @@ def standalone_cluster(scratch: Path, env: Mapping[str, str]) -> Iterator[Cluste
             *("--host", HOST, "--cores", "1", "--memory", "1g"),
             *("--webui-port", "0", cluster.master_url),
         )
-        _wait_for(lambda: _try_state(cluster).get("aliveworkers", 0) >= 1, "worker")
+        alive = lambda: _try_state(cluster).get("aliveworkers", 0) >= 1  # noqa: E731
+        eventually(alive, START_TIMEOUT_S, _text_of(scratch / "worker.log"), 0.5)
         yield cluster
     finally:
         for process in (worker, master):
@@ -83,12 +85,16 @@ def standalone_cluster(scratch: Path, env: Mapping[str, str]) -> Iterator[Cluste
 
 def _logged(log: Path, line: re.Pattern[str], what: str) -> str:
     """The address a daemon logged it listens at (group 1 of `line`)."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while (match := line.search(log.read_text(errors="replace"))) is None:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"Spark standalone {what}: no address in {log} after a while")
-        time.sleep(0.2)
+    text = _text_of(log)
+    eventually(lambda: line.search(text()) is not None, START_TIMEOUT_S, text, 0.2)
+    match = line.search(text())
+    assert match is not None, f"Spark standalone {what}: no address in {log}"
     return match.group(1)
+
+
+def _text_of(log: Path) -> Callable[[], str]:
+    """What the daemon has logged so far (a daemon logs its addresses once, at the start)."""
+    return lambda: log.read_text(errors="replace")
 
 
 def _daemon(
@@ -110,14 +116,6 @@ def _try_state(cluster: Cluster) -> dict[str, Any]:
         return cluster.state()
     except (OSError, ValueError):
         return {}
-
-
-def _wait_for(ready: Any, what: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not ready():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"Spark standalone {what} not up within {START_TIMEOUT_S:.0f} s")
-        time.sleep(0.5)
 
 
 def without_project_env(scratch: Path, python: str, site_packages: str) -> dict[str, str]:

@@ -6,7 +6,6 @@ run (each batch run is one micro-batch), without using the pipeline's code.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from pipelines.orders.reference import ExpectedOrders
 from pipelines.orders.transform import ORDERS
 from pipelines.records import DLQ_OFFSET_HEADER, DLQ_PARTITION_HEADER, DLQ_REASON_HEADER
 from tests.pipelines.kafka_read import compacted, read_topic, restored_store
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -111,17 +111,17 @@ def test_stream_mode_picks_up_new_events_while_running(
     )
     try:
         progress = lambda: (running.summary.describe(), running.query.status)  # noqa: E731
-        _wait_for(lambda: running.summary.batches > 0, timeout_s=120, state=progress)
+        eventually(lambda: running.summary.batches > 0, 120, progress)
         warmed_up = running.summary.batches
         assert "o-9999999" not in _current(options)
         fresh = RawRecord(b"o-9999999", orjson.dumps({
             "order_id": "o-9999999", "courier_id": "c-1", "status": "CREATED", "lat": 1.0,
             "lon": 2.0, "event_time": "2026-01-01T00:00:00.000Z"}))  # fmt: skip
         produce(options.bootstrap_servers, options.source_topic, [fresh])
-        _wait_for(lambda: "o-9999999" in _current(options), timeout_s=120, state=progress)
+        eventually(lambda: "o-9999999" in _current(options), 120, progress)
         # The query's progress event reaches the listener a moment after the batch's output
         # reaches the topic: wait for it rather than expect it already.
-        _wait_for(lambda: running.summary.batches > warmed_up, timeout_s=60, state=progress)
+        eventually(lambda: running.summary.batches > warmed_up, 60, progress)
         assert running.query.isActive
     finally:
         running.stop()
@@ -129,10 +129,3 @@ def test_stream_mode_picks_up_new_events_while_running(
 
 def _current(options: skeleton.RunOptions) -> dict[str, bytes]:
     return compacted(read_topic(options.bootstrap_servers, options.target_topic))
-
-
-def _wait_for(condition: Callable[[], bool], timeout_s: float, state: Callable[[], object]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"condition not met within {timeout_s} s: {state()}"
-        time.sleep(0.2)
