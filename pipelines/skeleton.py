@@ -22,7 +22,7 @@ from pipelines.metrics import RunSummary, SummaryListener, observe_clean, observ
 from pipelines.records import SINK_COLUMNS, dead_letter_records, output_records
 from pipelines.spec import Pipeline
 from pipelines.topics import ensure_topics
-from pipelines.validate import REASON, validate
+from pipelines.validate import REASON, SOURCE_COLUMNS, validate
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) 
     # read and validated once per micro-batch, not once per branch. Each branch's filter
     # and column pruning must not be pushed below the exchange, or the two would differ:
     # its hash partitioning uses every column, and observe() above it stops filters.
-    checked = observe_clean(checked.repartition(*checked.columns))
+    checked = observe_clean(_provenance_for_rejects_only(checked).repartition(*checked.columns))
     clean = checked.where(sf.col(REASON).isNull()).select(*(f.name for f in pipeline.fields))
     transformed = pipeline.transform(clean)
     rejected = checked.where(sf.col(REASON).isNotNull())
@@ -79,6 +79,19 @@ def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) 
         dead_letter_records(rejected, options.dead_letter_topic)
     )
     return observe_sink(records.select(*SINK_COLUMNS), options.target_topic)
+
+
+def _provenance_for_rejects_only(checked: DataFrame) -> DataFrame:
+    """Null the raw record and where it came from on clean rows: only dead letters use them,
+    so the exchange then moves a clean row's typed fields without its raw bytes (a batch run
+    ~6 % faster, docs/benchmarks.md)."""
+    rejected = sf.col(REASON).isNotNull()
+    return checked.select(
+        *(
+            sf.when(rejected, sf.col(c)).alias(c) if c in SOURCE_COLUMNS else c
+            for c in checked.columns
+        )
+    )
 
 
 class PipelineRun:
