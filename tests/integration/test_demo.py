@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import pytest
 from pipelines.couriers.reference import ExpectedCouriers
 from pipelines.orders.generator import StreamShape, generate
 from pipelines.orders.reference import ExpectedOrders
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.spark
 
@@ -87,10 +87,8 @@ def test_demo_runs_end_to_end_and_leaves_nothing_running(tmp_path: Path) -> None
 
     assert list(tmp_path.glob("globalstore-demo-*")) == []  # the temporary directory
     # Spark's gateway JVM ends after its Python parent, not always before the demo exits.
-    deadline = time.monotonic() + 30
-    while leftover := leftover_processes(demo.pid, str(tmp_path)):
-        assert time.monotonic() < deadline, leftover
-        time.sleep(0.5)
+    leftover = lambda: leftover_processes(demo.pid, str(tmp_path))  # noqa: E731
+    eventually(lambda: not leftover(), 30, leftover, interval_s=0.5)
 
 
 def expected_digest(content: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ from globalstore.server import ServerSettings
 from globalstore.storage import Storage
 from tests.integration.serve_support import running_server, served_store, wait_ready
 from tests.integration.store_support import produce, set_topic_config
+from tests.waiting import eventually
 
 
 class _Starts(StoreListener):
@@ -49,10 +50,8 @@ class _BootDuringWrites(StoreListener):
 
 
 def _wait_for_batches(flowing: list[list[tuple[str, object]]], count: int) -> None:
-    deadline = time.monotonic() + 60
-    while len(flowing) < count:
-        assert time.monotonic() < deadline, f"the writer produced {len(flowing)} batches"
-        time.sleep(0.01)
+    produced = lambda: f"the writer produced {len(flowing)} batches"  # noqa: E731
+    eventually(lambda: len(flowing) >= count, 60, produced, interval_s=0.01)
 
 
 def _content(store: GlobalStore) -> dict[str, object]:

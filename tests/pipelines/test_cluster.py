@@ -14,7 +14,6 @@ import shlex
 import subprocess
 import sys
 import sysconfig
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from pipelines.orders.generator import StreamShape, generate, produce
 from pipelines.orders.reference import ExpectedOrders
 from tests.pipelines.kafka_read import compacted, read_topic
 from tests.pipelines.spark_cluster import SPARK_HOME, standalone_cluster, without_project_env
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -89,10 +89,8 @@ def test_documented_spark_submit_runs_on_a_standalone_cluster(
         assert result.returncode == 0, result.stderr[-4000:]
         # The driver tells the master it finished on its way out: not always before
         # spark-submit exits on a busy machine.
-        deadline = time.monotonic() + 60
-        while not (finished := _finished_apps(cluster.state())):
-            assert time.monotonic() < deadline, cluster.state()
-            time.sleep(0.5)
+        eventually(lambda: bool(_finished_apps(cluster.state())), 60, cluster.state, 0.5)
+        finished = _finished_apps(cluster.state())
 
     assert len(finished) == 1, finished
     executor_logs = list(cluster.work_dir.glob(f"{finished[0]['id']}/*/stderr"))
