@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.orders.generator import broken_records
 from pipelines.orders.transform import FIELDS
-from pipelines.spec import DEFAULT_MAX_RECORD_BYTES
+from pipelines.session import JIT_METHOD_LIMIT
+from pipelines.spec import DEFAULT_MAX_RECORD_BYTES, Field, Kind
 from pipelines.validate import REASON, validate
 
 pytestmark = pytest.mark.spark
@@ -87,3 +89,16 @@ def test_epoch_millis_as_digits_text_is_the_same_instant(spark: SparkSession) ->
     rows = checked.orderBy("offset").collect()
     assert [row[REASON] for row in rows] == [None, "not_object"]
     assert rows[0].event_time == dt.datetime(2026, 1, 1, 10, 0, 0, 250000)
+
+
+def test_wider_validation_outgrows_the_jit_limit_so_the_session_caps_generated_methods(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The premise of the session's cap: one field more than the orders job and the stage's
+    # generated method is too big for the JVM to compile. Should Spark ever generate less,
+    # this fails and the cap can go.
+    wider = (*FIELDS, Field("note", Kind.STRING))
+    validate(kafka_rows(spark, [GOOD]), wider, DEFAULT_MAX_RECORD_BYTES).explain("codegen")
+    sizes = [int(size) for size in re.findall(r"maxMethodCodeSize:(\d+)", capsys.readouterr().out)]
+    assert max(sizes) > JIT_METHOD_LIMIT
+    assert int(spark.conf.get("spark.sql.codegen.hugeMethodLimit")) == JIT_METHOD_LIMIT
