@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from pipelines.pandas_state import empty_frame
+from pipelines.pandas_state import empty_frame, member_of
 
 STATUSES = ("CREATED", "PICKED_UP", "IN_TRANSIT", "DELIVERED", "CANCELLED")
 TERMINAL_STATUSES = ("DELIVERED", "CANCELLED")
@@ -71,18 +71,18 @@ def fold(
     """
     markers = state.markers[state.markers.ended_ms.to_numpy() >= horizon_ms]
     fresh = batch[
-        (batch.event_ms.to_numpy() >= horizon_ms) & ~batch.order_id.isin(markers.order_id)
+        (batch.event_ms.to_numpy() >= horizon_ms) & ~member_of(batch.order_id, markers.order_id)
     ][list(EVENT_COLUMNS)]
     if fresh.empty:
         return BucketState(state.events, markers.reset_index(drop=True)), _empty_changes()
-    touched = state.events.order_id.isin(fresh.order_id.unique())
+    touched = member_of(state.events.order_id, fresh.order_id.unique())
     # Known events first, so that a known event sent again is the one kept (not new).
     candidates = pd.concat(
         [state.events[touched].assign(new=False), fresh.assign(new=True)], ignore_index=True
     ).drop_duplicates(subset=list(EVENT_COLUMNS), keep="first")
     orders = _per_order(candidates)
     ended = orders.ended.to_numpy()
-    kept = candidates[~candidates.order_id.isin(orders.order_id[ended])].drop(columns="new")
+    kept = candidates[~member_of(candidates.order_id, orders.order_id[ended])].drop(columns="new")
     new_markers = orders.loc[ended, ["order_id", "last_seen"]]
     new_state = BucketState(
         pd.concat([state.events[~touched], kept], ignore_index=True),
