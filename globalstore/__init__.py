@@ -4,6 +4,7 @@ compacted Kafka topic. See docs/store.md."""
 from globalstore.codec import Entry
 from globalstore.config import RocksDBOptions, StoreConfig
 from globalstore.errors import (
+    AuthenticationError,
     AuthorizationError,
     BrokerUnavailable,
     ConfigurationError,
@@ -29,6 +30,7 @@ from globalstore.switch import SwitchingStore
 from globalstore.topic import end_offsets
 
 __all__ = [
+    "AuthenticationError",
     "AuthorizationError",
     "BrokerUnavailable",
     "ConfigurationError",

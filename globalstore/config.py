@@ -13,6 +13,7 @@ import rocksdict
 from globalstore.codec import VALUE_FORMAT_VERSION
 from globalstore.converters import ValueFormats
 from globalstore.errors import ConfigurationError
+from globalstore.kafka_settings import ClientSettings
 
 # Where every command and the examples look for Kafka unless told otherwise: the local
 # broker's default address, or GLOBALSTORE_BOOTSTRAP when it is set.
@@ -75,7 +76,8 @@ def _compression(name: str) -> rocksdict.DBCompressionType:
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """Everything a GlobalStore needs. kafka_config passes extra librdkafka settings through."""
+    """Everything a GlobalStore needs. kafka_config passes extra librdkafka settings through
+    (security and the like); its secrets are masked wherever the config is shown."""
 
     topic: str
     bootstrap_servers: str
@@ -120,6 +122,8 @@ class StoreConfig:
     out_of_range: str = "rebuild"
 
     def __post_init__(self) -> None:
+        # Read-only, and its repr masks the secrets: a config can be printed or logged.
+        object.__setattr__(self, "kafka_config", ClientSettings(self.kafka_config))
         self.value_formats()  # ConfigurationError for a converter chain with a gap
         for name, allowed in (("unreadable_store", "refuse"), ("out_of_range", "stop")):
             if getattr(self, name) not in ("rebuild", allowed):

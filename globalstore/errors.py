@@ -12,6 +12,8 @@
         ├── TopicNotCompacted     the topic is not compacted and allow_uncompacted is False
         ├── ConfigurationError    a setting is refused: by a Kafka client, or because the
         │                         store relies on its own value (names it)
+        ├── AuthenticationError   the broker refused the client's credentials or certificate
+        │                         (wrong password, unknown user, untrusted certificate)
         ├── AuthorizationError    the broker denied the store's principal an operation it
         │                         needs on the topic; names topic, operation and the way on
         ├── OffsetsOutOfRange     while following, the topic stopped holding the store's
@@ -75,6 +77,13 @@ class TopicNotCompacted(FatalError):  # noqa: N818 - public names fixed by the A
 class ConfigurationError(FatalError):
     """A setting is refused: a Kafka client's (unknown name or bad value), or one the store
     relies on that kafka_config tried to change."""
+
+
+class AuthenticationError(FatalError):
+    """The broker refused the client's SASL credentials or its TLS certificate, or the
+    client could not verify the broker's: a wrong password, an unknown user, a certificate
+    signed by another CA. Not an outage: retrying with the same settings will not help. The
+    message says which, in one line, and never quotes a secret."""
 
 
 class AuthorizationError(FatalError):

@@ -10,6 +10,14 @@ from confluent_kafka import KafkaError
 
 log = logging.getLogger(__name__)
 
+# What librdkafka reports when the broker refuses the client's credentials (SASL) or either
+# side refuses the other's certificate (TLS): no amount of retrying cures these.
+_AUTHENTICATION_FAILURES = (
+    KafkaError._AUTHENTICATION,
+    KafkaError._SSL,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+)
+
 
 class Health:
     """Connection state and the topic's end offsets as last reported. Mutated only by the
@@ -22,6 +30,7 @@ class Health:
         self.ever_connected = False
         self.in_sync_at: float | None = None  # monotonic time we last saw lag 0 while connected
         self.last_error: str | None = None
+        self.authentication_failure: str | None = None  # librdkafka's words, the latest
 
     def reached(self) -> None:
         """A broker request succeeded."""
@@ -51,6 +60,8 @@ class Health:
 
     def on_error(self, err: KafkaError) -> None:
         self.last_error = str(err)
+        if err.code() in _AUTHENTICATION_FAILURES:
+            self.authentication_failure = err.str()
         if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
             self.connected = False
         # Transient as a rule (librdkafka reconnects); status() reports connection and staleness.

@@ -34,6 +34,7 @@ from globalstore.errors import (
     UnreadableStore,
 )
 from globalstore.health import Health
+from globalstore.kafka_settings import mask_text
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.meta import DamagedLayoutError
 from globalstore.native_restore import NativeRestorer
@@ -84,7 +85,8 @@ def _client(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any], role:
     try:
         return factory(conf)
     except (KafkaException, ValueError, TypeError) as exc:
-        raise ConfigurationError(f"the Kafka {role} refused its settings: {exc}") from exc
+        refusal = mask_text(str(exc), conf)
+        raise ConfigurationError(f"the Kafka {role} refused its settings: {refusal}") from None
 
 
 def _migration_status(migration: migrate.Migration | None) -> dict[str, Any]:
@@ -215,6 +217,7 @@ class StoreThread(threading.Thread):
                     consumer, admin, self.config, info.partitions, self.rpc_timeout
                 )
             except BrokerUnavailable as exc:
+                self._refuse_if_unauthenticated(consumer)
                 where = self.config.bootstrap_servers  # then the client's own words:
                 self._health.last_error = f"{where}: {exc.__cause__ or exc}"
                 self._publish()
@@ -223,6 +226,15 @@ class StoreThread(threading.Thread):
             self._health.reached()
             return self._plan(info, marks)
         return None
+
+    def _refuse_if_unauthenticated(self, consumer: Consumer) -> None:
+        """AuthenticationError when no broker was ever reached and librdkafka said why: the
+        credentials or a certificate were refused. Otherwise start() would time out after
+        its whole timeout, blaming the network."""
+        consumer.poll(0)  # serves the error callback, which records what librdkafka saw
+        failure = self._health.authentication_failure
+        if failure is not None and not self._health.ever_connected:
+            raise topic.unauthenticated(self.config, failure)
 
     def _plan(self, info: topic.TopicInfo, marks: Mapping[int, topic.Marks]) -> plan.Plan:
         """Resume, or wipe and start over (WARNING) when resuming could leave the store

@@ -42,6 +42,7 @@ class _Main(click.Group):
 
 
 @click.group(cls=_Main)
+@click.version_option(package_name="globalstore", prog_name="globalstore")
 @click.option(
     "-v",
     "--verbose",

@@ -22,11 +22,11 @@ import click
 import orjson
 
 from globalstore.cli.formats import Converters, chain
-from globalstore.cli.settings import parse_settings
 from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.watch import Watcher, watch
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 from globalstore.errors import BrokerUnavailable, StoreLocked
+from globalstore.kafka_settings import kafka_config_options
 from globalstore.listeners import StoreListener
 from globalstore.readonly import ReadOnlyStore
 from globalstore.store import GlobalStore, StoreStatus
@@ -35,12 +35,6 @@ from globalstore.topic import records_between
 _LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
 _BAR_INTERVAL = 0.1  # seconds between redraws of the terminal progress bar
 _BAR_WIDTH = 30
-
-
-def _kafka_setting(
-    ctx: click.Context, param: click.Parameter, items: tuple[str, ...]
-) -> dict[str, str]:
-    return parse_settings(items, "--kafka-config")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,14 +115,6 @@ def _store_options(command: Callable[..., None]) -> Callable[..., None]:
             help="Store directory (created if missing).",
         ),
         click.option(
-            "--kafka-config",
-            "kafka_config",
-            multiple=True,
-            metavar="KEY=VALUE",
-            callback=_kafka_setting,
-            help="Extra librdkafka setting, e.g. security.protocol=SSL (repeatable).",
-        ),
-        click.option(
             "--allow-uncompacted",
             is_flag=True,
             help="Accept a topic whose cleanup.policy lacks 'compact'.",
@@ -158,7 +144,7 @@ def _store_options(command: Callable[..., None]) -> Callable[..., None]:
             "format first (docs/store.md).",
         ),
     ]
-    wrapped: Callable[..., None] = with_target
+    wrapped: Callable[..., None] = kafka_config_options(with_target)
     for option in reversed(options):
         wrapped = option(wrapped)
     return wrapped
