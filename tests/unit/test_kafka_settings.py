@@ -117,7 +117,7 @@ def test_store_config_repr_masks_the_password_and_keeps_mapping_behaviour() -> N
 
 def test_a_malformed_secret_line_in_the_file_is_named_not_quoted(tmp_path: Path) -> None:
     path = tmp_path / "client.properties"
-    path.write_text(f"sasl.password s3cr\n")
+    path.write_text("sasl.password s3cr\n")
     with pytest.raises(ConfigurationError) as info:
         read_properties(path)
     assert "client.properties:1" in str(info.value) and "sasl.password=..." in str(info.value)
