@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -15,6 +16,7 @@ import httpx
 from globalstore import GlobalStore
 from globalstore.listeners import StoreListener
 from globalstore.server import ServedStore, ServerSettings, server
+from tests.ports import PortTakenError, on_a_free_port, says_port_taken
 
 
 @contextlib.contextmanager
@@ -70,3 +72,37 @@ def wait_position(client: httpx.Client, wanted: Mapping[int, int], headers: Any 
     spec = ",".join(f"{p}:{o}" for p, o in wanted.items())
     response = client.get("/v1/count", params={"min_position": spec}, headers=headers)
     assert response.status_code == 200, response.text
+
+
+def serving_process(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """`command --port N` (a `globalstore serve` command line) started and ready; its base
+    URL. N was free a moment ago: if another process took it before serve bound it, serve
+    says so and exits; try another."""
+
+    def start(port: int) -> tuple[subprocess.Popen[str], str]:
+        proc = subprocess.Popen(
+            [*command, "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True
+        )
+        base = f"http://127.0.0.1:{port}"
+        if _ready(proc, base):
+            return proc, base
+        errors = proc.stderr.read()  # type: ignore[union-attr]
+        if says_port_taken(errors):
+            raise PortTakenError(errors)
+        raise AssertionError(f"serve exited early: {errors}")
+
+    return on_a_free_port(start)
+
+
+def _ready(proc: subprocess.Popen[str], base: str) -> bool:
+    """True once /readyz answers 200; False if the process exited first."""
+    deadline = time.monotonic() + 60
+    while proc.poll() is None:
+        try:
+            if httpx.get(f"{base}/readyz").status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "serve not ready within 60s"
+        time.sleep(0.05)
+    return False

@@ -42,10 +42,11 @@ def produce(
     records: Iterable[Record],
     partition: int | None = None,
     value_format: int = VALUE_FORMAT_VERSION,
+    **client: Any,
 ) -> None:
     """Produce (key, value) records declaring `value_format` and wait until all are
-    acknowledged; fail on any delivery error."""
-    p = producer(bootstrap)
+    acknowledged; fail on any delivery error. `client` adds settings (security, ...)."""
+    p = producer(bootstrap, **client)
     headers = format_headers(value_format)
     failed: list[str] = []
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -14,41 +13,8 @@ from pathlib import Path
 import httpx
 
 from globalstore import GlobalStore
+from tests.integration.serve_support import serving_process
 from tests.integration.store_support import produce
-from tests.ports import PortTakenError, on_a_free_port, says_port_taken
-
-
-def _serving(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    """`command --port N` started and ready; its base URL. N was free a moment ago: if
-    another process took it before serve bound it, serve says so and exits; try another."""
-
-    def start(port: int) -> tuple[subprocess.Popen[str], str]:
-        proc = subprocess.Popen(
-            [*command, "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True
-        )
-        base = f"http://127.0.0.1:{port}"
-        if _ready(proc, base):
-            return proc, base
-        errors = proc.stderr.read()  # type: ignore[union-attr]
-        if says_port_taken(errors):
-            raise PortTakenError(errors)
-        raise AssertionError(f"serve exited early: {errors}")
-
-    return on_a_free_port(start)
-
-
-def _ready(proc: subprocess.Popen[str], base: str) -> bool:
-    """True once /readyz answers 200; False if the process exited first."""
-    deadline = time.monotonic() + 60
-    while proc.poll() is None:
-        try:
-            if httpx.get(f"{base}/readyz").status_code == 200:
-                return True
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "serve not ready within 60s"
-        time.sleep(0.05)
-    return False
 
 
 def test_serve_stops_gracefully_on_sigterm_and_closes_the_store(
@@ -60,7 +26,7 @@ def test_serve_stops_gracefully_on_sigterm_and_closes_the_store(
     command = [str(Path(sys.executable).parent / "globalstore"), "serve", "--topic", topic]
     command += ["--bootstrap-servers", kafka_bootstrap, "--path", str(store_path)]
     command += ["--max-wait", "30"]
-    proc, base = _serving(command, {**os.environ, "GLOBALSTORE_TOKEN": "t0ken"})
+    proc, base = serving_process(command, {**os.environ, "GLOBALSTORE_TOKEN": "t0ken"})
     auth = {"Authorization": "Bearer t0ken"}
     try:
         assert httpx.get(f"{base}/v1/keys/a").status_code == 401
