@@ -8,29 +8,23 @@ import logging
 import orjson
 from confluent_kafka import KafkaError
 
-log = logging.getLogger(__name__)
+from globalstore.kafka_clients import Refusals
 
-# What librdkafka reports when the broker refuses the client's credentials (SASL) or either
-# side refuses the other's certificate (TLS): no amount of retrying cures these.
-_AUTHENTICATION_FAILURES = (
-    KafkaError._AUTHENTICATION,
-    KafkaError._SSL,
-    KafkaError.SASL_AUTHENTICATION_FAILED,
-)
+log = logging.getLogger(__name__)
 
 
 class Health:
     """Connection state and the topic's end offsets as last reported. Mutated only by the
     store thread; others read the immutable snapshot the thread publishes."""
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, refusals: Refusals) -> None:
         self.topic = topic
+        self.refusals = refusals  # refused credentials or certificates, kept apart
         self.high: dict[int, int] = {}
         self.connected = False
         self.ever_connected = False
         self.in_sync_at: float | None = None  # monotonic time we last saw lag 0 while connected
         self.last_error: str | None = None
-        self.authentication_failure: str | None = None  # librdkafka's words, the latest
 
     def reached(self) -> None:
         """A broker request succeeded."""
@@ -60,8 +54,7 @@ class Health:
 
     def on_error(self, err: KafkaError) -> None:
         self.last_error = str(err)
-        if err.code() in _AUTHENTICATION_FAILURES:
-            self.authentication_failure = err.str()
+        self.refusals(err)
         if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
             self.connected = False
         # Transient as a rule (librdkafka reconnects); status() reports connection and staleness.

@@ -27,23 +27,19 @@ from globalstore import migrate, native_restore, plan, snapshot, topic
 from globalstore.config import StoreConfig
 from globalstore.errors import (
     BrokerUnavailable,
-    ConfigurationError,
     FatalError,
     GlobalStoreError,
     OffsetsOutOfRange,
     UnreadableStore,
 )
 from globalstore.health import Health
-from globalstore.kafka_settings import mask_text
+from globalstore.kafka_clients import LIBRDKAFKA_LOG, Refusals, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.meta import DamagedLayoutError
 from globalstore.native_restore import NativeRestorer
 from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
-# librdkafka's own log lines (connection failures and the like, which the store retries and
-# reports through status()) go to Python logging under this name instead of stderr.
-LIBRDKAFKA_LOG = logging.getLogger("globalstore.librdkafka")
 _C = TypeVar("_C")
 
 _PROGRESS_LOG_INTERVAL = 5.0
@@ -77,16 +73,6 @@ class ThreadStatus:
     migration: str | None = None  # the background conversion under way, if any
     migrated_values: int = 0  # values it has rewritten since this start
     conversion_failures: int = 0  # values a converter raised on (kept as they were)
-
-
-def _client(factory: Callable[[dict[str, Any]], _C], conf: dict[str, Any], role: str) -> _C:
-    """A confluent-kafka client, or ConfigurationError naming the setting it refused
-    (librdkafka checks names and values when the client is created, before any I/O)."""
-    try:
-        return factory(conf)
-    except (KafkaException, ValueError, TypeError) as exc:
-        refusal = mask_text(str(exc), conf)
-        raise ConfigurationError(f"the Kafka {role} refused its settings: {refusal}") from None
 
 
 def _migration_status(migration: migrate.Migration | None) -> dict[str, Any]:
@@ -127,7 +113,7 @@ class StoreThread(threading.Thread):
         self.status = ThreadStatus()
         self._state = State.CREATED
         self._error: BaseException | None = None
-        self._health = Health(config.topic)
+        self._health = Health(config.topic, Refusals(config.bootstrap_servers, config.kafka_config))
         self._restored_at_ms: int | None = None
         self._rebuild_reason: str | None = None
         self._skipped = 0
@@ -178,7 +164,7 @@ class StoreThread(threading.Thread):
         consumer: Consumer | None = None
         try:
             self._enter(State.STARTING)
-            consumer = _client(Consumer, self._consumer_config(), "consumer")
+            consumer = create_client(Consumer, self._consumer_config(), "consumer")
             restore_plan = self._plan_with_retries(consumer)
             if restore_plan is not None:
                 self._begin(consumer, restore_plan)
@@ -208,7 +194,7 @@ class StoreThread(threading.Thread):
         """Retry while the broker is unreachable; start() decides when to give up."""
         # Needed only here: dropped after.
         admin_conf = {**self.config.admin_config(), "logger": LIBRDKAFKA_LOG}
-        admin = _client(AdminClient, admin_conf, "admin client")
+        admin = create_client(AdminClient, admin_conf, "admin client")
         while not self._stop_event.is_set():
             try:
                 info = topic.describe_topic(consumer, admin, self.config, self.rpc_timeout)
@@ -232,9 +218,8 @@ class StoreThread(threading.Thread):
         credentials or a certificate were refused. Otherwise start() would time out after
         its whole timeout, blaming the network."""
         consumer.poll(0)  # serves the error callback, which records what librdkafka saw
-        failure = self._health.authentication_failure
-        if failure is not None and not self._health.ever_connected:
-            raise topic.unauthenticated(self.config, failure)
+        if not self._health.ever_connected:
+            self._health.refusals.check()
 
     def _plan(self, info: topic.TopicInfo, marks: Mapping[int, topic.Marks]) -> plan.Plan:
         """Resume, or wipe and start over (WARNING) when resuming could leave the store

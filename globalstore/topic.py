@@ -28,12 +28,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from globalstore.codec import is_compacted, require_compacted
 from globalstore.config import StoreConfig
 from globalstore.errors import (
-    AuthenticationError,
     AuthorizationError,
     BrokerUnavailable,
     TopicNotFound,
 )
-from globalstore.kafka_settings import mask_text
+from globalstore.kafka_clients import LIBRDKAFKA_LOG
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +64,7 @@ def end_offsets(
     conf = {
         "bootstrap.servers": bootstrap_servers,
         "group.id": "globalstore-end-offsets",
-        "logger": logging.getLogger("globalstore.librdkafka"),
+        "logger": LIBRDKAFKA_LOG,
     }
     consumer = Consumer({**conf, **kafka_config})
     try:
@@ -151,24 +150,6 @@ def refused(config: StoreConfig, operation: str, error: object) -> Authorization
         )
     username = config.kafka_config.get("sasl.username")
     return AuthorizationError(config.topic, operation, username, str(error), remedy)
-
-
-def unauthenticated(config: StoreConfig, reason: str) -> AuthenticationError:
-    """The AuthenticationError for a broker that refused who the store says it is (or whose
-    certificate the store refused), in one line that names the mechanism and the user but
-    never a secret."""
-    settings = config.kafka_config
-    protocol = str(settings.get("security.protocol", "plaintext")).upper()
-    if "SASL" in protocol:
-        mechanism = settings.get("sasl.mechanism", "GSSAPI")
-        who = f"SASL {mechanism} as user {settings.get('sasl.username')!r} over {protocol}"
-    else:
-        who = f"{protocol} (TLS certificates)"
-    reason = mask_text(" ".join(reason.split()), settings)
-    return AuthenticationError(
-        f"authentication failed at {config.bootstrap_servers} with {who}: {reason}. Check the "
-        "credentials and certificates in the Kafka client settings"
-    )
 
 
 def _topic_id(admin: AdminClient, topic: str, timeout: float) -> str | None:

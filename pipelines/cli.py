@@ -9,27 +9,58 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 from globalstore.converters import import_converter
+from globalstore.errors import ConfigurationError, GlobalStoreError
+from globalstore.kafka_clients import LIBRDKAFKA_LOG
+from globalstore.kafka_settings import kafka_config_options
+from pipelines.java_clients import java_settings
 from pipelines.topics import require_topic
 
 
-class KeyValue(click.ParamType):
-    """One KEY=VALUE option value, as a (key, value) pair."""
+class _Failed(click.ClickException):
+    """A failure the user can fix, as the `globalstore` command prints one: `error: ...` in
+    one line, exit status 2 (globalstore/cli/errors.py, which pipelines/ may not import)."""
 
-    name = "KEY=VALUE"
+    exit_code = 2
 
-    def convert(
-        self, value: str, param: click.Parameter | None, ctx: click.Context | None
-    ) -> tuple[str, str]:
-        key, sep, setting = value.partition("=")
-        if not sep or not key.strip():
-            self.fail(f"expected KEY=VALUE, got {value!r}", param, ctx)
-        return key.strip(), setting.strip()
+    def show(self, file: object = None) -> None:
+        click.echo(f"error: {self.message}", err=True)
+
+
+class _OneLineErrors(click.Command):
+    """`run` as the spark-submit entry has no `globalstore` group above it to explain
+    errors: then a failure the user can fix is one line here, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GlobalStoreError as exc:
+            if ctx.parent is not None:
+                raise  # the `globalstore` group explains it, or shows everything with -v
+            raise _Failed(" ".join(str(exc).split())) from exc
+
+
+def _java_side(kafka_config: Mapping[str, str]) -> None:
+    """Refuse, before anything connects, a setting Spark's Java clients cannot be given."""
+    try:
+        java_settings(kafka_config)
+    except ConfigurationError as exc:
+        hint = "--kafka-config/--kafka-config-file"
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+
+
+def _librdkafka_logs(verbose: bool) -> None:
+    # librdkafka's own lines (a refused password, retries) are for -v: a failure reaches the
+    # user as one error line. The `globalstore` group does the same; spark-submit has none.
+    if not verbose:
+        LIBRDKAFKA_LOG.setLevel(logging.CRITICAL)
 
 
 @click.group()
@@ -46,17 +77,10 @@ _bootstrap_option = click.option(
 )
 
 
-@pipeline.command("run")
+@pipeline.command("run", cls=_OneLineErrors)
 @click.argument("name")
 @_bootstrap_option
-@click.option(
-    "--kafka-option",
-    "kafka_options",
-    type=KeyValue(),
-    multiple=True,
-    help="Kafka client setting for source, sink and admin client, e.g. "
-    "security.protocol=SSL (repeatable).",
-)
+@kafka_config_options
 @click.option("--source-topic", help="Raw events topic  [default: the pipeline's, e.g. orders.raw]")
 @click.option("--target-topic", help="Compacted output topic  [default: e.g. orders.current]")
 @click.option("--dead-letter-topic", help="Rejected records  [default: e.g. orders.deadletter]")
@@ -80,7 +104,7 @@ _bootstrap_option = click.option(
 def run(
     name: str,
     bootstrap_servers: str,
-    kafka_options: tuple[tuple[str, str], ...],
+    kafka_config: dict[str, str],
     source_topic: str | None,
     target_topic: str | None,
     dead_letter_topic: str | None,
@@ -99,6 +123,7 @@ def run(
     verbose = bool(click.get_current_context().find_root().params.get("verbose"))
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("pipelines").setLevel(logging.INFO)  # progress: one line per batch
+    _librdkafka_logs(verbose)
     jvm_log = None if verbose else Path(".globalstore", "logs", "spark.log")
     if jvm_log is not None:
         # pyspark's own warnings (e.g. about the pandas version) belong with Spark's output.
@@ -108,8 +133,10 @@ def run(
     except KeyError as exc:
         raise click.BadParameter(str(exc.args[0]), param_hint="NAME") from None
     source = source_topic or spec.source_topic
-    # Before Spark starts: a missing raw topic is one line, not a Java stack trace.
-    require_topic(bootstrap_servers, source, dict(kafka_options), f"pipeline generate {name}")
+    # Before Spark starts: a setting Java cannot take, refused credentials or a missing raw
+    # topic is one line, not a Java stack trace.
+    _java_side(kafka_config)
+    require_topic(bootstrap_servers, source, kafka_config, f"pipeline generate {name}")
     if jvm_log is not None and not under_spark_submit():
         click.echo(f"Spark's own output goes to {jvm_log} (-v shows it here)", err=True)
     spark = build_session(master=master, jvm_log=jvm_log)
@@ -131,7 +158,7 @@ def run(
         trigger_interval=trigger_interval,
         starting_offsets=starting_offsets,
         max_offsets_per_trigger=max_offsets_per_trigger,
-        kafka_options=dict(kafka_options),
+        kafka_config=kafka_config,
     )
     summary = skeleton.run(spark, spec, options)
     click.echo(f"{name}: {summary.describe()}")
@@ -139,6 +166,7 @@ def run(
 
 @pipeline.command("rewrite")
 @_bootstrap_option
+@kafka_config_options
 @click.option("--source-topic", required=True, help="The compacted topic to rewrite, e.g. X.v1.")
 @click.option("--target-topic", required=True, help="The new compacted topic, e.g. X.v2.")
 @click.option(
@@ -153,7 +181,6 @@ def run(
     type=click.IntRange(1, 255),
     help="The format the converted records declare.",
 )
-@click.option("--kafka-option", "kafka_options", type=KeyValue(), multiple=True, help="As for run.")
 @click.option("--master", default="local[*]", show_default=True, help="Ignored under spark-submit.")
 def rewrite(
     bootstrap_servers: str,
@@ -161,7 +188,7 @@ def rewrite(
     target_topic: str,
     converter: str,
     value_format: int,
-    kafka_options: tuple[tuple[str, str], ...],
+    kafka_config: dict[str, str],
     master: str,
 ) -> None:
     """Rewrite a compacted topic into a new one through a converter (a topic-to-topic
@@ -173,16 +200,11 @@ def rewrite(
         convert = import_converter(converter)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--converter") from None
-    require_topic(bootstrap_servers, source_topic, dict(kafka_options), "pipeline run NAME")
+    _java_side(kafka_config)
+    require_topic(bootstrap_servers, source_topic, kafka_config, "pipeline run NAME")
     spark = build_session(master=master, jvm_log=Path(".globalstore", "logs", "spark.log"))
     written = job.rewrite(
-        spark,
-        bootstrap_servers,
-        source_topic,
-        target_topic,
-        convert,
-        value_format,
-        dict(kafka_options),
+        spark, bootstrap_servers, source_topic, target_topic, convert, value_format, kafka_config
     )
     click.echo(
         f"rewrote {written:,} keys of {source_topic} into {target_topic} (format {value_format})"
@@ -220,6 +242,7 @@ def _share(ctx: click.Context, param: click.Parameter, value: str) -> float:
 # Both pipelines read the raw order events (pipelines/registry.py).
 @click.argument("name", type=click.Choice(["orders", "couriers"]))
 @_bootstrap_option
+@kafka_config_options
 @click.option("--orders", default=3000, show_default=True, type=click.IntRange(min=1))
 @click.option(
     "--bad",
@@ -236,6 +259,7 @@ def _share(ctx: click.Context, param: click.Parameter, value: str) -> float:
 def generate(
     name: str,
     bootstrap_servers: str,
+    kafka_config: dict[str, str],
     orders: int,
     bad: float,
     seed: int,
@@ -249,9 +273,9 @@ def generate(
     from pipelines.topics import ensure_topic  # noqa: PLC0415
 
     target = topic or "orders.raw"
-    ensure_topic(bootstrap_servers, target, partitions)
+    ensure_topic(bootstrap_servers, target, partitions, kafka_config)
     shape = StreamShape(orders=orders, bad_every=round(1 / bad) if bad else 0)
     records = events(shape, seed=seed)
-    sent = produce(bootstrap_servers, target, records)
+    sent = produce(bootstrap_servers, target, records, kafka_config)
     broken = sum(record.bad_reason is not None for record in records)
     click.echo(f"{name}: {sent:,} raw events for {orders:,} orders ({broken:,} broken) -> {target}")

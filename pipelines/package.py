@@ -3,8 +3,9 @@
 On a cluster the executors import the pipeline's modules (the state function lives in
 `pipelines.orders`), so the code has to travel with the job. The zip holds the whole
 `pipelines` package and the part of `globalstore` it imports (the topic contract, the
-value format converters and the bootstrap constants), under a `globalstore/__init__.py` of
-its own that pulls in nothing else. Beside it goes the entry script spark-submit runs.
+value format converters, the bootstrap constants and the Kafka client settings), under a
+`globalstore/__init__.py` of its own that pulls in nothing else. Beside it goes the entry
+script spark-submit runs.
 """
 
 from __future__ import annotations
@@ -18,8 +19,17 @@ import pipelines
 ZIP_NAME = "globalstore-pipelines.zip"
 ENTRY_NAME = "run_pipeline.py"
 
-CONTRACT_MODULES = ("codec.py", "config.py", "converters.py", "errors.py")
-"""The globalstore modules pipelines/ needs: codec, config, converters and what they import."""
+CONTRACT_MODULES = (
+    "codec.py",
+    "config.py",
+    "converters.py",
+    "errors.py",
+    "kafka_settings.py",
+    "kafka_clients.py",
+)
+"""The globalstore modules pipelines/ needs: codec, config, converters, the Kafka client
+settings (`--kafka-config`, secret masking), what every librdkafka client shares, and what
+they import."""
 
 _CONTRACT_INIT = '"""The topic contract, shipped with the pipelines (not the store)."""\n'
 _ENTRY = '''"""spark-submit entry written by `globalstore pipeline package`; the code is in the zip.

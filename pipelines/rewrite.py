@@ -15,13 +15,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
-from confluent_kafka.admin import AdminClient
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from globalstore.errors import FatalError
+from pipelines.failures import in_one_line
+from pipelines.java_clients import spark_kafka_options
 from pipelines.records import format_headers
-from pipelines.topics import ensure_target
+from pipelines.topics import Admin, ensure_target
 
 _SHOWN_FAILURES = 5
 
@@ -37,29 +38,27 @@ def rewrite(
     target: str,
     convert: Callable[[Any], Any],
     value_format: int,
-    kafka_options: Mapping[str, str] | None = None,
+    kafka_config: Mapping[str, str] | None = None,
 ) -> int:
     """Write every key of `source`, its value converted and declared `value_format`, to
-    `target` (created compacted if missing). Returns the records written."""
-    options = {f"kafka.{k}": v for k, v in (kafka_options or {}).items()}
-    options["kafka.bootstrap.servers"] = bootstrap_servers
-    ensure_target(
-        AdminClient({**(kafka_options or {}), "bootstrap.servers": bootstrap_servers}),
-        source,
-        target,
-    )
-    converted = _converted(_latest(spark, source, options), convert).cache()
-    try:
-        _refuse_failures(converted, source)
-        out = converted.select(
-            sf.col("key"),
-            sf.col("converted.value").cast("binary").alias("value"),
-            format_headers(value_format).alias("headers"),
-        )
-        out.write.format("kafka").options(**options).option("topic", target).save()
-        return converted.count()
-    finally:
-        converted.unpersist()
+    `target` (created compacted if missing). Returns the records written. `kafka_config`:
+    client settings with librdkafka's names, translated for Spark's source and sink."""
+    settings = kafka_config or {}
+    options = spark_kafka_options(settings, bootstrap_servers)
+    ensure_target(Admin(bootstrap_servers, settings), source, target)
+    with in_one_line(bootstrap_servers, {**settings, **options}):
+        converted = _converted(_latest(spark, source, options), convert).cache()
+        try:
+            _refuse_failures(converted, source)
+            out = converted.select(
+                sf.col("key"),
+                sf.col("converted.value").cast("binary").alias("value"),
+                format_headers(value_format).alias("headers"),
+            )
+            out.write.format("kafka").options(**options).option("topic", target).save()
+            return converted.count()
+        finally:
+            converted.unpersist()
 
 
 def _latest(spark: SparkSession, source: str, options: Mapping[str, str]) -> DataFrame:

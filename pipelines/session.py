@@ -21,6 +21,8 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 
+from pipelines.java_clients import SECRET_OPTIONS_REGEX
+
 SCALA_BINARY = "2.13"
 KAFKA_CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{pyspark.__version__}"
 
@@ -54,6 +56,11 @@ def sql_defaults(shuffle_partitions: int) -> dict[str, str]:
         # this limit Spark generates code per operator instead (validation 20 % faster
         # than interpreted, docs/benchmarks.md).
         "spark.sql.codegen.hugeMethodLimit": str(JIT_METHOD_LIMIT),
+        # Plans (explain, the UI's SQL tab, a failed query's message) show the Kafka source's
+        # and sink's options, redacting the values whose name matches this or whose name or
+        # value matches spark.redaction.regex. That catches the JAAS line ("password" in
+        # it) but not a PEM key, whose name and text say nothing: cover every secret name.
+        "spark.sql.redaction.options.regex": SECRET_OPTIONS_REGEX,
     }
 
 

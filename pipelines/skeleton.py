@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -18,6 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.streaming.query import StreamingQuery
 
+from pipelines import failures
+from pipelines.java_clients import spark_kafka_options
 from pipelines.metrics import RunSummary, SummaryListener, observe_clean, observe_sink
 from pipelines.records import SINK_COLUMNS, dead_letter_records, output_records
 from pipelines.spec import Pipeline
@@ -43,13 +46,23 @@ class RunOptions:
     trigger_interval: str = DEFAULT_TRIGGER_INTERVAL
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None  # cap on records per micro-batch
-    kafka_options: Mapping[str, str] = field(default_factory=dict)
-    """Kafka client settings (security etc.) for the source, the sink and the admin client."""
+    kafka_config: Mapping[str, str] = field(default_factory=dict)
+    """Kafka client settings with librdkafka's names (security etc.): as they are for the
+    admin client, translated for the source and the sink (pipelines/java_clients.py)."""
+
+    def __post_init__(self) -> None:
+        # A setting the Java clients cannot take is refused (ConfigurationError, naming it)
+        # before anything connects, not after the admin client has created topics.
+        self.spark_kafka_options()
 
     def spark_kafka_options(self) -> dict[str, str]:
-        """The Kafka source's and sink's client options (`kafka.` + client setting)."""
-        settings = {**self.kafka_options, "bootstrap.servers": self.bootstrap_servers}
-        return {f"kafka.{key}": value for key, value in settings.items()}
+        """The Kafka source's and sink's client options (`kafka.` + Java client setting)."""
+        return spark_kafka_options(self.kafka_config, self.bootstrap_servers)
+
+    def failures_in_one_line(self) -> AbstractContextManager[None]:
+        """Turns a Spark failure of this run into its cause in one line, secrets masked."""
+        secrets = {**self.kafka_config, **self.spark_kafka_options()}
+        return failures.in_one_line(self.bootstrap_servers, secrets)
 
 
 def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> DataFrame:
@@ -97,10 +110,17 @@ def _provenance_for_rejects_only(checked: DataFrame) -> DataFrame:
 class PipelineRun:
     """A started pipeline query; `wait()` or `stop()` returns the run's summary."""
 
-    def __init__(self, spark: SparkSession, query: StreamingQuery, listener: SummaryListener):
+    def __init__(
+        self,
+        spark: SparkSession,
+        query: StreamingQuery,
+        listener: SummaryListener,
+        options: RunOptions,
+    ):
         self._spark = spark
         self.query = query
         self._listener = listener
+        self._options = options
 
     @property
     def summary(self) -> RunSummary:
@@ -110,7 +130,8 @@ class PipelineRun:
     def wait(self, timeout_s: int | None = None) -> RunSummary:
         """Block until the query ends (a batch run finishes by itself), re-raising failures."""
         try:
-            finished = self.query.awaitTermination(timeout_s)
+            with self._options.failures_in_one_line():
+                finished = self.query.awaitTermination(timeout_s)
         except BaseException:  # the query failed: do not leave its listener on the session
             self._spark.streams.removeListener(self._listener)
             raise
@@ -142,7 +163,7 @@ def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> Pipel
         options.source_topic,
         options.target_topic,
         options.dead_letter_topic,
-        options.kafka_options,
+        options.kafka_config,
     )
     # With an event-time watermark Spark follows every data batch that moves it with an
     # empty batch, only to evict state or fire timeouts. The pipelines here do neither
@@ -166,11 +187,12 @@ def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> Pipel
     listener = SummaryListener(query_name)
     spark.streams.addListener(listener)
     try:
-        query = writer.start()
+        with options.failures_in_one_line():
+            query = writer.start()
     except BaseException:
         spark.streams.removeListener(listener)
         raise
-    return PipelineRun(spark, query, listener)
+    return PipelineRun(spark, query, listener, options)
 
 
 def run(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> RunSummary:

@@ -14,6 +14,7 @@ from globalstore.cli.migrate import migrate
 from globalstore.cli.serve import serve
 from globalstore.cli.snapshot import snapshot
 from globalstore.cli.store import register
+from globalstore.kafka_clients import LIBRDKAFKA_LOG
 
 # Groups that live outside the library package, loaded only when named: the pipeline command
 # belongs to pipelines/ (it is also the spark-submit entry), and importing it costs nothing
@@ -54,7 +55,7 @@ def main(verbose: int) -> None:
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not verbose:  # the Kafka client's retries are for -v; failures reach the user as errors
-        logging.getLogger("globalstore.librdkafka").setLevel(logging.CRITICAL)
+        LIBRDKAFKA_LOG.setLevel(logging.CRITICAL)
 
 
 main.add_command(demo)

@@ -11,7 +11,8 @@ reason the pipeline must give it.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,9 +20,18 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, Message, Producer
 
+from globalstore.kafka_clients import Refusals, create_client
+from pipelines.clients import client_config
 from pipelines.spec import DEFAULT_MAX_RECORD_BYTES
 
 CITY = (52.52, 13.405)  # pickups and drop-offs scatter around this point
+FLUSH_TIMEOUT_S = 60.0
+_PRODUCER_DEFAULTS = {
+    "linger.ms": 20,
+    "compression.type": "lz4",
+    # "In order" holds through retries: a retried batch never lands after a later one.
+    "enable.idempotence": True,
+}
 
 
 @dataclass(frozen=True)
@@ -155,17 +165,16 @@ def _with_broken_records(
     return mixed
 
 
-def produce(bootstrap_servers: str, topic: str, records: Iterable[RawRecord]) -> int:
-    """Write records in order; return how many. Batched for throughput, flushed at the end."""
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap_servers,
-            "linger.ms": 20,
-            "compression.type": "lz4",
-            # "In order" holds through retries: a retried batch never lands after a later one.
-            "enable.idempotence": True,
-        }
-    )
+def produce(
+    bootstrap_servers: str,
+    topic: str,
+    records: Iterable[RawRecord],
+    kafka_config: Mapping[str, str] | None = None,
+) -> int:
+    """Write records in order; return how many. Batched for throughput, flushed at the end.
+    `kafka_config`: client settings with librdkafka's names (security)."""
+    refusals = Refusals(bootstrap_servers, kafka_config or {})
+    producer = create_client(Producer, client_config(refusals, _PRODUCER_DEFAULTS), "producer")
     failures: list[str] = []
 
     def delivered(error: KafkaError | None, _message: Message) -> None:
@@ -180,11 +189,23 @@ def produce(bootstrap_servers: str, topic: str, records: Iterable[RawRecord]) ->
                 break
             except BufferError:  # local queue full: let deliveries drain
                 producer.poll(0.1)
+                refusals.check()
         count += 1
-    undelivered = producer.flush(60)
+    undelivered = _flush(producer, refusals)
     if undelivered or failures:
         raise RuntimeError(
             f"{undelivered + len(failures)} of {count} records to {topic!r} were not delivered"
             + (f" (first error: {failures[0]})" if failures else "")
         )
     return count
+
+
+def _flush(producer: Producer, refusals: Refusals) -> int:
+    """Deliver what is queued within FLUSH_TIMEOUT_S; the records left. A refusal of the
+    credentials ends it at once (as an AuthenticationError), not after the whole wait."""
+    deadline = time.monotonic() + FLUSH_TIMEOUT_S
+    while True:
+        left = producer.flush(1.0)
+        refusals.check()
+        if not left or time.monotonic() > deadline:
+            return left

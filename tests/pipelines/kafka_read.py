@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,14 +23,21 @@ class Record:
 
 
 def read_topic(
-    bootstrap: str, topic: str, after: dict[int, int] | None = None, timeout_s: float = 30.0
+    bootstrap: str,
+    topic: str,
+    after: dict[int, int] | None = None,
+    timeout_s: float = 30.0,
+    kafka_config: Mapping[str, str] | None = None,
 ) -> list[Record]:
-    """Every record from `after` (next offset per partition; default: start) to the end."""
+    """Every record from `after` (next offset per partition; default: start) to the end.
+    `kafka_config`: client settings (security)."""
+    settings = dict(kafka_config or {})
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "tests", "enable.auto.commit": False}
+        | settings
     )
     try:
-        ends = end_offsets(bootstrap, topic)
+        ends = end_offsets(bootstrap, topic, **settings)
         starts = after or {}
         assigned = [
             TopicPartition(topic, p, starts.get(p, 0)) for p in ends if ends[p] > starts.get(p, 0)
@@ -69,9 +77,16 @@ def compacted(records: list[Record]) -> dict[str, bytes]:
     return content
 
 
-def restored_store(bootstrap: str, topic: str, tmp_path: Path) -> dict[str, Any]:
+def restored_store(
+    bootstrap: str, topic: str, tmp_path: Path, kafka_config: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """What a GlobalStore restored from `topic` holds."""
-    store = GlobalStore(topic=topic, bootstrap_servers=bootstrap, path=str(tmp_path / "store"))
+    store = GlobalStore(
+        topic=topic,
+        bootstrap_servers=bootstrap,
+        path=str(tmp_path / "store"),
+        kafka_config=dict(kafka_config or {}),
+    )
     try:
         store.start(60)
         return dict(store.items())

@@ -11,15 +11,18 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from confluent_kafka import KafkaException
 
 from globalstore import end_offsets
 from globalstore.cli import main
+from globalstore.errors import ConfigurationError
 from pipelines import skeleton
-from pipelines.cli import pipeline
+from pipelines.cli import pipeline, run
 from pipelines.orders.generator import StreamShape, generate
 from pipelines.package import ENTRY_NAME, ZIP_NAME
 from pipelines.topics import ensure_topics
+
+REWRITE_ARGS = ["--source-topic", "a", "--target-topic", "b", "--value-format", "2",
+                "--converter", "tests.value_formats:v1_to_v2"]  # fmt: skip
 
 
 def test_run_help_lists_every_flag_with_defaults() -> None:
@@ -27,10 +30,12 @@ def test_run_help_lists_every_flag_with_defaults() -> None:
     assert result.exit_code == 0
     flags = ("--bootstrap-servers", "--source-topic", "--target-topic", "--dead-letter-topic",
              "--checkpoint-dir", "--mode", "--trigger-interval", "--starting-offsets",
-             "--max-offsets-per-trigger", "--kafka-option")  # fmt: skip
+             "--max-offsets-per-trigger", "--kafka-config", "--kafka-config-file",
+             "GLOBALSTORE_KAFKA_CONFIG_FILE")  # fmt: skip
     for flag in flags:
         assert flag in result.output
     assert "127.0.0.1:9092" in result.output
+    assert "--kafka-option" not in result.output  # deprecated: still taken, not shown
 
 
 def test_unknown_pipeline_is_a_usage_error() -> None:
@@ -49,28 +54,62 @@ def test_globalstore_command_lists_and_runs_the_pipeline_group() -> None:
     assert "known pipelines: couriers, orders" in result.output
 
 
-def test_kafka_option_must_be_key_value() -> None:
-    result = CliRunner().invoke(pipeline, ["run", "orders", "--kafka-option", "novalue"])
+def test_kafka_config_must_be_key_value() -> None:
+    result = CliRunner().invoke(pipeline, ["run", "orders", "--kafka-config", "novalue"])
     assert result.exit_code == 2
     assert "expected KEY=VALUE" in result.output
 
 
-def test_kafka_options_reach_source_sink_and_admin_client() -> None:
+@pytest.mark.parametrize("command", [["run", "orders"], ["rewrite", *REWRITE_ARGS]])
+def test_a_setting_java_cannot_take_is_refused_before_anything_connects(
+    command: list[str],
+) -> None:
+    # No broker listens at port 1: the refusal comes first, in one line, naming the setting.
+    argv = [*command, "--bootstrap-servers", "127.0.0.1:1"]
+    result = CliRunner().invoke(
+        pipeline, [*argv, "--kafka-config", "enable.ssl.certificate.verification=false"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "'enable.ssl.certificate.verification' has no translation" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_run_options_refuse_a_setting_java_cannot_take() -> None:
+    # For a caller of the library too, before the admin client creates any topic.
+    with pytest.raises(ConfigurationError, match=r"'zz\.top' has no translation"):
+        skeleton.RunOptions("b:1", "raw", "current", "dlq", "/tmp/c", kafka_config={"zz.top": "1"})
+
+
+def test_the_deprecated_kafka_option_still_reaches_the_settings() -> None:
+    result = CliRunner().invoke(pipeline, ["run", "orders", "--kafka-option", "zz.top=1"])
+    assert result.exit_code == 2
+    assert "--kafka-option is deprecated; use --kafka-config" in result.stderr
+    assert "'zz.top' has no translation" in result.output
+
+
+def test_kafka_config_reaches_source_sink_and_admin_client() -> None:
     options = skeleton.RunOptions(
         bootstrap_servers="broker:9092",
         source_topic="raw",
         target_topic="current",
         dead_letter_topic="dlq",
         checkpoint_dir="s3a://bucket/checkpoint",
-        kafka_options={"security.protocol": "NOPE", "bootstrap.servers": "ignored:1"},
+        kafka_config={
+            "sasl.jaas.config": "Login required;",  # Java only: librdkafka never sees it
+            "security.protocol": "NOPE",
+            "bootstrap.servers": "ignored:1",
+        },
     )
     assert options.spark_kafka_options() == {
+        "kafka.sasl.jaas.config": "Login required;",
         "kafka.security.protocol": "NOPE",
         "kafka.bootstrap.servers": "broker:9092",
     }
-    # librdkafka checks the value when the admin client is built: the option got there.
-    with pytest.raises(KafkaException, match=r"security\.protocol"):
-        ensure_topics("127.0.0.1:1", "raw", "current", "dlq", options.kafka_options)
+    # librdkafka checks the value when the admin client is built: the setting got there,
+    # and the Java one did not (librdkafka would refuse its name first).
+    with pytest.raises(ConfigurationError, match=r"security\.protocol") as refused:
+        ensure_topics("127.0.0.1:1", "raw", "current", "dlq", options.kafka_config)
+    assert "jaas" not in str(refused.value)
 
 
 def test_package_is_importable_without_the_project(tmp_path: Path) -> None:
@@ -103,6 +142,20 @@ def test_a_missing_raw_topic_is_one_line_before_spark_starts(kafka_bootstrap: st
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "'absent.raw' does not exist" in lines[0], result.stderr
     assert "pipeline generate orders" in lines[0] and "Traceback" not in result.output
+
+
+def test_the_spark_submit_entry_fails_in_one_line_too(kafka_bootstrap: str) -> None:
+    # spark-submit runs `run` itself, with no `globalstore` group above to explain errors.
+    result = CliRunner().invoke(
+        run,
+        ["orders", "--source-topic", "absent.raw"],
+        env={"GLOBALSTORE_BOOTSTRAP": kafka_bootstrap},
+    )
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: raw topic 'absent.raw' does not exist at {kafka_bootstrap}: put events on it "
+        "first (sample ones: `globalstore pipeline generate orders`)"
+    ]
 
 
 def test_generate_puts_sample_events_on_the_raw_topic(kafka_bootstrap: str) -> None:

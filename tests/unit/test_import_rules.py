@@ -7,12 +7,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # What pipelines/ may use of the library: the topic contract, its errors, shared defaults,
-# and the value format converters (a topic rewrite names its converter like the store does).
+# the value format converters (a topic rewrite names its converter like the store does), the
+# Kafka client settings and what every librdkafka client shares (DESIGN contract 6).
 PIPELINES_MAY_USE = {
     "globalstore.codec",
     "globalstore.errors",
     "globalstore.config",
     "globalstore.converters",
+    "globalstore.kafka_settings",
+    "globalstore.kafka_clients",
 }
 
 
