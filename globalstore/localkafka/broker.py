@@ -1,9 +1,12 @@
-"""Start, stop and inspect a single-node Apache Kafka broker (KRaft) as a background JVM.
+"""Start, stop and inspect a local Apache Kafka cluster (KRaft) of background JVMs.
 
 One launcher shared by the CLI (`globalstore kafka ...`), the tests, the benchmarks and the
-demo. The broker is Apache Kafka's own code (see jars.py); its data directory holds the
-KRaft metadata, the topics, the logs and a small `broker.json` describing the running
-process, so `status` and `stop` work from any later process.
+demo. By default it is one combined broker+controller node with a PLAINTEXT listener;
+`nodes=3` makes three such nodes (one JVM each, a controller quorum of all three) and
+`security="sasl_ssl"` or `"mtls"` secures their client listeners (security.py). The data
+directory holds the KRaft metadata, the topics, the logs (one node-N/ directory per node of
+a cluster) and a small `broker.json` describing the running processes, so `status` and
+`stop` work from any later process.
 
     with LocalKafka(port=19092, data_dir=tmp) as kafka:
         produce_to(kafka.bootstrap)
@@ -11,184 +14,138 @@ process, so `status` and `stop` work from any later process.
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import json
-import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
-import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
 from confluent_kafka.admin import AdminClient
 
+from globalstore.localkafka import jvm
 from globalstore.localkafka.errors import BrokerExitedError, LocalKafkaError, PortInUseError
 from globalstore.localkafka.jars import cache_root, resolve_kafka_jars
 from globalstore.localkafka.java import check_java
+from globalstore.localkafka.metadata import admin_client, answers, partition_leader
+from globalstore.localkafka.paths import NodeFiles, default_data_dir, log_since, log_sizes
+from globalstore.localkafka.ports import free_port, lost_port_race, port_is_free
+from globalstore.localkafka.security import (
+    Security,
+    SecurityFiles,
+    broker_security,
+    client_settings,
+    format_arguments,
+    parse_security,
+    untrusted_client_settings,
+    write_private,
+    write_properties,
+)
+from globalstore.localkafka.settings import (
+    NodeAddress,
+    check_ports_free,
+    cluster_id,
+    node_addresses,
+    node_settings,
+    render_log4j2,
+    render_properties,
+    render_server_properties,
+    server_settings,
+)
+from globalstore.localkafka.state import (
+    BrokerStatus,
+    ClusterShape,
+    StateFile,
+    check_shape,
+    record_shape,
+)
+
+__all__ = [  # the names other modules and the tests have always imported from here
+    "ANY_PORT", "DEFAULT_HEAP", "DEFAULT_KAFKA_VERSION", "DEFAULT_NODE_HEAP", "DEFAULT_PORT",
+    "BrokerStatus", "LocalKafka", "PortInUseError", "cluster_id", "default_data_dir",
+    "free_port", "lost_port_race", "port_is_free", "render_server_properties",
+    "server_settings",
+]  # fmt: skip
 
 DEFAULT_KAFKA_VERSION = "4.1.1"
 DEFAULT_PORT = 9092
 DEFAULT_HEAP = "1g"
-_STATE_FILE = "broker.json"
-_HOST = "127.0.0.1"
+DEFAULT_NODE_HEAP = "512m"  # per node of a cluster: three JVMs share the machine
 ANY_PORT = 0  # LocalKafka(port=ANY_PORT): start() picks free ports and retries a lost race
 _PORT_ATTEMPTS = 5
-# What a JVM whose listener port was taken after the check writes before it exits.
-_BIND_FAILURES = ("java.net.BindException", "Address already in use")
-
-
-@dataclass(frozen=True)
-class BrokerStatus:
-    running: bool
-    pid: int | None
-    bootstrap: str
-    data_dir: Path
-    version: str
-
-    def describe(self) -> str:
-        state = f"running (pid {self.pid})" if self.running else "stopped"
-        return (
-            f"state:     {state}\nbootstrap: {self.bootstrap}\n"
-            f"data dir:  {self.data_dir}\nversion:   {self.version}"
-        )
-
-
-def default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "globalstore" / "kafka"
-
-
-def server_settings(
-    port: int, controller_port: int, log_dir: Path | str, extra: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """The settings of a combined broker+controller node that is alone in its cluster."""
-    settings = {
-        "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@{_HOST}:{controller_port}",
-        "listeners": f"PLAINTEXT://{_HOST}:{port},CONTROLLER://{_HOST}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{_HOST}:{port}",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "log.dirs": str(log_dir),
-        "num.partitions": "1",
-        # One node: every internal topic has one replica, and small partition counts keep
-        # the first group/transaction use fast.
-        "offsets.topic.replication.factor": "1",
-        "offsets.topic.num.partitions": "4",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "transaction.state.log.num.partitions": "4",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
-        "share.coordinator.state.topic.num.partitions": "1",
-        "group.initial.rebalance.delay.ms": "0",
-        "delete.topic.enable": "true",
-    }
-    settings.update(extra or {})
-    return settings
-
-
-def render_server_properties(
-    port: int, controller_port: int, log_dir: Path, extra: Mapping[str, str] | None = None
-) -> str:
-    """server.properties for a combined broker+controller node that is alone in its cluster."""
-    settings = server_settings(port, controller_port, log_dir, extra)
-    return "".join(f"{key}={value}\n" for key, value in settings.items())
-
-
-def render_log4j2(log_file: Path) -> str:
-    """A log4j2 config that writes the broker's log to one rolling file."""
-    return (
-        "Configuration:\n"
-        "  Appenders:\n"
-        "    RollingFile:\n"
-        "      name: file\n"
-        f"      fileName: {log_file}\n"
-        f"      filePattern: {log_file}.%i\n"
-        "      PatternLayout: {pattern: '[%d] %p %m (%c)%n'}\n"
-        "      SizeBasedTriggeringPolicy: {size: 20MB}\n"
-        "      DefaultRolloverStrategy: {max: 3}\n"
-        "  Loggers:\n"
-        "    Root: {level: INFO, AppenderRef: [{ref: file}]}\n"
-    )
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((_HOST, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port() -> int:
-    """A port that is free now and whose successor is free too (the controller's)."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((_HOST, 0))
-            port = int(probe.getsockname()[1])
-        if port < 65535 and port_is_free(port + 1):
-            return port
-    raise LocalKafkaError("could not find two consecutive free ports")
-
-
-def lost_port_race(log: str) -> bool:
-    """Whether a broker's log says it could not bind its listener port."""
-    return any(marker in log for marker in _BIND_FAILURES)
 
 
 class LocalKafka:
-    """A single-node KRaft broker in a data directory that survives restarts."""
+    """A KRaft cluster of combined broker+controller nodes in a data directory that survives
+    restarts: one plaintext node unless told otherwise."""
 
     def __init__(
         self,
         port: int = DEFAULT_PORT,
         data_dir: Path | str | None = None,
         version: str = DEFAULT_KAFKA_VERSION,
-        heap: str = DEFAULT_HEAP,
+        heap: str | None = None,
         controller_port: int | None = None,
         extra_config: Mapping[str, str] | None = None,
         cache_dir: Path | None = None,
+        nodes: int = 1,
+        security: Security | str = Security.PLAINTEXT,
+        jvm_options: Sequence[str] | None = None,
     ) -> None:
-        # port=ANY_PORT: the first start() picks the ports (client and controller) and tries
-        # again with new ones if another process binds them first; .port then tells, and
-        # later starts reuse it.
+        # An unknown security or a node count below 1 is a ValueError naming the choices.
+        self.shape = ClusterShape(nodes, parse_security(security))
+        # port=ANY_PORT: the first start() picks the ports (clients' and controllers') and
+        # tries again with new ones if another process binds them first; .port then tells,
+        # and later starts reuse it.
         self._any_port = port == ANY_PORT
         self.port = port
-        self.controller_port = controller_port or port + 1
+        self.controller_port = controller_port or port + nodes
+        if not self._any_port and self.controller_port in range(port - nodes + 1, port + nodes):
+            raise ValueError(f"controller ports from {self.controller_port} overlap client ports")
         self.data_dir = Path(data_dir) if data_dir else default_data_dir()
         self.version = version
-        self.heap = heap
+        self.heap = heap or (DEFAULT_HEAP if nodes == 1 else DEFAULT_NODE_HEAP)
+        # Extra JVM options of every node; by default a cluster's nodes start C1-only (jvm.py).
+        default_options = jvm.QUICK_START if nodes > 1 else ()
+        self.jvm_options = list(default_options if jvm_options is None else jvm_options)
         self.extra_config = dict(extra_config or {})
         self.cache_dir = cache_dir or cache_root()
+        self.security_files = SecurityFiles(self.data_dir / "security")
+        self._state = StateFile(self.data_dir)
         self._started_here = False
 
     @property
+    def nodes(self) -> int:
+        return self.shape.nodes
+
+    @property
+    def security(self) -> Security:
+        return self.shape.security
+
+    @property
     def bootstrap(self) -> str:
-        return f"{_HOST}:{self.port}"
+        return ",".join(address.client for address in self._addresses())
 
     @property
     def log_file(self) -> Path:
-        return self.data_dir / "logs" / "server.log"
+        return self.node_files(1).log_file
+
+    def node_files(self, node_id: int) -> NodeFiles:
+        """Where node `node_id` keeps its files: the data dir itself when it is alone."""
+        self._check_node(node_id)
+        return NodeFiles(self.data_dir if self.nodes == 1 else self.data_dir / f"node-{node_id}")
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self, fresh: bool = False, timeout: float = 60.0) -> str:
-        """Start the broker unless it already runs; wait until it answers; return bootstrap."""
-        running = self._running_pid()
-        if running is not None and not fresh:
+        """Start the nodes unless they already run; wait until each answers; return bootstrap."""
+        if not fresh:
+            check_shape(self.data_dir, self.shape)
+        running = self._running_pids()
+        if running and not fresh:
             return self._recorded_bootstrap()
-        if running is not None:
+        if running:
             self.stop()
         java = check_java()
         if not self._any_port:
@@ -196,12 +153,12 @@ class LocalKafka:
         jars = resolve_kafka_jars(self.version, self.cache_dir)
         if fresh:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+        self._prepare_security()
         deadline = time.monotonic() + timeout
         for attempt in range(1, _PORT_ATTEMPTS + 1):
             retry = self._any_port and attempt < _PORT_ATTEMPTS
             if self._any_port:
-                self.port = free_port()
-                self.controller_port = self.port + 1
+                self._pick_ports()
                 try:
                     self._check_ports()
                 except PortInUseError:
@@ -211,51 +168,46 @@ class LocalKafka:
             self._write_config_files()
             self._format_storage(java, jars.classpath)
             logged = self._log_sizes()
-            process = self._launch(java, jars.classpath)
+            processes = {node: self._launch(node, java, jars.classpath) for node in self._ids()}
+            self._record({node: process.pid for node, process in processes.items()})
             try:
-                self._wait_until_ready(process, max(0.0, deadline - time.monotonic()))
+                self._wait_until_ready(processes, max(0.0, deadline - time.monotonic()))
             except BrokerExitedError:
                 self.stop()
                 if retry and lost_port_race(self._log_since(logged)):
                     continue
                 raise
-            except BaseException:  # timeout, Ctrl-C: the JVM runs in its own session, stop it
+            except BaseException:  # timeout, Ctrl-C: the JVMs run in sessions of their own
                 self.stop()
                 raise
             break
-        self._any_port = False  # from now on the broker is at this address, also after stop
+        self._any_port = False  # from now on the cluster is at this address, also after stop
         self._started_here = True
         return self.bootstrap
 
     def stop(self, timeout: float = 30.0) -> bool:
-        """SIGTERM, then SIGKILL after `timeout` seconds. Returns whether a broker was running."""
-        pid = self._running_pid()
-        if pid is None:
-            self._state_file.unlink(missing_ok=True)
-            return False
-        _signal(pid, signal.SIGTERM)
-        if not _wait_for_exit(pid, timeout):
-            _signal(pid, signal.SIGKILL)
-            _wait_for_exit(pid, 10.0)
-        self._state_file.unlink(missing_ok=True)
-        return True
+        """SIGTERM every node, then SIGKILL after `timeout` seconds. Returns whether any ran."""
+        pids = self._running_pids()
+        if pids:
+            jvm.terminate(pids.values(), timeout)
+        self._state.remove()
+        return bool(pids)
 
     def status(self) -> BrokerStatus:
-        pid = self._running_pid()
-        recorded = self._read_state()
+        pids = self._running_pids()
+        recorded = self._state.read()
         return BrokerStatus(
-            running=pid is not None,
-            pid=pid,
+            running=bool(pids),
+            pid=pids[min(pids)] if pids else None,
             bootstrap=str(recorded.get("bootstrap", self.bootstrap)),
             data_dir=self.data_dir,
             version=str(recorded.get("version", self.version)),
+            node_pids=pids,
+            shape=self._state.shape() or self.shape,
         )
 
-    def log_tail(self, lines: int = 40) -> str:
-        for candidate in (self.log_file, self.data_dir / "logs" / "stdout.log"):
-            if candidate.exists() and candidate.stat().st_size:
-                return "\n".join(candidate.read_text(errors="replace").splitlines()[-lines:])
-        return "(the broker wrote no log)"
+    def log_tail(self, lines: int = 40, node_id: int = 1) -> str:
+        return self.node_files(node_id).log_tail(lines)
 
     def __enter__(self) -> LocalKafka:
         self.start()
@@ -267,154 +219,179 @@ class LocalKafka:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        # Leave alone a broker that was already running before this context began.
+        # Leave alone a cluster that was already running before this context began.
         if self._started_here:
             self.stop()
 
+    # -- one node at a time (failover tests) -----------------------------------------------
+
+    def node_pids(self) -> dict[int, int]:
+        """The pid of each running node, by node id."""
+        return self._running_pids()
+
+    def stop_node(
+        self, node_id: int, signal_number: int = signal.SIGTERM, timeout: float = 30.0
+    ) -> None:
+        """Send node `node_id` `signal_number` (SIGKILL for a crash) and wait until it is
+        gone; SIGKILL after `timeout` seconds if it is still there."""
+        pid = self._running_pids().get(node_id)
+        if pid is None:
+            raise LocalKafkaError(f"node {node_id} is not running")
+        jvm.terminate([pid], timeout, signal_number)
+
+    def start_node(self, node_id: int, timeout: float = 60.0) -> None:
+        """Start node `node_id` again (if it is down) and wait until it serves metadata that
+        lists it, i.e. it is back in the cluster."""
+        running = self._running_pids()
+        if self._check_node(node_id) in running:
+            return
+        java = check_java()
+        jars = resolve_kafka_jars(self.version, self.cache_dir)
+        process = self._launch(node_id, java, jars.classpath)
+        self._record({**running, node_id: process.pid})
+        try:
+            self._wait_until_ready({node_id: process}, timeout)
+        except BaseException:
+            jvm.terminate([process.pid], 10.0)
+            raise
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The node id of the leader of `partition` of `topic` (-1 while it has none), as
+        the cluster's metadata says now."""
+        return partition_leader(self._admin(self.bootstrap), topic, partition)
+
+    # -- client settings -------------------------------------------------------------------
+
+    def client_config(self, user: str = "app") -> dict[str, str]:
+        """librdkafka's settings to connect as `user` ("app" or "admin"): nothing for
+        plaintext; for sasl_ssl the SCRAM login and the CA; for mtls the CA and the user's
+        certificate and key."""
+        return client_settings(self.security, self.security_files, user)
+
+    def untrusted_client_config(self, user: str = "app") -> dict[str, str]:
+        """client_config(user) with material the cluster must refuse: for mtls a client
+        certificate another CA signed; for sasl_ssl that CA as the only one the client
+        trusts, so it refuses the brokers' certificate."""
+        return untrusted_client_settings(self.security, self.security_files, user)
+
+    def write_client_properties(self, path: Path | str, user: str = "app") -> Path:
+        """client_config(user) as a properties file (mode 0600), for --kafka-config-file."""
+        return write_properties(path, self.client_config(user))
+
     # -- pieces of start -------------------------------------------------------------------
 
-    @property
-    def _state_file(self) -> Path:
-        return self.data_dir / _STATE_FILE
+    def _ids(self) -> range:
+        return range(1, self.nodes + 1)
+
+    def _check_node(self, node_id: int) -> int:
+        if node_id not in self._ids():
+            raise LocalKafkaError(f"no node {node_id}: the node ids are 1 to {self.nodes}")
+        return node_id
+
+    def _addresses(self) -> list[NodeAddress]:
+        return node_addresses(self.port, self.controller_port, self.nodes)
+
+    def _pick_ports(self) -> None:
+        # One node needs a client port and the controller's, free_port()'s default pair.
+        self.port = free_port() if self.nodes == 1 else free_port(2 * self.nodes)
+        self.controller_port = self.port + self.nodes
 
     def _check_ports(self) -> None:
-        for port, role in ((self.port, "client"), (self.controller_port, "controller")):
-            if not port_is_free(port):
-                raise PortInUseError(
-                    f"port {port} ({role} listener) is already in use on {_HOST}: stop what "
-                    "holds it, or pick another port (`globalstore kafka start --port N`)"
-                )
+        check_ports_free(self._addresses())
 
-    def _logs(self) -> tuple[Path, Path]:
-        return self.log_file, self.data_dir / "logs" / "stdout.log"
+    def _prepare_security(self) -> None:
+        if self.security is not Security.PLAINTEXT:
+            self.security_files.create(formatted=bool(self._formatted()))
 
-    def _log_sizes(self) -> list[int]:
-        return [path.stat().st_size if path.exists() else 0 for path in self._logs()]
+    def _formatted(self) -> list[int]:
+        return [node for node in self._ids() if self.node_files(node).meta.exists()]
 
-    def _log_since(self, sizes: list[int]) -> str:
-        """What the broker's logs gained since _log_sizes() returned `sizes`."""
-        text = []
-        for path, size in zip(self._logs(), sizes, strict=True):
-            if path.exists():
-                with path.open("rb") as f:
-                    f.seek(size if path.stat().st_size >= size else 0)  # rolled over: all
-                    text.append(f.read().decode(errors="replace"))
-        return "".join(text)
+    def _log_sizes(self) -> dict[int, list[int]]:
+        return {node: log_sizes(self.node_files(node)) for node in self._ids()}
+
+    def _log_since(self, sizes: Mapping[int, list[int]]) -> str:
+        """What the nodes' logs gained since _log_sizes() returned `sizes`."""
+        return "".join(log_since(self.node_files(node), sizes[node]) for node in self._ids())
 
     def _write_config_files(self) -> None:
-        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
-        properties = render_server_properties(
-            self.port, self.controller_port, self.data_dir / "kraft", self.extra_config
-        )
-        (self.data_dir / "server.properties").write_text(properties)
-        (self.data_dir / "log4j2.yaml").write_text(render_log4j2(self.log_file))
+        quorum = self._addresses()
+        secured = broker_security(self.security, self.security_files)
+        for address in quorum:
+            files = self.node_files(address.node_id)
+            files.logs.mkdir(parents=True, exist_ok=True)
+            settings = node_settings(
+                address, quorum, files.kraft, self.security.protocol, secured, self.extra_config
+            )
+            # Secured, it holds the brokers' SCRAM password: for its owner's eyes only.
+            write_private(files.properties, render_properties(settings))
+            files.log4j2.write_text(render_log4j2(files.log_file))
+        record_shape(self.data_dir, self.shape)
 
     def _format_storage(self, java: str, classpath: str) -> None:
         # A formatted log dir keeps its cluster id; formatting again would refuse, and the
         # topics of an earlier run must survive a restart.
-        if (self.data_dir / "kraft" / "meta.properties").exists():
+        formatted = self._formatted()
+        pending = [node for node in self._ids() if node not in formatted]
+        if not pending:
             return
-        command = [
-            java, "-cp", classpath, "kafka.tools.StorageTool", "format",
-            "--cluster-id", cluster_id(),
-            "--config", str(self.data_dir / "server.properties"),
-        ]  # fmt: skip
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise LocalKafkaError(
-                f"formatting {self.data_dir} failed:\n{result.stdout}{result.stderr}"
-            )
-
-    def _launch(self, java: str, classpath: str) -> subprocess.Popen[bytes]:
-        command = [
-            java, f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseG1GC",
-            "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.yaml'}",
-            f"-Dkafka.logs.dir={self.data_dir / 'logs'}",
-            "-cp", classpath, "kafka.Kafka", str(self.data_dir / "server.properties"),
-        ]  # fmt: skip
-        with (self.data_dir / "logs" / "stdout.log").open("ab") as stdout:
-            # A session of its own: the broker outlives the CLI that started it and does
-            # not receive the terminal's Ctrl-C.
-            process = subprocess.Popen(
-                command, stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        state = {"pid": process.pid, "bootstrap": self.bootstrap, "version": self.version}
-        self._state_file.write_text(json.dumps(state))
-        return process
-
-    def _wait_until_ready(self, process: subprocess.Popen[bytes], timeout: float) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                self._state_file.unlink(missing_ok=True)
-                raise BrokerExitedError(
-                    f"the broker exited with code {process.returncode} during start. "
-                    f"Last lines of its log ({self.log_file}):\n{self.log_tail()}"
+        # Nodes formatted by an interrupted start keep their id; the others must share it.
+        shared = next((self.node_files(node).cluster_id() for node in formatted), None)
+        configs = [self.node_files(node).properties for node in pending]
+        extra = format_arguments(self.security, self.security_files)
+        results = jvm.format_storage(java, classpath, shared or cluster_id(), configs, extra)
+        for node, result in zip(pending, results, strict=True):
+            if result.returncode != 0:
+                raise LocalKafkaError(
+                    f"formatting {self.node_files(node).directory} failed:\n"
+                    f"{result.stdout}{result.stderr}"
                 )
-            with contextlib.suppress(Exception):
-                if admin.list_topics(timeout=1.0).brokers:
-                    return
-            time.sleep(0.2)
-        raise LocalKafkaError(
-            f"the broker did not answer on {self.bootstrap} within {timeout:.0f}s. "
-            f"Last lines of its log:\n{self.log_tail()}"
-        )
 
-    # -- the record of a running broker ----------------------------------------------------
+    def _launch(self, node_id: int, java: str, classpath: str) -> subprocess.Popen[bytes]:
+        directory = self.node_files(node_id).directory
+        return jvm.launch_node(java, classpath, self.heap, directory, self.jvm_options)
 
-    def _read_state(self) -> dict[str, object]:
-        try:
-            loaded = json.loads(self._state_file.read_text())
-        except (OSError, ValueError):
-            return {}
-        return loaded if isinstance(loaded, dict) else {}
+    def _record(self, pids: Mapping[int, int]) -> None:
+        self._state.write(pids, self.bootstrap, self.version, self.shape)
+
+    def _admin(self, bootstrap: str) -> AdminClient:
+        return admin_client(bootstrap, self.client_config("admin"))
+
+    def _wait_until_ready(
+        self, processes: Mapping[int, subprocess.Popen[bytes]], timeout: float
+    ) -> None:
+        """Until each node of `processes` answers a metadata request on its own address.
+        Each admin client knows only its node, so the first answer it gets is that node's."""
+        addresses = {address.node_id: address.client for address in self._addresses()}
+        admins = {node: self._admin(addresses[node]) for node in processes}
+        pending = set(processes)
+        deadline = time.monotonic() + timeout
+        while pending and time.monotonic() < deadline:
+            for node in sorted(pending):
+                if processes[node].poll() is not None:
+                    raise BrokerExitedError(
+                        f"{self._who(node)} exited with code {processes[node].returncode} "
+                        f"during start. Last lines of its log "
+                        f"({self.node_files(node).log_file}):\n{self.log_tail(node_id=node)}"
+                    )
+                # A lone node may have been given another node.id (extra_config): any will do.
+                if answers(admins[node], None if self.nodes == 1 else node):
+                    pending.discard(node)
+            if pending:
+                time.sleep(0.2)
+        if pending:
+            node = min(pending)
+            raise LocalKafkaError(
+                f"{self._who(node)} did not answer on {addresses[node]} within "
+                f"{timeout:.0f}s. Last lines of its log:\n{self.log_tail(node_id=node)}"
+            )
+
+    def _who(self, node_id: int) -> str:
+        return "the broker" if self.nodes == 1 else f"node {node_id}"
+
+    # -- the record of the running nodes ---------------------------------------------------
 
     def _recorded_bootstrap(self) -> str:
-        return str(self._read_state().get("bootstrap", self.bootstrap))
+        return str(self._state.read().get("bootstrap", self.bootstrap))
 
-    def _running_pid(self) -> int | None:
-        pid = self._read_state().get("pid")
-        if not isinstance(pid, int) or not _is_our_broker(pid):
-            return None
-        return pid
-
-
-def cluster_id() -> str:
-    """16 random bytes in URL-safe base64 without padding, as Kafka's own ids. One in 64 of
-    those begins with '-', which the storage tool reads as an option: draw again, as Kafka's
-    Uuid.randomUuid() does."""
-    while True:
-        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not candidate.startswith("-"):
-            return candidate
-
-
-def _is_our_broker(pid: int) -> bool:
-    """True when `pid` is alive and is a Kafka broker (guards against pid reuse)."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    if b"kafka.Kafka" not in cmdline:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"  # a zombie has already exited
-
-
-def _signal(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)
-
-
-def _wait_for_exit(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _is_our_broker(pid):
-            return True
-        time.sleep(0.1)
-    return not _is_our_broker(pid)
+    def _running_pids(self) -> dict[int, int]:
+        return {node: pid for node, pid in self._state.pids().items() if jvm.is_our_broker(pid)}
