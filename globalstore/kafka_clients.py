@@ -30,6 +30,10 @@ LIBRDKAFKA_LOG = logging.getLogger("globalstore.librdkafka")
 _REFUSALS = frozenset(
     {KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED}
 )
+# A broker that refuses the client's certificate (mTLS) ends the handshake with a TLS alert,
+# which librdkafka reports as a plain transport error: "ssl/tls alert bad certificate: SSL
+# alert number 42", "certificate verify failed". A broker restarting says neither.
+_REFUSED_IN_TRANSPORT = ("alert bad certificate", "certificate verify failed", "SSL alert number")
 
 _Client = TypeVar("_Client")
 
@@ -56,13 +60,18 @@ class Refusals:
         self.failure: str | None = None  # librdkafka's words, the latest
 
     def __call__(self, error: KafkaError) -> None:
-        if error.code() in _REFUSALS:
+        if error.code() in _REFUSALS or _certificate_refused(error):
             self.failure = error.str()
 
     def check(self) -> None:
         """AuthenticationError if the broker refused the credentials (or a certificate)."""
         if self.failure is not None:
             raise unauthenticated(self.bootstrap_servers, self.kafka_config, self.failure)
+
+
+def _certificate_refused(error: KafkaError) -> bool:
+    said = error.str()
+    return error.code() == KafkaError._TRANSPORT and any(m in said for m in _REFUSED_IN_TRANSPORT)
 
 
 def unauthenticated(

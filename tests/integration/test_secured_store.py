@@ -5,6 +5,8 @@ min ISR 2, every client over SASL_SSL with SCRAM-SHA-512 (tests/secured_cluster.
   security settings), then follow, and `serve` answers behind the same settings;
 - a wrong password, an unknown user or a broker certificate the client does not trust fail
   within 30 s, in one line that says authentication and quotes no secret;
+- over mutual TLS (one node) a store restores and follows with its client certificate, and
+  one signed by another CA is refused as fast;
 - a leader killed, a node down during a cold restore and a rolling restart, under a producer
   and three reader threads: no read raises, both stores end equal to the topic.
 """
@@ -55,6 +57,12 @@ def big_topic(cluster: LocalKafka) -> str:
     records = ((f"k-{i:06d}", {"n": i}) for i in range(BIG))
     produce(cluster.bootstrap, topic, records, **cluster.client_config("admin"))
     return topic
+
+
+@pytest.fixture(scope="module")
+def mtls_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    with secured_cluster(tmp_path_factory.mktemp("mtls"), nodes=1, security="mtls") as started:
+        yield started
 
 
 def _topic(cluster: LocalKafka) -> str:
@@ -159,6 +167,27 @@ def test_refused_credentials_fail_fast_in_one_line(
     assert len(lines) == 1 and lines[0].startswith("error: "), failed.stderr
     assert "authentication" in lines[0]
     assert settings["sasl.password"] not in failed.stderr
+
+
+def test_mtls_restores_and_follows_and_an_untrusted_certificate_is_refused(
+    mtls_node: LocalKafka, tmp_path: Path
+) -> None:
+    topic = _topic(mtls_node)
+    admin = mtls_node.client_config("admin")
+    produce(mtls_node.bootstrap, topic, [("a", {"n": 1}), ("b", {"n": 2})], **admin)
+    app = mtls_node.client_config("app")
+    with GlobalStore(topic, mtls_node.bootstrap, tmp_path / "s", kafka_config=app) as store:
+        assert dict(store.items()) == {"a": {"n": 1}, "b": {"n": 2}}
+        produce(mtls_node.bootstrap, topic, [("a", None)], **admin)
+        assert store.wait_for(end_offsets(mtls_node.bootstrap, topic, **app), timeout=30)
+        assert dict(store.items()) == {"b": {"n": 2}}
+    untrusted = mtls_node.untrusted_client_config()
+    began = time.monotonic()
+    with pytest.raises(AuthenticationError, match="certificate"):
+        GlobalStore(topic, mtls_node.bootstrap, tmp_path / "u", kafka_config=untrusted).start(
+            timeout=120
+        )
+    assert time.monotonic() - began < AUTH_DEADLINE
 
 
 # -- failover ------------------------------------------------------------------------------

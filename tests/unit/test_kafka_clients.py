@@ -41,6 +41,19 @@ def test_librdkafka_refusing_the_password_fails_at_once_in_one_line() -> None:
     assert "authentication failed at b:9093" in one_line(info.value)
 
 
+def test_a_broker_refusing_the_client_certificate_is_a_refusal_not_an_outage() -> None:
+    refusals = Refusals("b:9093", {"security.protocol": "SSL"})
+    refusals(KafkaError(KafkaError._TRANSPORT, "ssl://b:9093/1: Disconnected (after 0ms)"))
+    refusals.check()  # a broker going away is an outage: keep waiting
+    alert = (
+        "ssl://b:9093/1: Receive failed: error:0A000412:SSL routines::ssl/tls alert bad "
+        "certificate: SSL alert number 42 (in state APIVERSION_QUERY)"
+    )
+    refusals(KafkaError(KafkaError._TRANSPORT, alert))
+    with pytest.raises(AuthenticationError, match="TLS certificates over SSL"):
+        refusals.check()
+
+
 def test_tls_only_refusals_name_the_certificates() -> None:
     error = unauthenticated("b:9093", {"security.protocol": "SSL"}, "certificate verify failed")
     assert str(error).startswith("authentication failed at b:9093 (TLS certificates over SSL)")
