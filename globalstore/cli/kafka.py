@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 import click
 
-from globalstore.cli.settings import parse_settings
 from globalstore.config import BOOTSTRAP_ENV
+from globalstore.kafka_settings import parse_pairs
 from globalstore.localkafka import (
     DEFAULT_HEAP,
     DEFAULT_KAFKA_VERSION,
@@ -105,7 +105,7 @@ def start(
     timeout: float, overrides: tuple[str, ...],
 ) -> None:  # fmt: skip
     """Start the broker or cluster (idempotent) and print its bootstrap address."""
-    extra = parse_settings(overrides, "--set")
+    extra = parse_pairs(overrides, "--set")
     broker = _broker(port, data_dir, nodes, security, version=kafka_version, heap=heap,
                      extra_config=extra)  # fmt: skip
     was_running = broker.status().running
