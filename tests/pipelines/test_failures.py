@@ -11,18 +11,8 @@ import pytest
 from globalstore.errors import AuthenticationError, BrokerUnavailable
 from pipelines import topics
 from pipelines.failures import PipelineFailed, explain, in_one_line
+from tests.scram_settings import AUTH_MESSAGE, SECRET, SETTINGS
 
-SECRET = "pw-0f9e"
-SETTINGS = {
-    "security.protocol": "SASL_SSL",
-    "sasl.mechanism": "SCRAM-SHA-512",
-    "sasl.username": "app",
-    "sasl.password": SECRET,
-}
-AUTH_MESSAGE = (
-    "Authentication failed during authentication due to invalid credentials with SASL "
-    "mechanism SCRAM-SHA-512"
-)
 PLAN = "=== Streaming Query ===\nIdentifier: orders\nCurrent Logical Plan:\nWriteToMicroBatch"
 
 

@@ -10,18 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from globalstore.errors import AuthenticationError, ConfigurationError
 from globalstore.kafka_clients import Refusals, create_client, unauthenticated
-
-SECRET = "pw-0f9e"
-SETTINGS = {
-    "security.protocol": "SASL_SSL",
-    "sasl.mechanism": "SCRAM-SHA-512",
-    "sasl.username": "app",
-    "sasl.password": SECRET,
-}
-AUTH_MESSAGE = (
-    "Authentication failed during authentication due to invalid credentials with SASL "
-    "mechanism SCRAM-SHA-512"
-)
+from tests.scram_settings import AUTH_MESSAGE, SECRET, SETTINGS
 
 
 def one_line(error: Exception) -> str:
