@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,8 @@ from globalstore.thread import StoreThread
 from globalstore.topic import end_offsets
 
 PARTITIONS = 6
+Client = Mapping[str, str]  # Kafka client settings added to the connection (security)
+NO_CLIENT: Client = {}
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "benchmarks.md"
 
@@ -158,11 +160,14 @@ def fill_topic(bootstrap: str, topic: str, keys: int, writer: str) -> float:
     return time.perf_counter() - began
 
 
-def ceiling(bootstrap: str, topic: str, total: int, like_store: bool = False) -> float:
+def ceiling(
+    bootstrap: str, topic: str, total: int, like_store: bool = False, client: Client = NO_CLIENT
+) -> float:
     """Records/s of a plain consumer reading the whole topic and discarding it. By default
     the fastest loop found: librdkafka's default fetch settings plus a 10 ms queue backoff
     (its default 1 s idles the loop whenever a queue fills). like_store: with the store's
-    own settings instead (for information: the fetch path the store runs on)."""
+    own settings instead (for information: the fetch path the store runs on). `client`
+    adds connection settings (security)."""
     if like_store:
         conf = StoreConfig(
             topic=topic, bootstrap_servers=bootstrap, path=Path(".")
@@ -175,7 +180,7 @@ def ceiling(bootstrap: str, topic: str, total: int, like_store: bool = False) ->
             "group.id": f"bench-{uuid.uuid4().hex}",
             "fetch.queue.backoff.ms": 10,
         }
-    consumer = Consumer(conf)
+    consumer = Consumer({**conf, **client})
     try:
         began = time.perf_counter()
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
@@ -204,6 +209,7 @@ def open_store(
     listener: Counter | None = None,
     native: bool = True,
     rocksdb: RocksDBOptions | None = None,
+    client: Client = NO_CLIENT,
 ) -> GlobalStore:
     listeners = () if listener is None else (listener,)
     config = StoreConfig(
@@ -212,17 +218,20 @@ def open_store(
         path=path,
         native_restore=native,
         rocksdb=rocksdb or RocksDBOptions(),
+        kafka_config=client,
     )
     return GlobalStore.from_config(config, listeners=listeners).start(timeout=900)
 
 
-def cold_restore(bootstrap: str, topic: str, path: Path, native: bool = True) -> tuple[float, int]:
+def cold_restore(
+    bootstrap: str, topic: str, path: Path, native: bool = True, client: Client = NO_CLIENT
+) -> tuple[float, int]:
     """(records/s from start() call to ready, records restored) into an empty directory;
     native=False restores with the Python loop instead of the C one."""
     shutil.rmtree(path, ignore_errors=True)
     counter = Counter()
     began = time.perf_counter()
-    store = open_store(bootstrap, topic, path, counter, native)
+    store = open_store(bootstrap, topic, path, counter, native, client=client)
     seconds = time.perf_counter() - began
     store.close()
     return counter.records / seconds, counter.records
@@ -598,11 +607,11 @@ def docs_section(
     return "\n".join(parts).rstrip() + "\n"
 
 
-def write_docs(section: str) -> None:
-    """Replace only the "## Store" section (up to the next "## " heading) of the docs file."""
+def write_docs(section: str, heading: str = "## Store") -> None:
+    """Replace only the `heading` section (up to the next "## " heading) of the docs file."""
     DOCS.parent.mkdir(parents=True, exist_ok=True)
     text = DOCS.read_text() if DOCS.exists() else "# Benchmarks\n"
-    pattern = re.compile(r"^## Store\n.*?(?=^## |\Z)", re.S | re.M)
+    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
     old = pattern.search(text)
     if old:
         # A hand-written "### Findings" subsection (the analysis of a run) is kept.
