@@ -1,0 +1,130 @@
+"""Two checkouts of this project side by side: cold restore rate and produce→visible latency
+of each, alternating in one run on one broker, so a restructuring can show it costs nothing.
+
+    git worktree add /tmp/before HEAD~3 && (cd /tmp/before && python setup.py build_ext --inplace)
+    python benchmarks/bench_ab.py /tmp/before . --keys 1000000 --rounds 3
+
+Each measurement runs in a child process whose PYTHONPATH is that checkout, so the child
+imports that checkout's globalstore (and its C restore loop, if built there). Prints the
+medians of each and after/before ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from globalstore import GlobalStore, StoreListener
+
+CHILD_TIMEOUT_S = 1800
+
+
+class _Restored(StoreListener):
+    def __init__(self) -> None:
+        self.records, self.seconds = 0, 0.0
+
+    def on_restore_end(self, topic: str, total_records: int, seconds: float) -> None:
+        self.records, self.seconds = total_records, seconds
+
+
+def restore_rate(bootstrap: str, topic: str, path: Path) -> dict[str, float]:
+    """Records/s of a cold restore, start() call to ready."""
+    listener = _Restored()
+    began = time.perf_counter()
+    store = GlobalStore(topic, bootstrap, path, listeners=[listener]).start(timeout=900)
+    seconds = time.perf_counter() - began
+    store.close()
+    return {"rate": listener.records / seconds, "records": listener.records}
+
+
+def follow_latency(bootstrap: str, topic: str, path: Path, samples: int) -> dict[str, float]:
+    """p50 and p99 seconds from produce() to store.wait_for(that offset) returning."""
+    from bench_store import visible_by_wait_for  # noqa: PLC0415 - needs the child's globalstore
+
+    with GlobalStore(topic, bootstrap, path).start(timeout=120) as store:
+        seen = sorted(visible_by_wait_for(store, bootstrap, topic, samples))
+    return {"p50": seen[len(seen) // 2], "p99": seen[int(0.99 * (len(seen) - 1))]}
+
+
+def child(args: list[str]) -> None:
+    kind, bootstrap, topic, path = args[:4]
+    if kind == "restore":
+        result = restore_rate(bootstrap, topic, Path(path))
+    else:
+        result = follow_latency(bootstrap, topic, Path(path), int(args[4]))
+    print(json.dumps(result))
+
+
+def measure(checkout: Path, *args: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{Path(__file__).parent}"}
+    command = [sys.executable, __file__, "--child", *args]
+    done = subprocess.run(
+        command, env=env, cwd=checkout, capture_output=True, text=True,
+        timeout=CHILD_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"{checkout}: {' '.join(args[:1])} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2:])
+        return
+    from bench_store import create_topic, fill_topic, log  # noqa: PLC0415
+
+    from globalstore.localkafka import LocalKafka, free_port  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=1000, help="produce→visible samples")
+    args = parser.parse_args()
+    checkouts = {"before": args.before.resolve(), "after": args.after.resolve()}
+    results: dict[tuple[str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:
+        work = Path(tmp)
+        with LocalKafka(port=free_port(), data_dir=work / "kafka") as broker:
+            restore_topic, follow_topic = (f"ab-{uuid.uuid4().hex[:8]}" for _ in range(2))
+            for topic in (restore_topic, follow_topic):
+                create_topic(broker.bootstrap, topic)
+            fill_topic(broker.bootstrap, restore_topic, args.keys, "small batches")
+            for r in range(args.rounds):
+                # before, after; then after, before: neither always goes first.
+                order = list(checkouts) if r % 2 == 0 else list(reversed(checkouts))
+                for label in order:
+                    where = checkouts[label]
+                    path = str(work / f"{label}-{r}")
+                    got = measure(where, "restore", broker.bootstrap, restore_topic, path)
+                    results.setdefault((label, "restore rec/s"), []).append(got["rate"])
+                    got = measure(
+                        where, "follow", broker.bootstrap, follow_topic, path + "-f",
+                        str(args.samples),
+                    )  # fmt: skip
+                    results.setdefault((label, "follow p50 ms"), []).append(1000 * got["p50"])
+                    results.setdefault((label, "follow p99 ms"), []).append(1000 * got["p99"])
+                log(f"round {r + 1}: " + json.dumps({f"{k[0]} {k[1]}": round(v[-1], 2)
+                                                      for k, v in results.items()}))  # fmt: skip
+    print("| measure | before | after | after / before | raw before | raw after |")
+    print("|---|---|---|---|---|---|")
+    for measure_name in ("restore rec/s", "follow p50 ms", "follow p99 ms"):
+        before, after = results[("before", measure_name)], results[("after", measure_name)]
+        b, a = statistics.median(before), statistics.median(after)
+        raw = [", ".join(f"{x:,.4g}" for x in xs) for xs in (before, after)]
+        print(f"| {measure_name} | {b:,.4g} | {a:,.4g} | {a / b:.3f} | {raw[0]} | {raw[1]} |")
+
+
+if __name__ == "__main__":
+    main()
