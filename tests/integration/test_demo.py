@@ -28,6 +28,7 @@ from tests.waiting import eventually
 pytestmark = pytest.mark.spark
 
 ORDERS = 300
+RDKAFKA_LOG_LINE = re.compile(r"%\d\|\d+\.\d+\|[A-Z]+\|")
 SEED = 3
 TIMEOUT_S = 300  # a safety net only: about 60-100 s on the loaded 2-core box
 
@@ -59,6 +60,10 @@ def test_demo_runs_end_to_end_and_leaves_nothing_running(tmp_path: Path) -> None
         f"[{n}/6]" for n in range(1, 7)
     ]
     assert out.startswith("globalstore demo: OK")
+    # librdkafka's own log lines ("%4|1700000000.123|GETPID|rdkafka#producer-1| ...") go
+    # through Python logging, never raw to the terminal.
+    raw_client_lines = [line for line in (out + err).splitlines() if RDKAFKA_LOG_LINE.match(line)]
+    assert raw_client_lines == []
     records = generate(StreamShape(orders=ORDERS), seed=SEED)  # what the demo produced
     expected = ExpectedOrders()
     expected.run(records)
