@@ -1,5 +1,5 @@
-"""Drive one compose project of compose/docker-compose.yml from a test, and check that
-taking it down left nothing behind."""
+"""Drive one compose project of compose/docker-compose.yml (and override files such as
+compose/cluster.yml) from a test, and check that taking it down left nothing behind."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import shutil
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 COMPOSE_FILE = Path(__file__).parents[2] / "compose" / "docker-compose.yml"
+CLUSTER_FILE = COMPOSE_FILE.with_name("cluster.yml")  # three brokers, over COMPOSE_FILE
 _PROJECT_LABEL = "com.docker.compose.project"
 
 
@@ -35,13 +36,22 @@ def _succeeds(command: list[str]) -> bool:
 
 
 class ComposeProject:
-    def __init__(self, compose: list[str], name: str, env: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        compose: list[str],
+        name: str,
+        env: Mapping[str, str],
+        files: Sequence[Path] = (COMPOSE_FILE,),
+    ) -> None:
+        """`files`: the compose files, each merged over the ones before it (`-f` in order)."""
         self.compose = compose
         self.name = name
         self.env = dict(env)
+        self.files = list(files)
 
     def run(self, *args: str, timeout: float = 300) -> str:
-        command = [*self.compose, "-f", str(COMPOSE_FILE), "-p", self.name, *args]
+        given = [arg for path in self.files for arg in ("-f", str(path))]
+        command = [*self.compose, *given, "-p", self.name, *args]
         result = subprocess.run(
             command,
             env={**os.environ, **self.env},
