@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
-from contextlib import AbstractContextManager
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -31,6 +34,7 @@ log = logging.getLogger(__name__)
 
 Mode = Literal["batch", "stream"]
 TERMINATION_REPORT_TIMEOUT_S = 30.0
+WAIT_SLICE_S = 1  # how soon a Ctrl-C is acted on while the query runs (whole seconds)
 DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
 
 
@@ -131,7 +135,7 @@ class PipelineRun:
         """Block until the query ends (a batch run finishes by itself), re-raising failures."""
         try:
             with self._options.failures_in_one_line():
-                finished = self.query.awaitTermination(timeout_s)
+                finished = self._await(timeout_s)
         except BaseException:  # the query failed: do not leave its listener on the session
             self._spark.streams.removeListener(self._listener)
             raise
@@ -142,6 +146,21 @@ class PipelineRun:
     def stop(self) -> RunSummary:
         self.query.stop()
         return self._finish()
+
+    def _await(self, timeout_s: int | None) -> bool:
+        """awaitTermination in short slices, a Ctrl-C raising KeyboardInterrupt between
+        them. Left to pyspark, a Ctrl-C during the one long awaitTermination ran its SIGINT
+        handler inside that py4j call, whose own py4j call (cancelAllJobs) then failed on
+        the busy connection: tracebacks on the terminal, and the query's end never reached
+        the listener (a 30 s wait in _finish)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with _sigint_noted() as interrupted:
+            while not self.query.awaitTermination(WAIT_SLICE_S):
+                if interrupted.is_set():
+                    raise KeyboardInterrupt
+                if deadline is not None and time.monotonic() > deadline:
+                    return False
+        return True
 
     def _finish(self) -> RunSummary:
         if not self._listener.terminated.wait(TERMINATION_REPORT_TIMEOUT_S):
@@ -155,6 +174,22 @@ class PipelineRun:
         summary = self.summary
         log.info("pipeline run finished: %s", summary.describe())
         return summary
+
+
+@contextmanager
+def _sigint_noted() -> Iterator[threading.Event]:
+    """While the block runs, SIGINT only sets the event (the handler makes no py4j call and
+    raises nothing inside one). Off the main thread, where no handler can be set, the
+    event never fires and Ctrl-C is whatever it was."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> PipelineRun:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 from confluent_kafka import Consumer, TopicPartition
 
 from globalstore import GlobalStore
@@ -75,6 +76,15 @@ def compacted(records: list[Record]) -> dict[str, bytes]:
         else:
             content[key] = record.value
     return content
+
+
+def compacted_json(
+    bootstrap: str, topic: str, kafka_config: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The compacted content of a topic of JSON values, decoded: what the reference models'
+    `active()` / `figures()` return when the job wrote what they expect."""
+    records = read_topic(bootstrap, topic, kafka_config=kafka_config)
+    return {key: orjson.loads(value) for key, value in compacted(records).items()}
 
 
 def restored_store(

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
@@ -36,7 +35,7 @@ from pipelines.orders.generator import RawRecord, StreamShape, generate, produce
 from pipelines.orders.reference import ExpectedOrders
 from pipelines.orders.transform import ORDERS
 from pipelines.topics import ensure_topic
-from tests.pipelines.kafka_read import compacted, read_topic
+from tests.pipelines.kafka_read import compacted_json, read_topic
 from tests.secured_cluster import secured_cluster
 from tests.waiting import eventually
 
@@ -78,8 +77,7 @@ def _app(cluster: LocalKafka) -> dict[str, str]:
 
 
 def _active(cluster: LocalKafka, topic: str) -> dict[str, Any]:
-    records = read_topic(cluster.bootstrap, topic, kafka_config=_app(cluster))
-    return {key: orjson.loads(value) for key, value in compacted(records).items()}
+    return compacted_json(cluster.bootstrap, topic, _app(cluster))
 
 
 def test_batch_run_over_sasl_ssl_writes_the_reference_orders(
