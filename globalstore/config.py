@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -74,6 +75,20 @@ def _compression(name: str) -> rocksdict.DBCompressionType:
     return kinds[name]()
 
 
+class OnUnreadable(enum.StrEnum):
+    """What start() does with a store in a layout or value format this version cannot read."""
+
+    REBUILD = "rebuild"  # rebuild it from the topic (WARNING)
+    REFUSE = "refuse"  # leave it as it is and raise UnreadableStore
+
+
+class OnOutOfRange(enum.StrEnum):
+    """What a following store does when the topic stops holding its position."""
+
+    REBUILD = "rebuild"  # rebuild beside the live copy, which keeps serving, then switch
+    STOP = "stop"  # stop following and serve the last state until a restart rebuilds
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     """Everything a GlobalStore needs. kafka_config passes extra librdkafka settings through
@@ -114,22 +129,22 @@ class StoreConfig:
     value_format: int = VALUE_FORMAT_VERSION
     converters: Mapping[int, Callable[[Any], Any]] = field(default_factory=dict)
     # A store in a layout or value format this version cannot read (written by a newer
-    # version): "rebuild" it from the topic, or "refuse" to start (UnreadableStore).
-    unreadable_store: str = "rebuild"
-    # Offsets out of range while following (topic recreated, records deleted): "rebuild"
-    # beside the live store, which keeps serving, and switch when complete (heal.py), or
-    # "stop" following and serve the last state until a restart rebuilds.
-    out_of_range: str = "rebuild"
+    # version), and offsets out of range while following (heal.py). Their names as
+    # strings ("refuse", "stop") are accepted too.
+    unreadable_store: OnUnreadable = OnUnreadable.REBUILD
+    out_of_range: OnOutOfRange = OnOutOfRange.REBUILD
 
     def __post_init__(self) -> None:
         # Read-only, and its repr masks the secrets: a config can be printed or logged.
         object.__setattr__(self, "kafka_config", ClientSettings(self.kafka_config))
+        object.__setattr__(self, "path", Path(self.path))
         self.value_formats()  # ConfigurationError for a converter chain with a gap
-        for name, allowed in (("unreadable_store", "refuse"), ("out_of_range", "stop")):
-            if getattr(self, name) not in ("rebuild", allowed):
-                raise ConfigurationError(
-                    f"{name} must be 'rebuild' or {allowed!r}, not {getattr(self, name)!r}"
-                )
+        for name, mode in (("unreadable_store", OnUnreadable), ("out_of_range", OnOutOfRange)):
+            value = getattr(self, name)
+            if value not in tuple(mode):
+                choices = " or ".join(repr(m.value) for m in mode)
+                raise ConfigurationError(f"{name} must be {choices}, not {value!r}")
+            object.__setattr__(self, name, mode(value))
         for name in self.kafka_config:
             why = _PROTECTED_SETTINGS.get(name)
             if why is not None:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import rocksdict
 
+from globalstore.errors import DamagedLayoutError
+
 I64 = struct.Struct(">q")
 
 META_CF = "meta"  # the column family beside "default", which holds the data
@@ -47,10 +49,6 @@ _OFFSET_PREFIX = b"offset:"
 
 def offset_key(partition: int) -> bytes:
     return _OFFSET_PREFIX + b"%d" % partition
-
-
-class DamagedLayoutError(Exception):
-    """The meta column family cannot be understood; the store must be rebuilt."""
 
 
 @dataclass

@@ -50,29 +50,11 @@ from globalstore.meta import (
     parse_meta,
 )
 from globalstore.native_restore import NativeRestorer
+from globalstore.rocksdb_errors import Failure, classify, is_borrowed
 
 log = logging.getLogger(__name__)
 
 LOCK_FILE = "globalstore.lock"
-
-
-def rocksdb_error_kind(exc: BaseException) -> str:
-    """ "locked", "damaged" or "other", from the status code RocksDB puts first in its message
-    ("Corruption: block checksum mismatch ...", "IO error: ... /LOCK: ...").
-
-    Damaged files are wiped and rebuilt from the topic; a lock means another process has the
-    database; anything else (permissions, disk full) is the environment's, which a rebuild
-    would not fix.
-    """
-    message = str(exc)
-    code, _, detail = message.partition(":")
-    if code == "IO error" and ("/LOCK:" in detail or "lock hold by" in detail):
-        return "locked"
-    if code in ("Corruption", "Invalid argument"):
-        return "damaged"
-    if code == "IO error" and "No such file or directory" in detail:
-        return "damaged"  # a table file the manifest lists is gone
-    return "other"
 
 
 @dataclass
@@ -167,10 +149,10 @@ class Storage:
         try:
             self._db = self._open_rdict()
         except Exception as exc:
-            kind = rocksdb_error_kind(exc)
-            if kind == "locked":
+            failure = classify(exc)
+            if failure is Failure.LOCKED:
                 raise StoreLocked(f"RocksDB in {self.path} is locked: {exc}") from exc
-            if kind != "damaged" or self.read_only:
+            if failure is not Failure.DAMAGED or self.read_only:
                 raise StorageError(f"cannot open RocksDB in {self.path}: {exc}") from exc
             # RocksDB cannot make sense of its own files: the topic is the source of truth.
             log.warning("store %s is damaged (%s); wiping it to rebuild", self.path, exc)
@@ -570,7 +552,7 @@ def _close_when_unborrowed(db: rocksdict.Rdict) -> None:
             db.close()
             return
         except RuntimeError as exc:
-            if "already borrowed" not in str(exc).lower():
+            if not is_borrowed(exc):
                 raise
             if time.monotonic() > deadline:
                 raise StorageError(

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 from globalstore import codec, heal, snapshot
-from globalstore.config import RocksDBOptions, StoreConfig
+from globalstore.config import OnOutOfRange, StoreConfig
 from globalstore.converters import decoder
 from globalstore.errors import (
     BrokerUnavailable,
     OffsetsOutOfRange,
     StartTimeout,
+    StoreAlreadyStarted,
     StoreClosed,
+    StoreFailed,
     StoreNotReady,
 )
 from globalstore.listeners import StoreListener
@@ -62,56 +65,33 @@ class GlobalStore(StoreQueries):
 
     def __init__(
         self,
-        topic: str,
-        bootstrap_servers: str,
-        path: str | Path,
+        topic: str | None = None,
+        bootstrap_servers: str | None = None,
+        path: str | Path | None = None,
         kafka_config: Mapping[str, Any] | None = None,
         *,
-        allow_uncompacted: bool = False,
-        check_topic_config: bool = True,
-        listeners: Sequence[StoreListener] = (),
-        rocksdb: RocksDBOptions | None = None,
-        bootstrap_from: str | Path | None = None,
-        value_format: int = codec.VALUE_FORMAT_VERSION,
-        converters: Mapping[int, Callable[[Any], Any]] | None = None,
-    ) -> None:
-        """`value_format` is the format queries answer in; `converters` maps each older
-        format to a function turning a value of it into the next format (docs/store.md)."""
-        config = StoreConfig(
-            topic=topic,
-            bootstrap_servers=bootstrap_servers,
-            path=Path(path),
-            kafka_config=dict(kafka_config or {}),
-            allow_uncompacted=allow_uncompacted,
-            check_topic_config=check_topic_config,
-            rocksdb=rocksdb or RocksDBOptions(),
-            value_format=value_format,
-            converters=dict(converters or {}),
-        )
-        self._init(config, listeners, bootstrap_from)
-
-    @classmethod
-    def from_config(
-        cls,
-        config: StoreConfig,
-        *,
+        config: StoreConfig | None = None,
         listeners: Sequence[StoreListener] = (),
         bootstrap_from: str | Path | None = None,
-    ) -> GlobalStore:
-        """A store with every setting of `config` (the constructor covers the common ones)."""
-        store = cls.__new__(cls)
-        store._init(config, listeners, bootstrap_from)
-        return store
-
-    def _init(
-        self,
-        config: StoreConfig,
-        listeners: Sequence[StoreListener],
-        bootstrap_from: str | Path | None,
+        **settings: Any,
     ) -> None:
+        """Settings are StoreConfig's fields, passed by name (None means its default), or a
+        whole `config`, which named settings then override. `bootstrap_from` is a peer's
+        snapshot (URL of GET /v1/snapshot, or a snapshot directory) to start from when the
+        store directory is empty (here) or must be rebuilt (the store thread)."""
+        given = {
+            "topic": topic,
+            "bootstrap_servers": bootstrap_servers,
+            "path": path,
+            "kafka_config": kafka_config,
+            **settings,
+        }
+        named = {name: value for name, value in given.items() if value is not None}
+        if config is None:
+            config = StoreConfig(**named)  # TypeError names a missing or unknown setting
+        elif named:
+            config = dataclasses.replace(config, **named)
         self.config = config
-        # A peer's snapshot (URL of GET /v1/snapshot, or a snapshot directory) to start from
-        # when the store directory is empty (here) or must be rebuilt (the store thread).
         self._bootstrap_from = bootstrap_from
         self.topic = config.topic
         self.path = config.path
@@ -126,6 +106,17 @@ class GlobalStore(StoreQueries):
         self._heals = 0
         self._lookup = self._lookup_unavailable
         self._decode = decoder(config.value_formats())
+
+    @classmethod
+    def from_config(
+        cls,
+        config: StoreConfig,
+        *,
+        listeners: Sequence[StoreListener] = (),
+        bootstrap_from: str | Path | None = None,
+    ) -> GlobalStore:
+        """A store with every setting of `config`: GlobalStore(config=config, ...)."""
+        return cls(config=config, listeners=listeners, bootstrap_from=bootstrap_from)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -145,7 +136,7 @@ class GlobalStore(StoreQueries):
             if self._closed:
                 raise StoreClosed("store was closed; create a new GlobalStore")
             if self._thread is not None:
-                raise RuntimeError("start() was already called")
+                raise StoreAlreadyStarted("start() was already called")
             if self._bootstrap_from is not None:
                 snapshot.install(self._bootstrap_from, self.config.path)
             storage = Storage(self.config.path, self.config.rocksdb)
@@ -236,7 +227,7 @@ class GlobalStore(StoreQueries):
             self._raise_unless_started()
         status = thread.status
         if status.state is State.FAILED and status.restored_at_ms is None:
-            raise StoreClosed(f"store thread for {self.topic!r} failed") from status.error
+            raise StoreFailed(f"store thread for {self.topic!r} failed") from status.error
         if status.restored_at_ms is None:
             raise StoreNotReady(f"store for {self.topic!r} is {status.state.value}")
         # Ready (or failed after it: keep serving the last state, status() tells). From now
@@ -301,16 +292,18 @@ class GlobalStore(StoreQueries):
         if thread is None:
             self._raise_unless_started()
         status = thread.status
-        if status.state in (State.FAILED, State.CLOSED):
-            raise StoreClosed(
-                f"store for {self.topic!r} is no longer applying records ({status.state.value})"
+        if status.state is State.FAILED:
+            raise StoreFailed(
+                f"store for {self.topic!r} is no longer applying records"
             ) from status.error
+        if status.state is State.CLOSED:
+            raise StoreClosed(f"store for {self.topic!r} is no longer applying records (closed)")
 
     def _heal(self) -> None:
         """Called by the store thread as it fails: on offsets out of range, rebuild beside."""
         thread = self._thread
         if (
-            self.config.out_of_range != "rebuild"
+            self.config.out_of_range is not OnOutOfRange.REBUILD
             or thread is None
             or not isinstance(thread.status.error, OffsetsOutOfRange)
             or thread.status.restored_at_ms is None

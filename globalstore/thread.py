@@ -24,10 +24,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 
 from globalstore import migrate, native_restore, plan, snapshot, topic
-from globalstore.config import StoreConfig
+from globalstore.config import OnUnreadable, StoreConfig
 from globalstore.errors import (
     BrokerUnavailable,
     ConfigurationError,
+    DamagedLayoutError,
     FatalError,
     GlobalStoreError,
     OffsetsOutOfRange,
@@ -36,7 +37,6 @@ from globalstore.errors import (
 from globalstore.health import Health
 from globalstore.kafka_settings import mask_text
 from globalstore.listeners import StoreListener, fan_out, wants_changes
-from globalstore.meta import DamagedLayoutError
 from globalstore.native_restore import NativeRestorer
 from globalstore.storage import Storage
 
@@ -261,7 +261,7 @@ class StoreThread(threading.Thread):
         return plan.plan(meta, info, marks, self.config)
 
     def _refuse_if_unreadable(self) -> None:
-        if self.config.unreadable_store != "refuse":
+        if self.config.unreadable_store is not OnUnreadable.REFUSE:
             return
         try:
             meta = self.storage.read_meta()

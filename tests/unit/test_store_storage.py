@@ -13,7 +13,8 @@ from confluent_kafka import KafkaError
 
 from globalstore import StorageError, StoreLocked
 from globalstore.codec import LAYOUT_VERSION, origin
-from globalstore.meta import K_COUNT, K_LAYOUT, DamagedLayoutError
+from globalstore.errors import DamagedLayoutError
+from globalstore.meta import K_COUNT, K_LAYOUT
 from globalstore.storage import Storage
 from tests.unit.store_fakes import Err, Msg, batch
 
