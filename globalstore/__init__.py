@@ -27,8 +27,10 @@ from globalstore.errors import (
     UnreadableStore,
 )
 from globalstore.listeners import StoreListener
+from globalstore.reader import FollowingStore, ScanFilters, StoreReader, StoreStatus
 from globalstore.readonly import ReadOnlyStore
-from globalstore.store import GlobalStore, StoreStatus
+from globalstore.state import State
+from globalstore.store import GlobalStore
 from globalstore.switch import SwitchingStore
 from globalstore.topic import end_offsets
 
@@ -41,6 +43,7 @@ __all__ = [
     "DamagedLayoutError",
     "Entry",
     "FatalError",
+    "FollowingStore",
     "GlobalStore",
     "GlobalStoreError",
     "InvalidValue",
@@ -48,7 +51,9 @@ __all__ = [
     "ReadOnlyStore",
     "RetriableError",
     "RocksDBOptions",
+    "ScanFilters",
     "StartTimeout",
+    "State",
     "StorageError",
     "StoreAlreadyStarted",
     "StoreClosed",
@@ -57,6 +62,7 @@ __all__ = [
     "StoreListener",
     "StoreLocked",
     "StoreNotReady",
+    "StoreReader",
     "StoreStatus",
     "SwitchingStore",
     "TopicNotCompacted",

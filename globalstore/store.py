@@ -7,7 +7,6 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -25,34 +24,12 @@ from globalstore.errors import (
 )
 from globalstore.listeners import StoreListener
 from globalstore.queries import StoreQueries
+from globalstore.reader import StoreStatus
+from globalstore.state import State
 from globalstore.storage import Storage
-from globalstore.thread import State, StoreThread, ThreadStatus
+from globalstore.thread import StoreThread, ThreadStatus
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StoreStatus:
-    """A point-in-time report, cheap enough to poll for health checks."""
-
-    topic: str
-    path: str
-    state: str
-    ready: bool
-    position: dict[int, int]
-    lag: dict[int, int]
-    key_count: int | None
-    layout_version: int
-    last_restore_at: float | None  # wall-clock seconds since the epoch
-    connected: bool
-    staleness_seconds: float | None  # since the store last knew it held the topic's end
-    last_error: str | None
-    rebuild_reason: str | None = None  # why this start rebuilt the store from the beginning
-    skipped_records: int = 0  # since this start: records whose key is not UTF-8 (logged)
-    migration: str | None = None  # the background conversion under way, e.g. "layout 0 -> 1"
-    migrated_values: int = 0  # values it rewrote since this start
-    conversion_failures: int = 0  # since this start: values a converter raised on (kept)
-    self_heals: int = 0  # since this start: rebuilds beside the store that it switched to
 
 
 class GlobalStore(StoreQueries):
@@ -330,7 +307,8 @@ class GlobalStore(StoreQueries):
         """An empty store where the live copy is not: <path>/rebuild on the first heal; on
         later ones, the other place, where the copy the last heal retired still sits."""
         beside = self.config.path / heal.BESIDE
-        target = beside if self.path == self.config.path else self.config.path
+        live = self._storage
+        target = beside if live is None or live.path == self.config.path else self.config.path
         for older in self._retired:
             if older.path == target:
                 # Retired a heal ago: every query since has run on the live copy.
@@ -349,7 +327,6 @@ class GlobalStore(StoreQueries):
             self._retired.append(self._storage)
             self._storage, self._thread, self._rebuild = storage, thread, None
             self._lookup = storage.reader()
-            self.path = storage.path
             self._heals += 1
         log.warning("store %s: switched to the copy rebuilt beside it", self.config.path)
         self._notify_applied()
@@ -373,8 +350,8 @@ class GlobalStore(StoreQueries):
         healing = rebuild is not None and rebuild.is_alive()
         return StoreStatus(
             topic=self.topic,
-            path=str(self.path),
-            state="rebuilding" if healing else t.state.value,
+            path=str(self.path if storage is None else storage.path),
+            state=State.REBUILDING if healing else t.state,
             ready=t.state is State.RUNNING,
             position=position,
             lag=lag,
@@ -402,7 +379,7 @@ class _OutOfRangeWatch(StoreListener):
         self.store = store
 
     def on_state_change(self, topic: str, old: str, new: str) -> None:
-        if new == State.FAILED.value:
+        if new == State.FAILED:
             self.store._heal()
 
 

@@ -16,14 +16,15 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from globalstore.codec import Entry
 from globalstore.errors import StoreClosed
+from globalstore.reader import ScanFilters, StoreStatus
 from globalstore.storage import Storage
-from globalstore.store import GlobalStore, StoreStatus
+from globalstore.store import GlobalStore
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -42,6 +43,20 @@ class SwitchingStore:
     @property
     def active(self) -> GlobalStore:
         return self._active
+
+    @property
+    def topic(self) -> str:
+        return self._active.topic
+
+    @property
+    def path(self) -> Path:
+        return self._active.path
+
+    def start(self, timeout: float = 60.0, *, wait: bool = True) -> SwitchingStore:
+        """Start the active store (GlobalStore.start), for a server that starts what it
+        serves."""
+        self._active.start(timeout, wait=wait)
+        return self
 
     def switch_to(
         self,
@@ -109,20 +124,30 @@ class SwitchingStore:
     def count(self) -> int:
         return self._on_active(lambda store: store.count())
 
+    def position(self) -> dict[int, int]:
+        """The active store's position: offsets of ITS topic, which a switch changes."""
+        return self._active.position()
+
+    def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
+        return self._on_active(lambda store: store.wait_for(position, timeout))
+
+    def checkpoint(self, dest: str | Path) -> None:
+        self._on_active(lambda store: store.checkpoint(dest))
+
     def status(self) -> StoreStatus:
         return self._active.status()
 
-    def items(self, **filters: Any) -> Iterator[tuple[str, Any]]:
-        """As GlobalStore.items (prefix, start, end, reverse, limit): one store's view."""
+    def items(self, **filters: Unpack[ScanFilters]) -> Iterator[tuple[str, Any]]:
+        """As GlobalStore.items: one store's view."""
         return self._scan(lambda store: store.items(**filters))
 
-    def keys(self, **filters: Any) -> Iterator[str]:
+    def keys(self, **filters: Unpack[ScanFilters]) -> Iterator[str]:
         return self._scan(lambda store: store.keys(**filters))
 
-    def values(self, **filters: Any) -> Iterator[Any]:
+    def values(self, **filters: Unpack[ScanFilters]) -> Iterator[Any]:
         return self._scan(lambda store: store.values(**filters))
 
-    def entries(self, **filters: Any) -> Iterator[Entry]:
+    def entries(self, **filters: Unpack[ScanFilters]) -> Iterator[Entry]:
         return self._scan(lambda store: store.entries(**filters))
 
     def _on_active(self, read: Callable[[GlobalStore], _T]) -> _T:

@@ -10,7 +10,6 @@ facade reads that snapshot and never the thread's working fields.
 
 from __future__ import annotations
 
-import enum
 import functools
 import logging
 import threading
@@ -23,7 +22,7 @@ from typing import Any, TypeVar
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from globalstore import migrate, native_restore, plan, snapshot, topic
+from globalstore import migrate, native_restore, plan, snapshot, state, topic
 from globalstore.config import OnUnreadable, StoreConfig
 from globalstore.errors import (
     BrokerUnavailable,
@@ -38,6 +37,7 @@ from globalstore.health import Health
 from globalstore.kafka_settings import mask_text
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.native_restore import NativeRestorer
+from globalstore.state import State
 from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -49,15 +49,6 @@ _C = TypeVar("_C")
 _PROGRESS_LOG_INTERVAL = 5.0
 _BROKER_RETRY_PAUSE = 0.5
 _SKIPPED_LOGGED_PER_BATCH = 3  # the rest are counted in the status, not logged one by one
-
-
-class State(enum.Enum):
-    CREATED = "created"
-    STARTING = "starting"  # reaching the broker, planning
-    RESTORING = "restoring"
-    RUNNING = "running"  # ready: restored to the captured end offsets, following
-    FAILED = "failed"  # the thread stopped on an error (ThreadStatus.error)
-    CLOSED = "closed"  # the thread stopped because it was asked to
 
 
 @dataclass(frozen=True)
@@ -162,15 +153,15 @@ class StoreThread(threading.Thread):
             **_migration_status(self._migration),
         )
 
-    def _enter(self, state: State) -> None:
-        old, self._state = self._state, state
+    def _enter(self, new: State) -> None:
+        old, self._state = self._state, state.enter(self._state, new)
         self._publish()
         try:
-            self.listener.on_state_change(self.config.topic, old.value, state.value)
+            self.listener.on_state_change(self.config.topic, old, new)
         except Exception:
-            if state not in (State.FAILED, State.CLOSED):
+            if new not in (State.FAILED, State.CLOSED):
                 raise  # fails the thread like any listener error
-            log.exception("state listener failed on %s becoming %s", self.config.topic, state)
+            log.exception("state listener failed on %s becoming %s", self.config.topic, new)
 
     # -- thread body -------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import click
 
 from globalstore.cli.store import Progress, StoreTarget, store_options
 from globalstore.errors import StoreFailed
+from globalstore.state import State
 from globalstore.storage import Storage
 from globalstore.switch import remove_store
 
@@ -66,7 +67,7 @@ def run(target: StoreTarget) -> None:
         progress.total = store.count()
         progress.began = time.monotonic()
         while (s := store.status()).migration is not None:
-            if s.state in ("failed", "closed"):
+            if s.state in (State.FAILED, State.CLOSED):
                 raise StoreFailed(f"the store stopped while converting: {s.last_error}")
             progress.show(s.migrated_values, time.monotonic() - progress.began)
             time.sleep(_POLL)

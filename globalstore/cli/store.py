@@ -28,8 +28,10 @@ from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, StoreConfig
 from globalstore.errors import BrokerUnavailable, StoreLocked
 from globalstore.kafka_settings import kafka_config_options
 from globalstore.listeners import StoreListener
+from globalstore.reader import StoreReader, StoreStatus
 from globalstore.readonly import ReadOnlyStore
-from globalstore.store import GlobalStore, StoreStatus
+from globalstore.state import State
+from globalstore.store import GlobalStore
 from globalstore.topic import records_between
 
 _LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
@@ -55,7 +57,7 @@ class StoreTarget:
         """A started store (its errors rise to the group, which explains them)."""
         return self.build(listener).start(timeout=self.timeout)
 
-    def open_for_queries(self) -> GlobalStore | ReadOnlyStore:
+    def open_for_queries(self) -> StoreReader:
         """A started store; or, when a running application holds the directory, a read-only
         view of what it has written (said on stderr), instead of failing on its lock."""
         try:
@@ -346,7 +348,7 @@ def _describe(s: StoreStatus) -> str:
         ("path", s.path),
         ("state", s.state),
         ("position", _offsets(s.position)),
-        ("lag", "unknown" if s.state == "offline" else _lag(s.lag)),
+        ("lag", "unknown" if s.state is State.OFFLINE else _lag(s.lag)),
         ("keys", "unknown" if s.key_count is None else f"{s.key_count:,}"),
         ("layout version", str(s.layout_version)),
         ("migration", _migration(s)),
