@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import rocksdict
-
 from globalstore.codec import VALUE_FORMAT_VERSION
 from globalstore.converters import ValueFormats
 from globalstore.errors import ConfigurationError
@@ -39,40 +37,6 @@ class RocksDBOptions:
     # with the store: 339 / 482 / 885 MB at 1M / 4M / 10M keys against 226 / 252 / 272 MB
     # with pread (docs/benchmarks.md). pread keeps memory bounded by the caches.
     mmap_reads: bool = False
-
-    def to_options(self) -> rocksdict.Options:
-        """Build rocksdict Options in raw mode: bytes in, bytes out, nothing pickled."""
-        opts = rocksdict.Options(raw_mode=True)
-        opts.create_if_missing(True)
-        opts.create_missing_column_families(True)
-        opts.set_write_buffer_size(self.write_buffer_size)
-        opts.set_max_write_buffer_number(self.max_write_buffer_number)
-        opts.set_max_background_jobs(self.max_background_jobs)
-        opts.set_max_open_files(self.max_open_files)
-        opts.set_compression_type(_compression(self.compression))
-        opts.set_allow_mmap_reads(self.mmap_reads)
-        # A bulk restore writes without the write-ahead log (Storage.apply): flushing both
-        # column families together keeps its offsets from outliving its data in a crash.
-        opts.set_atomic_flush(True)
-        table = rocksdict.BlockBasedOptions()
-        if self.bloom_bits_per_key > 0:
-            # Bloom filters make lookups of absent keys (new keys, tombstoned keys) nearly free.
-            table.set_bloom_filter(self.bloom_bits_per_key, False)
-        table.set_block_cache(rocksdict.Cache(self.block_cache_size))
-        opts.set_block_based_table_factory(table)
-        return opts
-
-
-def _compression(name: str) -> rocksdict.DBCompressionType:
-    kinds = {
-        "none": rocksdict.DBCompressionType.none,
-        "snappy": rocksdict.DBCompressionType.snappy,
-        "lz4": rocksdict.DBCompressionType.lz4,
-        "zstd": rocksdict.DBCompressionType.zstd,
-    }
-    if name not in kinds:
-        raise ValueError(f"unknown compression {name!r}; choose one of {sorted(kinds)}")
-    return kinds[name]()
 
 
 class OnUnreadable(enum.StrEnum):

@@ -26,7 +26,7 @@ from globalstore.listeners import StoreListener
 from globalstore.queries import StoreQueries
 from globalstore.reader import StoreStatus
 from globalstore.state import State
-from globalstore.storage import Storage
+from globalstore.storage import Storage, StorageState
 from globalstore.thread import StoreThread, ThreadStatus
 
 log = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ class GlobalStore(StoreQueries):
         with self._applied:
             while True:
                 storage = self._ready_storage()
-                count = storage.snapshot_state()[1]
+                count = storage.state.count
                 if count is not None:
                     return count
                 self._raise_if_stopped()
@@ -235,7 +235,7 @@ class GlobalStore(StoreQueries):
     def position(self) -> dict[int, int]:
         """{partition: next offset already applied}."""
         storage = self._storage
-        return {} if storage is None else storage.snapshot_state()[0]
+        return {} if storage is None else dict(storage.state.positions)
 
     def lag(self) -> dict[int, int]:
         """{partition: records between what is applied and the topic's last known end}."""
@@ -339,8 +339,9 @@ class GlobalStore(StoreQueries):
         """State, position, lag, key count, layout, last restore, staleness, last error."""
         thread, storage = self._thread, self._storage
         t = ThreadStatus(state=State.CLOSED) if thread is None else thread.status
-        # Position, count and lag from one reading, so the report is of one instant.
-        position, count = ({}, None) if storage is None else storage.snapshot_state()
+        # Position, count and layout from one state, so the report is of one instant.
+        held = StorageState() if storage is None else storage.state
+        position = dict(held.positions)
         lag = _lag(t, position)
         staleness = None
         if t.in_sync_at is not None:
@@ -355,11 +356,9 @@ class GlobalStore(StoreQueries):
             ready=t.state is State.RUNNING,
             position=position,
             lag=lag,
-            key_count=count,
-            layout_version=codec.LAYOUT_VERSION
-            if storage is None or storage.layout is None
-            else storage.layout,
-            last_restore_at=None if storage is None else _seconds(storage.restored_at_ms),
+            key_count=held.count,
+            layout_version=codec.LAYOUT_VERSION if held.layout is None else held.layout,
+            last_restore_at=_seconds(held.restored_at_ms),
             connected=t.connected,
             staleness_seconds=staleness,
             last_error=t.last_error,

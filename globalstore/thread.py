@@ -325,7 +325,7 @@ class StoreThread(threading.Thread):
             return
         self._native.close()
         self._native = None
-        positions, _ = self.storage.snapshot_state()
+        positions = self.storage.state.positions
         consumer.assign(
             [
                 TopicPartition(self.config.topic, p, max(positions.get(p, start), start))
@@ -362,7 +362,7 @@ class StoreThread(threading.Thread):
             if self._state is State.RESTORING:
                 if applied.records:
                     self._restore_records += applied.records
-                    positions, _ = self.storage.snapshot_state()
+                    positions = self.storage.state.positions
                     self.listener.on_batch_restored(self.config.topic, positions, applied.records)
                     if now >= next_progress:
                         next_progress = now + _PROGRESS_LOG_INTERVAL
@@ -396,7 +396,7 @@ class StoreThread(threading.Thread):
     # -- restore completion ------------------------------------------------------------------
 
     def _maybe_ready(self, consumer: Consumer) -> None:
-        positions, _ = self.storage.snapshot_state()
+        positions = self.storage.state.positions
         if any(positions.get(p, 0) < end for p, end in self._end_offsets.items()):
             return
         self._hand_over(consumer)
@@ -428,7 +428,7 @@ class StoreThread(threading.Thread):
             log.info("counted %d live keys in %s after a bulk restore", n, self.storage.path)
             self.on_applied()  # wakes count() callers waiting for the number
 
-    def _log_progress(self, positions: dict[int, int]) -> None:
+    def _log_progress(self, positions: Mapping[int, int]) -> None:
         reached = {p: min(positions.get(p, 0), e) for p, e in self._end_offsets.items()}
         log.info(
             "restoring %s: %d records so far, %d/%d offsets",
@@ -500,7 +500,7 @@ class StoreThread(threading.Thread):
         h = self._health
         if not h.connected:
             return
-        positions, _ = self.storage.snapshot_state()
+        positions = self.storage.state.positions
         if all(positions.get(p, 0) >= hi for p, hi in h.high.items()):
             h.in_sync_at = now
             # Record "in sync at this wall time" so a restart can tell a quiet topic from a
@@ -518,7 +518,7 @@ class StoreThread(threading.Thread):
         tmd = md.topics.get(self.config.topic)
         if tmd is None or tmd.error is not None:
             return
-        positions, _ = self.storage.snapshot_state()
+        positions = self.storage.state.positions
         known = set(self._health.high) | set(positions)
         new = sorted(set(tmd.partitions) - known)
         if new:

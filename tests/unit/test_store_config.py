@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from globalstore import ConfigurationError, GlobalStore, RocksDBOptions, StoreConfig
 from globalstore.config import OnOutOfRange, OnUnreadable
+from globalstore.storage import rocksdb_options
 
 
 def _config(**kw: object) -> StoreConfig:
@@ -92,7 +93,7 @@ def test_config_is_frozen() -> None:
 
 
 def test_rocksdb_options_build_a_raw_mode_database(tmp_path: Path) -> None:
-    opts = RocksDBOptions(compression="zstd", bloom_bits_per_key=0).to_options()
+    opts = rocksdb_options(RocksDBOptions(compression="zstd", bloom_bits_per_key=0))
     db = rocksdict.Rdict(str(tmp_path / "db"), opts)
     db[b"k"] = b"v"  # raw mode accepts and returns bytes, nothing pickled
     assert db[b"k"] == b"v"
@@ -101,7 +102,7 @@ def test_rocksdb_options_build_a_raw_mode_database(tmp_path: Path) -> None:
 
 def test_unknown_compression_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown compression"):
-        RocksDBOptions(compression="brotli").to_options()
+        rocksdb_options(RocksDBOptions(compression="brotli"))
 
 
 def test_modes_accept_their_names_and_become_enums() -> None:

@@ -1,4 +1,4 @@
-"""What an error RocksDB raised means for the store, decided in one place.
+"""What an error RocksDB or rocksdict raised means for the store, decided in one place.
 
 rocksdict raises a bare Exception whose text starts with RocksDB's status code ("Corruption:
 block checksum mismatch ...", "IO error: ... /LOCK: ..."); it exposes no code or type of its
@@ -9,6 +9,10 @@ own, so the text is all there is to go on. Its borrow checker raises a RuntimeEr
 from __future__ import annotations
 
 import enum
+import time
+from collections.abc import Callable
+
+from globalstore.errors import StorageError
 
 
 class Failure(enum.Enum):
@@ -32,3 +36,27 @@ def classify(exc: BaseException) -> Failure:
 def is_borrowed(exc: BaseException) -> bool:
     """True for rocksdict's refusal to close a database another thread is reading."""
     return isinstance(exc, RuntimeError) and "already borrowed" in str(exc).lower()
+
+
+CLOSE_WAIT_S = 30.0
+"""How long close() waits for reads already inside RocksDB on other threads."""
+
+
+def close_when_unborrowed(close: Callable[[], None]) -> None:
+    """Close a database once no other thread is inside one of its calls. rocksdict lets go
+    of the GIL inside a read, and close() refuses to run while one is in progress ("Already
+    borrowed"). New reads cannot start (their handles are gone), so the ones in progress,
+    a multi-get at most, end soon."""
+    deadline = time.monotonic() + CLOSE_WAIT_S
+    while True:
+        try:
+            close()
+            return
+        except RuntimeError as exc:
+            if not is_borrowed(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise StorageError(
+                    f"RocksDB still in use by another thread after {CLOSE_WAIT_S:.0f} s"
+                ) from exc
+        time.sleep(0.001)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import rocksdict
 
-from globalstore.rocksdb_errors import Failure, classify, is_borrowed
+from globalstore.storage.failures import Failure, classify, is_borrowed
 
 
 @pytest.mark.parametrize(
