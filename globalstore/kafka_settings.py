@@ -15,12 +15,14 @@ quote a value.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from confluent_kafka import KafkaException
 
 from globalstore.errors import ConfigurationError
 
@@ -32,6 +34,23 @@ MASK = "********"
 _SECRET_WORDS = ("password", "secret", "jaas", ".pem", "keystore.key", "token", "credential")
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
+_Client = TypeVar("_Client")
+
+# librdkafka's own log lines (connection failures and the like, which the store retries and
+# reports through status()) go to Python logging under this name instead of stderr.
+LIBRDKAFKA_LOG = logging.getLogger("globalstore.librdkafka")
+
+
+def make_client(
+    factory: Callable[[dict[str, Any]], _Client], conf: dict[str, Any], role: str
+) -> _Client:
+    """A confluent-kafka client, or ConfigurationError naming the setting it refused
+    (librdkafka checks names and values when the client is created, before any I/O)."""
+    try:
+        return factory(conf)
+    except (KafkaException, ValueError, TypeError) as exc:
+        refusal = mask_text(str(exc), conf)
+        raise ConfigurationError(f"the Kafka {role} refused its settings: {refusal}") from None
 
 
 def is_secret(name: str) -> bool:

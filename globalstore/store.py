@@ -126,8 +126,8 @@ class GlobalStore(StoreQueries):
                 storage,
                 self._thread_listeners(),
                 self._notify_applied,
-                rpc_timeout,
-                self._bootstrap_from,
+                rpc_timeout=rpc_timeout,
+                bootstrap_from=self._bootstrap_from,
             )
             self._storage, self._thread = storage, thread
             thread.start()
