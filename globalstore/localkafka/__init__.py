@@ -3,6 +3,7 @@ from Kafka's own jars. Used by the CLI (`globalstore kafka ...`), the tests, the
 and the demo; not part of the store.
 
     broker.py  start, stop and inspect the JVM
+    ports.py   free ports for it, and telling a start that lost its port
     jars.py    resolve Kafka's jars from Maven Central once, and cache them
     java.py    find a Java 17+ runtime
     errors.py  LocalKafkaError, the root of everything above can raise
@@ -16,7 +17,6 @@ from globalstore.localkafka.broker import (
     BrokerStatus,
     LocalKafka,
     default_data_dir,
-    free_port,
 )
 from globalstore.localkafka.errors import (
     BrokerExitedError,
@@ -25,6 +25,7 @@ from globalstore.localkafka.errors import (
     LocalKafkaError,
     PortInUseError,
 )
+from globalstore.localkafka.ports import free_port
 
 __all__ = [
     "ANY_PORT",

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -31,16 +30,15 @@ from confluent_kafka.admin import AdminClient
 from globalstore.localkafka.errors import BrokerExitedError, LocalKafkaError, PortInUseError
 from globalstore.localkafka.jars import cache_root, resolve_kafka_jars
 from globalstore.localkafka.java import check_java
+from globalstore.localkafka.ports import HOST as _HOST
+from globalstore.localkafka.ports import free_port, lost_port_race, port_is_free
 
 DEFAULT_KAFKA_VERSION = "4.1.1"
 DEFAULT_PORT = 9092
 DEFAULT_HEAP = "1g"
 _STATE_FILE = "broker.json"
-_HOST = "127.0.0.1"
 ANY_PORT = 0  # LocalKafka(port=ANY_PORT): start() picks free ports and retries a lost race
 _PORT_ATTEMPTS = 5
-# What a JVM whose listener port was taken after the check writes before it exits.
-_BIND_FAILURES = ("java.net.BindException", "Address already in use")
 
 
 @dataclass(frozen=True)
@@ -119,32 +117,6 @@ def render_log4j2(log_file: Path) -> str:
         "  Loggers:\n"
         "    Root: {level: INFO, AppenderRef: [{ref: file}]}\n"
     )
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((_HOST, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port() -> int:
-    """A port that is free now and whose successor is free too (the controller's)."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((_HOST, 0))
-            port = int(probe.getsockname()[1])
-        if port < 65535 and port_is_free(port + 1):
-            return port
-    raise LocalKafkaError("could not find two consecutive free ports")
-
-
-def lost_port_race(log: str) -> bool:
-    """Whether a broker's log says it could not bind its listener port."""
-    return any(marker in log for marker in _BIND_FAILURES)
 
 
 class LocalKafka:
