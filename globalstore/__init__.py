@@ -9,6 +9,7 @@ from globalstore.errors import (
     BrokerUnavailable,
     ConfigurationError,
     ConversionFailed,
+    DamagedLayoutError,
     FatalError,
     GlobalStoreError,
     InvalidValue,
@@ -16,7 +17,9 @@ from globalstore.errors import (
     RetriableError,
     StartTimeout,
     StorageError,
+    StoreAlreadyStarted,
     StoreClosed,
+    StoreFailed,
     StoreLocked,
     StoreNotReady,
     TopicNotCompacted,
@@ -24,8 +27,10 @@ from globalstore.errors import (
     UnreadableStore,
 )
 from globalstore.listeners import StoreListener
+from globalstore.reader import FollowingStore, ScanFilters, StoreReader, StoreStatus
 from globalstore.readonly import ReadOnlyStore
-from globalstore.store import GlobalStore, StoreStatus
+from globalstore.state import State
+from globalstore.store import GlobalStore
 from globalstore.switch import SwitchingStore
 from globalstore.topic import end_offsets
 
@@ -35,8 +40,10 @@ __all__ = [
     "BrokerUnavailable",
     "ConfigurationError",
     "ConversionFailed",
+    "DamagedLayoutError",
     "Entry",
     "FatalError",
+    "FollowingStore",
     "GlobalStore",
     "GlobalStoreError",
     "InvalidValue",
@@ -44,13 +51,18 @@ __all__ = [
     "ReadOnlyStore",
     "RetriableError",
     "RocksDBOptions",
+    "ScanFilters",
     "StartTimeout",
+    "State",
     "StorageError",
+    "StoreAlreadyStarted",
     "StoreClosed",
     "StoreConfig",
+    "StoreFailed",
     "StoreListener",
     "StoreLocked",
     "StoreNotReady",
+    "StoreReader",
     "StoreStatus",
     "SwitchingStore",
     "TopicNotCompacted",

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import rocksdict
 
 from globalstore.codec import VALUE_FORMAT_VERSION
 from globalstore.converters import ValueFormats
@@ -39,39 +38,19 @@ class RocksDBOptions:
     # with pread (docs/benchmarks.md). pread keeps memory bounded by the caches.
     mmap_reads: bool = False
 
-    def to_options(self) -> rocksdict.Options:
-        """Build rocksdict Options in raw mode: bytes in, bytes out, nothing pickled."""
-        opts = rocksdict.Options(raw_mode=True)
-        opts.create_if_missing(True)
-        opts.create_missing_column_families(True)
-        opts.set_write_buffer_size(self.write_buffer_size)
-        opts.set_max_write_buffer_number(self.max_write_buffer_number)
-        opts.set_max_background_jobs(self.max_background_jobs)
-        opts.set_max_open_files(self.max_open_files)
-        opts.set_compression_type(_compression(self.compression))
-        opts.set_allow_mmap_reads(self.mmap_reads)
-        # A bulk restore writes without the write-ahead log (Storage.apply): flushing both
-        # column families together keeps its offsets from outliving its data in a crash.
-        opts.set_atomic_flush(True)
-        table = rocksdict.BlockBasedOptions()
-        if self.bloom_bits_per_key > 0:
-            # Bloom filters make lookups of absent keys (new keys, tombstoned keys) nearly free.
-            table.set_bloom_filter(self.bloom_bits_per_key, False)
-        table.set_block_cache(rocksdict.Cache(self.block_cache_size))
-        opts.set_block_based_table_factory(table)
-        return opts
+
+class OnUnreadable(enum.StrEnum):
+    """What start() does with a store in a layout or value format this version cannot read."""
+
+    REBUILD = "rebuild"  # rebuild it from the topic (WARNING)
+    REFUSE = "refuse"  # leave it as it is and raise UnreadableStore
 
 
-def _compression(name: str) -> rocksdict.DBCompressionType:
-    kinds = {
-        "none": rocksdict.DBCompressionType.none,
-        "snappy": rocksdict.DBCompressionType.snappy,
-        "lz4": rocksdict.DBCompressionType.lz4,
-        "zstd": rocksdict.DBCompressionType.zstd,
-    }
-    if name not in kinds:
-        raise ValueError(f"unknown compression {name!r}; choose one of {sorted(kinds)}")
-    return kinds[name]()
+class OnOutOfRange(enum.StrEnum):
+    """What a following store does when the topic stops holding its position."""
+
+    REBUILD = "rebuild"  # rebuild beside the live copy, which keeps serving, then switch
+    STOP = "stop"  # stop following and serve the last state until a restart rebuilds
 
 
 @dataclass(frozen=True)
@@ -114,22 +93,22 @@ class StoreConfig:
     value_format: int = VALUE_FORMAT_VERSION
     converters: Mapping[int, Callable[[Any], Any]] = field(default_factory=dict)
     # A store in a layout or value format this version cannot read (written by a newer
-    # version): "rebuild" it from the topic, or "refuse" to start (UnreadableStore).
-    unreadable_store: str = "rebuild"
-    # Offsets out of range while following (topic recreated, records deleted): "rebuild"
-    # beside the live store, which keeps serving, and switch when complete (heal.py), or
-    # "stop" following and serve the last state until a restart rebuilds.
-    out_of_range: str = "rebuild"
+    # version), and offsets out of range while following (heal.py). Their names as
+    # strings ("refuse", "stop") are accepted too.
+    unreadable_store: OnUnreadable = OnUnreadable.REBUILD
+    out_of_range: OnOutOfRange = OnOutOfRange.REBUILD
 
     def __post_init__(self) -> None:
         # Read-only, and its repr masks the secrets: a config can be printed or logged.
         object.__setattr__(self, "kafka_config", ClientSettings(self.kafka_config))
+        object.__setattr__(self, "path", Path(self.path))
         self.value_formats()  # ConfigurationError for a converter chain with a gap
-        for name, allowed in (("unreadable_store", "refuse"), ("out_of_range", "stop")):
-            if getattr(self, name) not in ("rebuild", allowed):
-                raise ConfigurationError(
-                    f"{name} must be 'rebuild' or {allowed!r}, not {getattr(self, name)!r}"
-                )
+        for name, mode in (("unreadable_store", OnUnreadable), ("out_of_range", OnOutOfRange)):
+            value = getattr(self, name)
+            if value not in tuple(mode):
+                choices = " or ".join(repr(m.value) for m in mode)
+                raise ConfigurationError(f"{name} must be {choices}, not {value!r}")
+            object.__setattr__(self, name, mode(value))
         for name in self.kafka_config:
             why = _PROTECTED_SETTINGS.get(name)
             if why is not None:

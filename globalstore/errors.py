@@ -7,7 +7,10 @@
     │       └── BrokerUnavailable no broker answered at the bootstrap address
     └── FatalError                retrying the same call will not help; a person must act
         ├── StoreLocked           another process holds the store directory
-        ├── StoreClosed           the store was closed (or its thread died: see __cause__)
+        ├── StoreAlreadyStarted   start() called twice on one store (also a RuntimeError)
+        ├── StoreClosed           the store no longer answers: close() was called
+        │   └── StoreFailed       its thread stopped on an error (see __cause__), before
+        │                         ready or while following
         ├── TopicNotFound         the topic does not exist
         ├── TopicNotCompacted     the topic is not compacted and allow_uncompacted is False
         ├── ConfigurationError    a setting is refused: by a Kafka client, or because the
@@ -25,6 +28,9 @@
         ├── UnreadableStore       the store was written in a layout or value format this
         │                         version cannot read, and unreadable_store="refuse"
         └── StorageError          RocksDB failed (disk full, I/O error, ...)
+            └── DamagedLayoutError the store's meta entries cannot be parsed: at start the
+                                  store is rebuilt (never raised then); a read-only view
+                                  raises it
 
 Rebuilds (offsets out of range, store offline longer than delete.retention.ms, damaged
 layout, and by default a layout or value format this version cannot read) are not errors:
@@ -62,8 +68,20 @@ class StoreLocked(FatalError):  # noqa: N818 - public names fixed by the API
     """Another process (or another GlobalStore in this process) holds the store directory."""
 
 
+class StoreAlreadyStarted(FatalError, RuntimeError):  # noqa: N818 - reads as a state
+    """start() was called on a store that was already started. A RuntimeError too, which
+    is what earlier versions raised."""
+
+
 class StoreClosed(FatalError):  # noqa: N818 - public names fixed by the API
-    """The store is closed, or its background thread stopped on an error (see __cause__)."""
+    """The store no longer answers because close() was called (on it, or by a
+    SwitchingStore retiring it)."""
+
+
+class StoreFailed(StoreClosed):
+    """The store's background thread stopped on an error (its __cause__): before the store
+    was ready, or while following, for calls that wait on new records. Queries of a store
+    that was ready keep answering from its last state."""
 
 
 class TopicNotFound(FatalError):  # noqa: N818 - public names fixed by the API
@@ -110,6 +128,11 @@ class OffsetsOutOfRange(FatalError):  # noqa: N818 - public names fixed by the A
 
 class StorageError(FatalError):
     """RocksDB reported an error."""
+
+
+class DamagedLayoutError(StorageError):
+    """The store's meta column family holds an entry that does not parse. A starting store
+    rebuilds itself from the topic instead of raising it."""
 
 
 class InvalidValue(FatalError):  # noqa: N818 - public names fixed by the API

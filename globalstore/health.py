@@ -4,6 +4,7 @@ statistics and error callbacks (both are served on the store thread, inside poll
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 import orjson
 from confluent_kafka import KafkaError
@@ -29,6 +30,13 @@ class Health:
     def reached(self) -> None:
         """A broker request succeeded."""
         self.connected = self.ever_connected = True
+
+    def track_sync(self, now: float, positions: Mapping[int, int]) -> bool:
+        """Whether the store holds the topic's end while connected; if so, in sync at `now`."""
+        if not self.connected or any(positions.get(p, 0) < hi for p, hi in self.high.items()):
+            return False
+        self.in_sync_at = now
+        return True
 
     def raise_high(self, partition: int, end: int) -> None:
         self.high[partition] = max(self.high.get(partition, 0), end)

@@ -22,10 +22,10 @@ Keys (column family "meta"):
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import rocksdict
+from globalstore.errors import DamagedLayoutError
 
 I64 = struct.Struct(">q")
 
@@ -42,15 +42,11 @@ K_MIGRATE_CURSOR = b"migrate.cursor"
 K_MIGRATE_FROM = b"migrate.from"
 K_VALUE_FORMAT = b"value_format"
 K_CONVERT_CURSOR = b"convert.cursor"
-_OFFSET_PREFIX = b"offset:"
+OFFSET_PREFIX = b"offset:"
 
 
 def offset_key(partition: int) -> bytes:
-    return _OFFSET_PREFIX + b"%d" % partition
-
-
-class DamagedLayoutError(Exception):
-    """The meta column family cannot be understood; the store must be rebuilt."""
+    return OFFSET_PREFIX + b"%d" % partition
 
 
 @dataclass
@@ -82,24 +78,26 @@ def _opt_i64(raw: bytes | None) -> int | None:
     return None if raw is None else int(I64.unpack(raw)[0])
 
 
-def parse_meta(m: rocksdict.Rdict) -> Meta:
-    """What a meta column family holds; DamagedLayoutError if any entry does not parse."""
+def parse_meta(
+    get: Callable[[bytes], bytes | None], from_offsets: Iterable[tuple[bytes, bytes]]
+) -> Meta:
+    """What a meta column family holds, given its `get` and its entries in key order from
+    OFFSET_PREFIX on; DamagedLayoutError if any entry does not parse."""
     try:
-        meta = Meta(layout=_opt_int(m.get(K_LAYOUT)))
-        meta.migrate_from = _opt_int(m.get(K_MIGRATE_FROM))
-        meta.value_format = _opt_int(m.get(K_VALUE_FORMAT))
-        meta.converting = m.get(K_CONVERT_CURSOR) is not None
-        meta.topic = _opt_str(m.get(K_TOPIC))
-        meta.topic_id = _opt_str(m.get(K_TOPIC_ID))
-        meta.count = _opt_i64(m.get(K_COUNT))
-        meta.applied_at_ms = _opt_i64(m.get(K_APPLIED_AT))
-        meta.in_sync_at_ms = _opt_i64(m.get(K_IN_SYNC_AT))
-        meta.restored_at_ms = _opt_i64(m.get(K_RESTORED_AT))
-        entries: Iterable[tuple[bytes, bytes]] = m.items(from_key=_OFFSET_PREFIX)  # type: ignore[assignment]
-        for key, value in entries:
-            if not key.startswith(_OFFSET_PREFIX):
+        meta = Meta(layout=_opt_int(get(K_LAYOUT)))
+        meta.migrate_from = _opt_int(get(K_MIGRATE_FROM))
+        meta.value_format = _opt_int(get(K_VALUE_FORMAT))
+        meta.converting = get(K_CONVERT_CURSOR) is not None
+        meta.topic = _opt_str(get(K_TOPIC))
+        meta.topic_id = _opt_str(get(K_TOPIC_ID))
+        meta.count = _opt_i64(get(K_COUNT))
+        meta.applied_at_ms = _opt_i64(get(K_APPLIED_AT))
+        meta.in_sync_at_ms = _opt_i64(get(K_IN_SYNC_AT))
+        meta.restored_at_ms = _opt_i64(get(K_RESTORED_AT))
+        for key, value in from_offsets:
+            if not key.startswith(OFFSET_PREFIX):
                 break
-            meta.offsets[int(key[len(_OFFSET_PREFIX) :])] = I64.unpack(value)[0]
+            meta.offsets[int(key[len(OFFSET_PREFIX) :])] = I64.unpack(value)[0]
     except (ValueError, struct.error, UnicodeDecodeError) as exc:
         raise DamagedLayoutError(str(exc)) from exc
     return meta

@@ -110,7 +110,6 @@ class Migration:
             storage.write_values(
                 [], {K_LAYOUT: str(LAYOUT_VERSION).encode(), K_MIGRATE_FROM: b"%d" % meta.layout}
             )
-            storage.set_layout(LAYOUT_VERSION, meta.layout)
             log.info("store %s: migrating from layout %d", storage.path, meta.layout)
         self._converting = meta.converting
         if self.formats.converters and meta.value_format != current:
@@ -120,21 +119,21 @@ class Migration:
 
     @property
     def pending(self) -> bool:
-        return self.storage.migrate_from is not None or self._converting
+        return self.storage.state.migrate_from is not None or self._converting
 
     @property
     def describe(self) -> str | None:
         """What is being converted, for status, or None when nothing is."""
-        if self.storage.migrate_from is not None:
-            return f"layout {self.storage.migrate_from} -> {LAYOUT_VERSION}"
+        if self.storage.state.migrate_from is not None:
+            return f"layout {self.storage.state.migrate_from} -> {LAYOUT_VERSION}"
         if self._converting:
             return f"value format -> {self.formats.current}"
         return None
 
     def step(self, limits: Limits = Limits()) -> bool:
         """One bounded chunk of the pending conversion. True when nothing is left."""
-        if self.storage.migrate_from is not None:
-            self._layout_step(self.storage.migrate_from, limits)
+        if self.storage.state.migrate_from is not None:
+            self._layout_step(self.storage.state.migrate_from, limits)
         elif self._converting:
             self._format_step(limits)
         return not self.pending
@@ -142,7 +141,6 @@ class Migration:
     def _layout_step(self, start: int, limits: Limits) -> None:
         rewrite = functools.partial(_old_layout_to_current, start=start)
         if self._chunk(K_MIGRATE_CURSOR, rewrite, {K_MIGRATE_FROM: None}, limits):
-            self.storage.set_layout(LAYOUT_VERSION, None)
             log.info("store %s migrated from layout %d", self.storage.path, start)
 
     def _format_step(self, limits: Limits) -> None:

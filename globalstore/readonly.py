@@ -16,8 +16,9 @@ from globalstore.config import RocksDBOptions
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import StoreClosed
 from globalstore.queries import StoreQueries
+from globalstore.reader import StoreStatus
+from globalstore.state import State
 from globalstore.storage import Storage
-from globalstore.store import StoreStatus
 
 
 class ReadOnlyStore(StoreQueries):
@@ -47,36 +48,35 @@ class ReadOnlyStore(StoreQueries):
             raise StoreClosed(f"read-only view of {self.path} is closed")
         return self._storage
 
-    def count(self) -> int | None:
-        """Live keys as last counted (None while a bulk restore had not counted them yet)."""
-        return self._ready_storage().snapshot_state()[1]
+    def count(self) -> int:
+        """Live keys as last counted; counted here, over the view, when a bulk restore had
+        not counted them yet (about a second per million keys)."""
+        count = self._ready_storage().state.count
+        return sum(1 for _ in self.keys()) if count is None else count
 
     def position(self) -> dict[int, int]:
-        return self._ready_storage().snapshot_state()[0]
+        return dict(self._ready_storage().state.positions)
 
     def status(self) -> StoreStatus:
         """Position, key count, layout and last restore as last written; lag and staleness
         are unknown (empty / None); state is "offline"."""
-        storage = self._ready_storage()
-        position, count = storage.snapshot_state()
+        state = self._ready_storage().state
         return StoreStatus(
             topic=self.topic,
             path=str(self.path),
-            state="offline",
+            state=State.OFFLINE,
             ready=False,
-            position=dict(sorted(position.items())),
+            position=dict(sorted(state.positions.items())),
             lag={},
-            key_count=count,
-            layout_version=codec.LAYOUT_VERSION if storage.layout is None else storage.layout,
-            last_restore_at=None
-            if storage.restored_at_ms is None
-            else storage.restored_at_ms / 1000,
+            key_count=state.count,
+            layout_version=codec.LAYOUT_VERSION if state.layout is None else state.layout,
+            last_restore_at=None if state.restored_at_ms is None else state.restored_at_ms / 1000,
             connected=False,
             staleness_seconds=None,
             last_error=None,
             migration=None
-            if storage.migrate_from is None
-            else f"layout {storage.migrate_from} -> {storage.layout}",
+            if state.migrate_from is None
+            else f"layout {state.migrate_from} -> {state.layout}",
         )
 
     def close(self) -> None:

@@ -2,54 +2,33 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from globalstore import codec, heal, snapshot
-from globalstore.config import RocksDBOptions, StoreConfig
+from globalstore.config import OnOutOfRange, StoreConfig
 from globalstore.converters import decoder
 from globalstore.errors import (
     BrokerUnavailable,
-    OffsetsOutOfRange,
     StartTimeout,
+    StoreAlreadyStarted,
     StoreClosed,
+    StoreFailed,
     StoreNotReady,
 )
 from globalstore.listeners import StoreListener
 from globalstore.queries import StoreQueries
-from globalstore.storage import Storage
-from globalstore.thread import State, StoreThread, ThreadStatus
+from globalstore.reader import StoreStatus
+from globalstore.state import State
+from globalstore.storage import Storage, StorageState
+from globalstore.thread import StoreThread, ThreadStatus
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StoreStatus:
-    """A point-in-time report, cheap enough to poll for health checks."""
-
-    topic: str
-    path: str
-    state: str
-    ready: bool
-    position: dict[int, int]
-    lag: dict[int, int]
-    key_count: int | None
-    layout_version: int
-    last_restore_at: float | None  # wall-clock seconds since the epoch
-    connected: bool
-    staleness_seconds: float | None  # since the store last knew it held the topic's end
-    last_error: str | None
-    rebuild_reason: str | None = None  # why this start rebuilt the store from the beginning
-    skipped_records: int = 0  # since this start: records whose key is not UTF-8 (logged)
-    migration: str | None = None  # the background conversion under way, e.g. "layout 0 -> 1"
-    migrated_values: int = 0  # values it rewrote since this start
-    conversion_failures: int = 0  # since this start: values a converter raised on (kept)
-    self_heals: int = 0  # since this start: rebuilds beside the store that it switched to
 
 
 class GlobalStore(StoreQueries):
@@ -62,33 +41,44 @@ class GlobalStore(StoreQueries):
 
     def __init__(
         self,
-        topic: str,
-        bootstrap_servers: str,
-        path: str | Path,
+        topic: str | None = None,
+        bootstrap_servers: str | None = None,
+        path: str | Path | None = None,
         kafka_config: Mapping[str, Any] | None = None,
         *,
-        allow_uncompacted: bool = False,
-        check_topic_config: bool = True,
+        config: StoreConfig | None = None,
         listeners: Sequence[StoreListener] = (),
-        rocksdb: RocksDBOptions | None = None,
         bootstrap_from: str | Path | None = None,
-        value_format: int = codec.VALUE_FORMAT_VERSION,
-        converters: Mapping[int, Callable[[Any], Any]] | None = None,
+        **settings: Any,
     ) -> None:
-        """`value_format` is the format queries answer in; `converters` maps each older
-        format to a function turning a value of it into the next format (docs/store.md)."""
-        config = StoreConfig(
-            topic=topic,
-            bootstrap_servers=bootstrap_servers,
-            path=Path(path),
-            kafka_config=dict(kafka_config or {}),
-            allow_uncompacted=allow_uncompacted,
-            check_topic_config=check_topic_config,
-            rocksdb=rocksdb or RocksDBOptions(),
-            value_format=value_format,
-            converters=dict(converters or {}),
-        )
-        self._init(config, listeners, bootstrap_from)
+        """Settings are StoreConfig's fields, passed by name (None means its default), or a
+        whole `config`, which named settings then override. `bootstrap_from` is a peer's
+        snapshot (URL of GET /v1/snapshot, or a snapshot directory) to start from when the
+        store directory is empty (here) or must be rebuilt (the store thread)."""
+        given = {
+            "topic": topic,
+            "bootstrap_servers": bootstrap_servers,
+            "path": path,
+            "kafka_config": kafka_config,
+            **settings,
+        }
+        named = {name: value for name, value in given.items() if value is not None}
+        if config is None:
+            config = StoreConfig(**named)  # TypeError names a missing or unknown setting
+        elif named:
+            config = dataclasses.replace(config, **named)
+        self.config = config
+        self._bootstrap_from = bootstrap_from
+        self.topic = config.topic
+        self.path = config.path
+        self._listeners = tuple(listeners)
+        self._live: heal.Live[heal.Replica] | None = None  # None until started
+        self._healer: heal.Healer | None = None
+        self._applied = threading.Condition()
+        self._lifecycle = threading.Lock()
+        self._closed = False
+        self._lookup = self._lookup_unavailable
+        self._decode = decoder(config.value_formats())
 
     @classmethod
     def from_config(
@@ -98,34 +88,8 @@ class GlobalStore(StoreQueries):
         listeners: Sequence[StoreListener] = (),
         bootstrap_from: str | Path | None = None,
     ) -> GlobalStore:
-        """A store with every setting of `config` (the constructor covers the common ones)."""
-        store = cls.__new__(cls)
-        store._init(config, listeners, bootstrap_from)
-        return store
-
-    def _init(
-        self,
-        config: StoreConfig,
-        listeners: Sequence[StoreListener],
-        bootstrap_from: str | Path | None,
-    ) -> None:
-        self.config = config
-        # A peer's snapshot (URL of GET /v1/snapshot, or a snapshot directory) to start from
-        # when the store directory is empty (here) or must be rebuilt (the store thread).
-        self._bootstrap_from = bootstrap_from
-        self.topic = config.topic
-        self.path = config.path
-        self._listeners = tuple(listeners)
-        self._storage: Storage | None = None
-        self._thread: StoreThread | None = None
-        self._applied = threading.Condition()
-        self._lifecycle = threading.Lock()
-        self._closed = False
-        self._rebuild: heal.Rebuild | None = None  # a rebuild beside the store, under way
-        self._retired: list[Storage] = []  # stores a rebuild replaced: closed with this one
-        self._heals = 0
-        self._lookup = self._lookup_unavailable
-        self._decode = decoder(config.value_formats())
+        """A store with every setting of `config`: GlobalStore(config=config, ...)."""
+        return cls(config=config, listeners=listeners, bootstrap_from=bootstrap_from)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -144,8 +108,8 @@ class GlobalStore(StoreQueries):
         with self._lifecycle:
             if self._closed:
                 raise StoreClosed("store was closed; create a new GlobalStore")
-            if self._thread is not None:
-                raise RuntimeError("start() was already called")
+            if self._live is not None:
+                raise StoreAlreadyStarted("start() was already called")
             if self._bootstrap_from is not None:
                 snapshot.install(self._bootstrap_from, self.config.path)
             storage = Storage(self.config.path, self.config.rocksdb)
@@ -153,16 +117,14 @@ class GlobalStore(StoreQueries):
             # Short broker requests while planning, so a failed start() returns near its
             # timeout.
             rpc_timeout = min(5.0, max(0.5, timeout / 2))
-            thread = StoreThread(
-                self.config,
-                storage,
-                self._thread_listeners(),
-                self._notify_applied,
-                rpc_timeout,
-                self._bootstrap_from,
-            )
-            self._storage, self._thread = storage, thread
+            thread = self._make_thread(self.config, storage, rpc_timeout, self._bootstrap_from)
+            self._live = heal.Live(heal.Replica(storage, thread))
             thread.start()
+            if self.config.out_of_range is OnOutOfRange.REBUILD:
+                self._healer = heal.Healer(
+                    self.config, self._live, self._make_thread, self._notify_applied
+                )
+                self._healer.start()
         if not wait:
             return self
         try:
@@ -188,9 +150,7 @@ class GlobalStore(StoreQueries):
         """True once the restore is complete (also after a later failure: the store keeps
         serving its last state), False on timeout. Raises the error that stopped the thread
         before it was ready, or StoreClosed if the store was closed meanwhile."""
-        thread = self._thread
-        if thread is None:
-            self._raise_unless_started()
+        thread = self._live_thread()
         if not thread.ready.wait(timeout):
             return False
         status = thread.status
@@ -209,39 +169,62 @@ class GlobalStore(StoreQueries):
     def _shutdown(self) -> None:
         with self._lifecycle:
             self._lookup = self._lookup_unavailable
-            thread, self._thread = self._thread, None
-            storage, self._storage = self._storage, None
-            rebuild, self._rebuild = self._rebuild, None
-            retired, self._retired = self._retired, []
-        if rebuild is not None:
-            rebuild.stop()
-            rebuild.join()
-        for old in retired:
-            old.close()
-        if thread is not None:
-            thread.stop()
-            thread.join()
-        if storage is not None:
-            storage.close()
+            live, self._live = self._live, None
+            healer, self._healer = self._healer, None
+        if healer is not None:  # first: it may be about to swap
+            healer.stop()
+            healer.join()
+        if live is not None:
+            live.current.close()
 
     def __enter__(self) -> GlobalStore:
         # Both `with GlobalStore(...) as s:` and `with GlobalStore(...).start(t) as s:` work.
-        return self if self._thread is not None else self.start()
+        return self if self._live is not None else self.start()
 
     # -- queries (the methods are StoreQueries'; this says when they may read) ---------------
 
-    def _ready_storage(self) -> Storage:
-        thread, storage = self._thread, self._storage
-        if thread is None or storage is None:
+    def _make_thread(
+        self,
+        config: StoreConfig,
+        storage: Storage,
+        rpc_timeout: float = 5.0,
+        bootstrap_from: str | Path | None = None,
+    ) -> StoreThread:
+        """A thread to fill `storage`: the store's own, or (heal.py) a rebuild's."""
+        return StoreThread(
+            config,
+            storage,
+            self._listeners,
+            self._notify_applied,
+            rpc_timeout=rpc_timeout,
+            bootstrap_from=bootstrap_from,
+        )
+
+    def _replica(self) -> heal.Replica:
+        live = self._live
+        if live is None:
             self._raise_unless_started()
-        status = thread.status
+        return live.current
+
+    def _live_thread(self) -> StoreThread:
+        return self._replica().thread
+
+    def _ready_storage(self) -> Storage:
+        replica = self._replica()
+        storage, status = replica.storage, replica.thread.status
         if status.state is State.FAILED and status.restored_at_ms is None:
-            raise StoreClosed(f"store thread for {self.topic!r} failed") from status.error
+            raise StoreFailed(f"store thread for {self.topic!r} failed") from status.error
         if status.restored_at_ms is None:
             raise StoreNotReady(f"store for {self.topic!r} is {status.state.value}")
         # Ready (or failed after it: keep serving the last state, status() tells). From now
-        # on point lookups go straight to RocksDB.
-        self._lookup = storage.reader()
+        # on point lookups go straight to RocksDB, of whichever copy is live (heal.py).
+        live = self._live
+        if live is not None:
+
+            def lookup(key: bytes) -> bytes | None:
+                return live.current.get(key)  # at each call: a heal swaps the live copy
+
+            self._lookup = lookup
         return storage
 
     def _raise_unless_started(self) -> NoReturn:
@@ -256,7 +239,7 @@ class GlobalStore(StoreQueries):
         with self._applied:
             while True:
                 storage = self._ready_storage()
-                count = storage.snapshot_state()[1]
+                count = storage.state.count
                 if count is not None:
                     return count
                 self._raise_if_stopped()
@@ -266,13 +249,13 @@ class GlobalStore(StoreQueries):
 
     def position(self) -> dict[int, int]:
         """{partition: next offset already applied}."""
-        storage = self._storage
-        return {} if storage is None else storage.snapshot_state()[0]
+        live = self._live
+        return {} if live is None else dict(live.current.storage.state.positions)
 
     def lag(self) -> dict[int, int]:
         """{partition: records between what is applied and the topic's last known end}."""
-        thread = self._thread
-        return {} if thread is None else _lag(thread.status, self.position())
+        live = self._live
+        return {} if live is None else _lag(live.current.thread.status, self.position())
 
     def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
         """Block until every partition in `position` is applied at least that far (also
@@ -297,69 +280,13 @@ class GlobalStore(StoreQueries):
 
     def _raise_if_stopped(self) -> None:
         """For calls that wait on the store thread: it must be there and not stopped."""
-        thread = self._thread
-        if thread is None:
-            self._raise_unless_started()
-        status = thread.status
-        if status.state in (State.FAILED, State.CLOSED):
-            raise StoreClosed(
-                f"store for {self.topic!r} is no longer applying records ({status.state.value})"
+        status = self._live_thread().status
+        if status.state is State.FAILED:
+            raise StoreFailed(
+                f"store for {self.topic!r} is no longer applying records"
             ) from status.error
-
-    def _heal(self) -> None:
-        """Called by the store thread as it fails: on offsets out of range, rebuild beside."""
-        thread = self._thread
-        if (
-            self.config.out_of_range != "rebuild"
-            or thread is None
-            or not isinstance(thread.status.error, OffsetsOutOfRange)
-            or thread.status.restored_at_ms is None
-        ):
-            return
-        with self._lifecycle:
-            if self._closed or (self._rebuild is not None and self._rebuild.is_alive()):
-                return  # a rebuild's own thread failing ends that rebuild (heal.Rebuild)
-            log.warning("store %s: rebuilding beside the live copy, which keeps serving", self.path)
-            self._rebuild = heal.Rebuild(
-                self.config,
-                self._storage_to_rebuild_in(),
-                self._thread_listeners(),
-                self._notify_applied,
-                self._adopt,
-            )
-            self._rebuild.start()
-
-    def _thread_listeners(self) -> tuple[StoreListener, ...]:
-        """The user's listeners, and the watch that heals whichever thread serves."""
-        return (*self._listeners, _OutOfRangeWatch(self))
-
-    def _storage_to_rebuild_in(self) -> Storage:
-        """An empty store where the live copy is not: <path>/rebuild on the first heal; on
-        later ones, the other place, where the copy the last heal retired still sits."""
-        beside = self.config.path / heal.BESIDE
-        target = beside if self.path == self.config.path else self.config.path
-        for older in self._retired:
-            if older.path == target:
-                # Retired a heal ago: every query since has run on the live copy.
-                self._retired.remove(older)
-                older.wipe()
-                return older
-        return heal.fresh_beside(self.config)
-
-    def _adopt(self, storage: Storage, thread: StoreThread) -> None:
-        """Answer from the rebuilt copy from now on; the old one closes with the store."""
-        with self._lifecycle:
-            if self._closed or self._storage is None:
-                thread.stop()
-                storage.close()
-                return
-            self._retired.append(self._storage)
-            self._storage, self._thread, self._rebuild = storage, thread, None
-            self._lookup = storage.reader()
-            self.path = storage.path
-            self._heals += 1
-        log.warning("store %s: switched to the copy rebuilt beside it", self.config.path)
-        self._notify_applied()
+        if status.state is State.CLOSED:
+            raise StoreClosed(f"store for {self.topic!r} is no longer applying records (closed)")
 
     def _notify_applied(self) -> None:
         with self._applied:
@@ -367,29 +294,28 @@ class GlobalStore(StoreQueries):
 
     def status(self) -> StoreStatus:
         """State, position, lag, key count, layout, last restore, staleness, last error."""
-        thread, storage = self._thread, self._storage
-        t = ThreadStatus(state=State.CLOSED) if thread is None else thread.status
-        # Position, count and lag from one reading, so the report is of one instant.
-        position, count = ({}, None) if storage is None else storage.snapshot_state()
+        live, healer = self._live, self._healer
+        replica = None if live is None else live.current
+        t = ThreadStatus(state=State.CLOSED) if replica is None else replica.thread.status
+        # Position, count and layout from one state, so the report is of one instant.
+        held = StorageState() if replica is None else replica.storage.state
+        position = dict(held.positions)
         lag = _lag(t, position)
         staleness = None
         if t.in_sync_at is not None:
             in_sync = t.connected and not any(lag.values())
             staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
-        rebuild = self._rebuild
-        healing = rebuild is not None and rebuild.is_alive()
+        healing = healer is not None and healer.rebuilding
         return StoreStatus(
             topic=self.topic,
-            path=str(self.path),
-            state="rebuilding" if healing else t.state.value,
+            path=str(self.path if replica is None else replica.storage.path),
+            state=State.REBUILDING if healing else t.state,
             ready=t.state is State.RUNNING,
             position=position,
             lag=lag,
-            key_count=count,
-            layout_version=codec.LAYOUT_VERSION
-            if storage is None or storage.layout is None
-            else storage.layout,
-            last_restore_at=None if storage is None else _seconds(storage.restored_at_ms),
+            key_count=held.count,
+            layout_version=codec.LAYOUT_VERSION if held.layout is None else held.layout,
+            last_restore_at=_seconds(held.restored_at_ms),
             connected=t.connected,
             staleness_seconds=staleness,
             last_error=t.last_error,
@@ -398,19 +324,8 @@ class GlobalStore(StoreQueries):
             migration=t.migration,
             migrated_values=t.migrated_values,
             conversion_failures=t.conversion_failures,
-            self_heals=self._heals,
+            self_heals=0 if healer is None else healer.heals,
         )
-
-
-class _OutOfRangeWatch(StoreListener):
-    """Tells the store when its thread fails, so it can heal (heal.py)."""
-
-    def __init__(self, store: GlobalStore) -> None:
-        self.store = store
-
-    def on_state_change(self, topic: str, old: str, new: str) -> None:
-        if new == State.FAILED.value:
-            self.store._heal()
 
 
 def _lag(status: ThreadStatus, positions: Mapping[int, int]) -> dict[int, int]:

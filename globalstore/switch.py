@@ -11,19 +11,19 @@ scan is open on it, then its directory is removed if asked.
 
 from __future__ import annotations
 
-import functools
 import logging
 import shutil
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from globalstore.codec import Entry
 from globalstore.errors import StoreClosed
+from globalstore.heal import Live
+from globalstore.reader import ScanFilters, StoreStatus
 from globalstore.storage import Storage
-from globalstore.store import GlobalStore, StoreStatus
+from globalstore.store import GlobalStore
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -33,15 +33,27 @@ class SwitchingStore:
     """The query methods of the active GlobalStore; switch_to() replaces it by another."""
 
     def __init__(self, active: GlobalStore) -> None:
-        self._active = active
+        self._live = Live(active)  # the swap a self-heal uses too (heal.py)
         self._closed = False
-        self._scans = {id(active): 0}  # open scans per store: the old one closes at zero
-        self._scans_changed = threading.Condition()
         self.switched_at: float | None = None  # monotonic time of the last switch
 
     @property
     def active(self) -> GlobalStore:
-        return self._active
+        return self._live.current
+
+    @property
+    def topic(self) -> str:
+        return self._live.current.topic
+
+    @property
+    def path(self) -> Path:
+        return self._live.current.path
+
+    def start(self, timeout: float = 60.0, *, wait: bool = True) -> SwitchingStore:
+        """Start the active store (GlobalStore.start), for a server that starts what it
+        serves."""
+        self._live.current.start(timeout, wait=wait)
+        return self
 
     def switch_to(
         self,
@@ -60,27 +72,18 @@ class SwitchingStore:
             new.start(wait=False)
         if not new.wait_until_ready(timeout):
             return False
-        with self._scans_changed:
-            old, self._active = self._active, new
-            self._scans.setdefault(id(new), 0)
+        old = self._live.swap(new)  # returns once no scan is open on the old store
         self.switched_at = time.monotonic()
         log.info("switched queries from %s to %s", old.path, new.path)
-        self._retire(old, remove_old)
-        return True
-
-    def _retire(self, old: GlobalStore, remove: bool) -> None:
-        with self._scans_changed:
-            while self._scans.get(id(old), 0) > 0:
-                self._scans_changed.wait()
-            del self._scans[id(old)]
         old.close()
-        if remove:
+        if remove_old:
             shutil.rmtree(old.path)
             log.info("removed the old store directory %s", old.path)
+        return True
 
     def close(self) -> None:
         self._closed = True
-        self._active.close()
+        self._live.current.close()
 
     def __enter__(self) -> SwitchingStore:
         return self
@@ -109,74 +112,45 @@ class SwitchingStore:
     def count(self) -> int:
         return self._on_active(lambda store: store.count())
 
-    def status(self) -> StoreStatus:
-        return self._active.status()
+    def position(self) -> dict[int, int]:
+        """The active store's position: offsets of ITS topic, which a switch changes."""
+        return self._live.current.position()
 
-    def items(self, **filters: Any) -> Iterator[tuple[str, Any]]:
-        """As GlobalStore.items (prefix, start, end, reverse, limit): one store's view."""
+    def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
+        return self._on_active(lambda store: store.wait_for(position, timeout))
+
+    def checkpoint(self, dest: str | Path) -> None:
+        self._on_active(lambda store: store.checkpoint(dest))
+
+    def status(self) -> StoreStatus:
+        return self._live.current.status()
+
+    def items(self, **filters: Unpack[ScanFilters]) -> Iterator[tuple[str, Any]]:
+        """As GlobalStore.items: one store's view."""
         return self._scan(lambda store: store.items(**filters))
 
-    def keys(self, **filters: Any) -> Iterator[str]:
+    def keys(self, **filters: Unpack[ScanFilters]) -> Iterator[str]:
         return self._scan(lambda store: store.keys(**filters))
 
-    def values(self, **filters: Any) -> Iterator[Any]:
+    def values(self, **filters: Unpack[ScanFilters]) -> Iterator[Any]:
         return self._scan(lambda store: store.values(**filters))
 
-    def entries(self, **filters: Any) -> Iterator[Entry]:
+    def entries(self, **filters: Unpack[ScanFilters]) -> Iterator[Entry]:
         return self._scan(lambda store: store.entries(**filters))
 
     def _on_active(self, read: Callable[[GlobalStore], _T]) -> _T:
         """`read` on the active store; again on the new one if a switch closed it meanwhile."""
         while True:
-            store = self._active
+            store = self._live.current
             try:
                 return read(store)
             except StoreClosed:
-                if self._closed or self._active is store:
+                if self._closed or self._live.current is store:
                     raise
 
     def _scan(self, open_scan: Callable[[GlobalStore], Iterator[_T]]) -> Iterator[_T]:
         """A scan of the active store, which stays open until the scan ends."""
-        with self._scans_changed:
-            store = self._active
-            self._scans[id(store)] += 1
-        try:
-            scan = open_scan(store)  # the point-in-time view is taken here
-        except BaseException:
-            self._scan_ended(store)
-            raise
-        return _HeldScan(scan, functools.partial(self._scan_ended, store))
-
-    def _scan_ended(self, store: GlobalStore) -> None:
-        with self._scans_changed:
-            self._scans[id(store)] -= 1
-            self._scans_changed.notify_all()
-
-
-class _HeldScan(Iterator[_T]):
-    """A scan that keeps its store open until it is exhausted, closed or collected."""
-
-    def __init__(self, scan: Iterator[_T], release: Callable[[], None]) -> None:
-        self._scan: Iterator[_T] | None = scan
-        self._release = release
-
-    def __next__(self) -> _T:
-        if self._scan is None:
-            raise StopIteration
-        try:
-            return next(self._scan)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        scan, self._scan = self._scan, None
-        if scan is not None:
-            getattr(scan, "close", lambda: None)()
-            self._release()
-
-    def __del__(self) -> None:
-        self.close()
+        return self._live.scan(open_scan)
 
 
 def remove_store(path: str | Path) -> None:

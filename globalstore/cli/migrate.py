@@ -16,8 +16,9 @@ from pathlib import Path
 
 import click
 
-from globalstore.cli.store import Progress, StoreTarget, _store_options
-from globalstore.errors import StoreClosed
+from globalstore.cli.store import Progress, StoreTarget, store_options
+from globalstore.errors import StoreFailed
+from globalstore.state import State
 from globalstore.storage import Storage
 from globalstore.switch import remove_store
 
@@ -57,7 +58,7 @@ def status(path: Path) -> None:
 
 
 @migrate.command()
-@_store_options
+@store_options
 def run(target: StoreTarget) -> None:
     """Restore the store at --path, convert every value to the current layout and value
     format (--converter), then exit."""
@@ -66,8 +67,8 @@ def run(target: StoreTarget) -> None:
         progress.total = store.count()
         progress.began = time.monotonic()
         while (s := store.status()).migration is not None:
-            if s.state in ("failed", "closed"):
-                raise StoreClosed(f"the store stopped while converting: {s.last_error}")
+            if s.state in (State.FAILED, State.CLOSED):
+                raise StoreFailed(f"the store stopped while converting: {s.last_error}")
             progress.show(s.migrated_values, time.monotonic() - progress.began)
             time.sleep(_POLL)
         s = store.status()
@@ -81,7 +82,7 @@ def run(target: StoreTarget) -> None:
 
 
 @migrate.command()
-@_store_options
+@store_options
 @click.option(
     "--from-path",
     "old_path",
@@ -97,7 +98,7 @@ def switch(target: StoreTarget, old_path: Path, remove_old: bool) -> None:
     if remove_old:
         Storage(old_path, read_only=True).close()  # no store there: say so before restoring
     with target.open(Progress(sys.stderr, sys.stderr.isatty())) as store:
-        click.echo(f"ready: {store.count():,} keys at {target.path}")
+        click.echo(f"ready: {store.count():,} keys at {target.config.path}")
     if remove_old:
         remove_store(old_path)
         click.echo(f"removed {old_path}")

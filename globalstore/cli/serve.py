@@ -7,11 +7,11 @@ from pathlib import Path
 import click
 
 from globalstore.cli.errors import UserError
-from globalstore.cli.store import StoreTarget, _store_options
+from globalstore.cli.store import StoreTarget, store_options
 
 
 @click.command()
-@_store_options
+@store_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
@@ -68,5 +68,5 @@ def serve(
         lambda listener: target.build(listener, bootstrap_from), start_timeout=target.timeout
     )
     settings = server.ServerSettings(token=token, max_wait=max_wait)
-    click.echo(f"serving {target.topic} on http://{host}:{port}", err=True)
+    click.echo(f"serving {target.config.topic} on http://{host}:{port}", err=True)
     server.server(served, settings, host, port, graceful_seconds).run()

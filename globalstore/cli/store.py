@@ -21,15 +21,17 @@ from typing import Any, TextIO
 import click
 import orjson
 
-from globalstore.cli.formats import Converters, chain
+from globalstore.cli.formats import chain
 from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.watch import Watcher, watch
-from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
+from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, StoreConfig
 from globalstore.errors import BrokerUnavailable, StoreLocked
 from globalstore.kafka_settings import kafka_config_options
 from globalstore.listeners import StoreListener
+from globalstore.reader import StoreReader, StoreStatus
 from globalstore.readonly import ReadOnlyStore
-from globalstore.store import GlobalStore, StoreStatus
+from globalstore.state import State
+from globalstore.store import GlobalStore
 from globalstore.topic import records_between
 
 _LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
@@ -39,64 +41,52 @@ _BAR_WIDTH = 30
 
 @dataclasses.dataclass(frozen=True)
 class StoreTarget:
-    """What every store command is given: where the topic is and where the store lives."""
+    """What every store command is given: the store's settings and how long to wait."""
 
-    topic: str
-    bootstrap_servers: str
-    path: Path
-    kafka_config: dict[str, str]
-    allow_uncompacted: bool
-    skip_topic_config_check: bool
+    config: StoreConfig
     timeout: float
-    value_format: int | None
-    converter: tuple[str, ...]
-
-    def formats(self) -> tuple[int, Converters]:
-        return chain(self.value_format, self.converter)
 
     def build(
         self, listener: StoreListener | None = None, bootstrap_from: str | None = None
     ) -> GlobalStore:
         """The store these options describe, not started."""
-        value_format, converters = self.formats()
-        return GlobalStore(
-            topic=self.topic,
-            bootstrap_servers=self.bootstrap_servers,
-            path=self.path,
-            kafka_config=self.kafka_config,
-            allow_uncompacted=self.allow_uncompacted,
-            check_topic_config=not self.skip_topic_config_check,
-            listeners=() if listener is None else (listener,),
-            bootstrap_from=bootstrap_from,
-            value_format=value_format,
-            converters=converters,
-        )
+        listeners = () if listener is None else (listener,)
+        return GlobalStore(config=self.config, listeners=listeners, bootstrap_from=bootstrap_from)
 
     def open(self, listener: StoreListener | None = None) -> GlobalStore:
         """A started store (its errors rise to the group, which explains them)."""
         return self.build(listener).start(timeout=self.timeout)
 
-    def open_for_queries(self) -> GlobalStore | ReadOnlyStore:
+    def open_for_queries(self) -> StoreReader:
         """A started store; or, when a running application holds the directory, a read-only
         view of what it has written (said on stderr), instead of failing on its lock."""
         try:
             return self.open()
         except StoreLocked as held:
             click.echo(f"{held}; answering read-only from what it has written", err=True)
-        value_format, converters = self.formats()
-        return ReadOnlyStore(self.path, value_format=value_format, converters=converters)
+        config = self.config
+        return ReadOnlyStore(
+            config.path, value_format=config.value_format, converters=config.converters
+        )
 
 
-_TARGET_FIELDS = tuple(field.name for field in dataclasses.fields(StoreTarget))
+# The options named after the StoreConfig field they set.
+_CONFIG_OPTIONS = ("topic", "bootstrap_servers", "path", "kafka_config", "allow_uncompacted")
 
 
-def _store_options(command: Callable[..., None]) -> Callable[..., None]:
+def store_options(command: Callable[..., None]) -> Callable[..., None]:
     """Add the shared options, and hand them to `command` as one StoreTarget argument."""
 
     @functools.wraps(command)
     def with_target(**params: Any) -> None:
-        target = StoreTarget(**{name: params.pop(name) for name in _TARGET_FIELDS})
-        command(target, **params)
+        value_format, converters = chain(params.pop("value_format"), params.pop("converter"))
+        config = StoreConfig(
+            **{name: params.pop(name) for name in _CONFIG_OPTIONS},
+            check_topic_config=not params.pop("skip_topic_config_check"),
+            value_format=value_format,
+            converters=converters,
+        )
+        command(StoreTarget(config, params.pop("timeout")), **params)
 
     options = [
         click.option("--topic", required=True, help="The compacted topic the store copies."),
@@ -217,7 +207,7 @@ class Progress(StoreListener):
 
 
 @click.command()
-@_store_options
+@store_options
 @click.option(
     "--from-snapshot",
     metavar="URL_OR_DIR",
@@ -229,7 +219,7 @@ def restore(target: StoreTarget, from_snapshot: str | None) -> None:
     """Restore (or catch up) the store at --path to the topic's current end, then exit."""
     err = sys.stderr
     if from_snapshot is not None:
-        install_snapshot(from_snapshot, target.path, err)
+        install_snapshot(from_snapshot, target.config.path, err)
     progress = Progress(err, tty=err.isatty())
     store = target.open(progress)
     with contextlib.closing(store):
@@ -237,7 +227,7 @@ def restore(target: StoreTarget, from_snapshot: str | None) -> None:
 
 
 @click.command()
-@_store_options
+@store_options
 @click.option("--entry", is_flag=True, help="Also print the record's timestamp/partition/offset.")
 @click.argument("key")
 def get(
@@ -256,7 +246,7 @@ def get(
 
 
 @click.command()
-@_store_options
+@store_options
 @click.option("--prefix", help="Only keys starting with this.")
 @click.option("--start", help="First key (inclusive).")
 @click.option("--end", help="Key to stop before (exclusive).")
@@ -282,7 +272,7 @@ def scan(
 
 
 @click.command()
-@_store_options
+@store_options
 def count(target: StoreTarget) -> None:
     """Print the number of live keys."""
     with contextlib.closing(target.open_for_queries()) as store:
@@ -291,7 +281,7 @@ def count(target: StoreTarget) -> None:
 
 
 @click.command()
-@_store_options
+@store_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 @click.option(
     "--offline",
@@ -317,13 +307,13 @@ def status(
         _watch(target, offline, interval, count)
         return
     if offline:
-        report = _inspect(target.path)
+        report = _inspect(target.config.path)
     else:
         try:
             store = target.open_for_queries()
         except BrokerUnavailable as exc:
             click.echo(f"{exc}; showing the store's own files instead", err=True)
-            report = _inspect(target.path)
+            report = _inspect(target.config.path)
         else:
             with contextlib.closing(store):
                 report = store.status()
@@ -342,7 +332,7 @@ def _watch(target: StoreTarget, offline: bool, interval: float, count: int | Non
         else:  # a directory another process holds: its files, read afresh each time
             if store is not None:
                 store.close()
-            report = functools.partial(_inspect, target.path)
+            report = functools.partial(_inspect, target.config.path)
         with contextlib.suppress(KeyboardInterrupt):
             watch(report, watcher, interval, count)
 
@@ -358,7 +348,7 @@ def _describe(s: StoreStatus) -> str:
         ("path", s.path),
         ("state", s.state),
         ("position", _offsets(s.position)),
-        ("lag", "unknown" if s.state == "offline" else _lag(s.lag)),
+        ("lag", "unknown" if s.state is State.OFFLINE else _lag(s.lag)),
         ("keys", "unknown" if s.key_count is None else f"{s.key_count:,}"),
         ("layout version", str(s.layout_version)),
         ("migration", _migration(s)),

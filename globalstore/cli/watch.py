@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
-from globalstore.store import StoreStatus
+from globalstore.reader import StoreStatus
 
 
 class Watcher:

@@ -32,6 +32,7 @@ from globalstore.server.guard import Guard
 from globalstore.server.metrics import Metrics
 from globalstore.server.params import BadRequest
 from globalstore.server.served import ServedStore
+from globalstore.state import State
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 
@@ -148,7 +149,7 @@ class Api:
         if all(current.get(p, 0) >= o for p, o in wanted.items()):
             return
         if not store.status().ready:
-            raise StoreNotReady(f"store for {store.config.topic!r} is not ready")
+            raise StoreNotReady(f"store for {store.topic!r} is not ready")
         with self.metrics.waiting.track_inprogress():
             reached = await anyio.to_thread.run_sync(
                 store.wait_for, wanted, wait, limiter=self._waiters
@@ -217,9 +218,9 @@ class Api:
 
     async def snapshot(self, request: Request) -> Response:
         store = self.served.store
-        dest = snapshot.checkpoint_dir(store.config.path)
+        dest = snapshot.checkpoint_dir(store.path)
         await anyio.to_thread.run_sync(store.checkpoint, dest)
-        name = f"{store.config.topic}.snapshot.tar".replace('"', "")
+        name = f"{store.topic}.snapshot.tar".replace('"', "")
 
         def chunks() -> Iterator[bytes]:
             try:
@@ -243,7 +244,7 @@ class Api:
 
     async def readyz(self, request: Request) -> Response:
         state = self.served.store.status().state
-        ready = state == "running"
+        ready = state is State.RUNNING
         return _json({"status": "ready" if ready else state}, 200 if ready else 503)
 
     async def prometheus(self, request: Request) -> Response:

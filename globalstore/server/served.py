@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from globalstore import snapshot
 from globalstore.errors import GlobalStoreError, RetriableError
 from globalstore.listeners import StoreListener
-from globalstore.store import GlobalStore
+from globalstore.reader import FollowingStore
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +61,15 @@ class _ProgressListener(StoreListener):
 
 
 class ServedStore:
-    """Owns one GlobalStore for the server: start() returns at once and a thread restores;
+    """Owns the store the server serves (a GlobalStore, or a SwitchingStore: any
+    FollowingStore): start() returns at once and a thread restores;
     a retriable start failure (broker away) is retried, a fatal one is kept in `error`.
 
     `make_store` builds the (not started) store around the listener that tracks progress.
     ServedStore.of(store) serves a store built elsewhere (already started, or not)."""
 
     def __init__(
-        self, make_store: Callable[[StoreListener], GlobalStore], start_timeout: float = 3600.0
+        self, make_store: Callable[[StoreListener], FollowingStore], start_timeout: float = 3600.0
     ) -> None:
         self._progress = _ProgressListener()
         self.store = make_store(self._progress)
@@ -78,7 +79,7 @@ class ServedStore:
         self._starter: threading.Thread | None = None
 
     @classmethod
-    def of(cls, store: GlobalStore) -> ServedStore:
+    def of(cls, store: FollowingStore) -> ServedStore:
         return cls(lambda _listener: store)
 
     def start(self) -> None:
@@ -91,7 +92,7 @@ class ServedStore:
         while not self._stopping.is_set():
             try:
                 self.store.start(timeout=self.start_timeout)
-                snapshot.remove_stale_checkpoints(self.store.config.path)
+                snapshot.remove_stale_checkpoints(self.store.path)
                 return
             except RetriableError as exc:
                 if self._stopping.is_set():

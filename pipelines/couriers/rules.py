@@ -1,7 +1,7 @@
 """The courier rules, vectorised with pandas: fold a micro-batch into the job's state.
 
 Figures per courier (docs/pipelines.md states them for users), all built on the orders
-rules (pipelines.orders.rules), which decide when an order is active and when it ended:
+rules (pipelines.order_events.lifecycle), which decide when an order is active and when it ended:
 
 - `active`: the active orders whose value (their latest event) names this courier.
 - `delivered` / `cancelled`: the orders that ended with a DELIVERED / CANCELLED event naming
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from pipelines.orders import rules as orders
+from pipelines.order_events import lifecycle as orders
 from pipelines.pandas_state import empty_frame
 
 COURIER_DTYPES = {

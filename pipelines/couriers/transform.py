@@ -16,8 +16,14 @@ from pyspark.sql import functions as sf
 from pyspark.sql.streaming.state import GroupState
 
 from pipelines.couriers.rules import COURIER_DTYPES, CourierState, fold
-from pipelines.orders.rules import DEFAULT_RETENTION_MS, EVENT_DTYPES, MARKER_DTYPES, BucketState
-from pipelines.orders.transform import DEFAULT_FUTURE_SKEW_MS, fold_in_state, raw_orders_pipeline
+from pipelines.order_events.lifecycle import DEFAULT_RETENTION_MS
+from pipelines.order_events.raw import (
+    DEFAULT_FUTURE_SKEW_MS,
+    decode_bucket,
+    encode_bucket,
+    fold_in_state,
+    raw_orders_pipeline,
+)
 from pipelines.pandas_state import (
     arrow_schema,
     from_arrow,
@@ -73,20 +79,14 @@ def courier_updates(
 def load_state(state: GroupState) -> CourierState:
     if not state.exists:
         return CourierState.empty()
-    events, markers, couriers = (from_arrow(blob) for blob in state.get)
-    return CourierState(BucketState(events, markers), couriers)
+    events, markers, couriers = state.get
+    return CourierState(decode_bucket(events, markers), from_arrow(couriers))
 
 
 def encode_state(folded: CourierState) -> tuple[bytes, bytes, bytes]:
-    return (
-        to_arrow(folded.orders.events, _ARROW_EVENTS),
-        to_arrow(folded.orders.markers, _ARROW_MARKERS),
-        to_arrow(folded.couriers, _ARROW_COURIERS),
-    )
+    return (*encode_bucket(folded.orders), to_arrow(folded.couriers, _ARROW_COURIERS))
 
 
-_ARROW_EVENTS = arrow_schema(EVENT_DTYPES)
-_ARROW_MARKERS = arrow_schema(MARKER_DTYPES)
 _ARROW_COURIERS = arrow_schema(COURIER_DTYPES)
 
 COURIERS = couriers_pipeline()

@@ -2,9 +2,9 @@
 
 Nothing here is used by the Spark job: this is the independent expectation that tests and
 the demo compare the job's output with. It applies one event at a time, in arrival order,
-the slow and obvious way, so that a mistake in the vectorised rules (pipelines.orders.rules)
-shows up as a difference instead of being copied. Whatever the micro-batches, the job's
-compacted output must equal `active()`.
+the slow and obvious way, so that a mistake in the vectorised rules
+(pipelines.order_events.lifecycle) shows up as a difference instead of being copied.
+Whatever the micro-batches, the job's compacted output must equal `active()`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import orjson
 
+from pipelines.order_events.lifecycle import DEFAULT_RETENTION_MS
 from pipelines.orders.generator import RawRecord
-from pipelines.orders.rules import DEFAULT_RETENTION_MS
 
 LIFECYCLE = ["CREATED", "PICKED_UP", "IN_TRANSIT", "DELIVERED", "CANCELLED"]
 TERMINAL = ("DELIVERED", "CANCELLED")

@@ -2,38 +2,30 @@
 
 Output value: {order_id, courier_id, status, location: {lat, lon}, updates, first_seen,
 last_seen}; a DELIVERED or CANCELLED order becomes a tombstone. The rules live in
-rules.py; this module declares the validation and runs the rules in Spark state.
+order_events/lifecycle.py, the validation in order_events/raw.py; this module runs them
+in Spark state, in buckets of orders.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as sf
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.streaming.state import GroupState
 
-from pipelines.orders.rules import (
-    DEFAULT_RETENTION_MS,
-    EVENT_DTYPES,
-    MARKER_DTYPES,
-    STATUSES,
-    BucketState,
-    fold,
+from pipelines.order_events.lifecycle import DEFAULT_RETENTION_MS, BucketState, fold
+from pipelines.order_events.raw import (
+    DEFAULT_FUTURE_SKEW_MS,
+    decode_bucket,
+    encode_bucket,
+    fields,
+    fold_in_state,
+    raw_orders_pipeline,
 )
-from pipelines.pandas_state import (
-    arrow_schema,
-    from_arrow,
-    horizon_ms,
-    iso_utc,
-    one_frame,
-    to_arrow,
-)
-from pipelines.spec import Field, Kind, Pipeline, Rule
-
-DEFAULT_FUTURE_SKEW_MS = 3600 * 1000
-"""Events whose event_time is further ahead of the wall clock are dead-lettered."""
+from pipelines.pandas_state import horizon_ms, iso_utc, one_frame
+from pipelines.spec import Pipeline
 
 STATE_BUCKETS = 8
 """Orders are kept in this many state rows (buckets of order ids by hash).
@@ -43,23 +35,6 @@ per order made that the whole run time; in a small stream-mode batch each bucket
 tens of milliseconds, so 8 beat 64, see docs/benchmarks.md). Fixed by the checkpoint:
 changing it needs a new checkpoint (and output topic), like spark.sql.shuffle.partitions.
 """
-
-
-def fields(future_skew_ms: int = DEFAULT_FUTURE_SKEW_MS) -> tuple[Field, ...]:
-    # current_timestamp() is the micro-batch's start: one instant for all its records.
-    not_future = Rule(
-        lambda c: sf.unix_millis(c) <= sf.unix_millis(sf.current_timestamp()) + future_skew_ms,
-        "future_timestamp",
-    )
-    return (
-        Field("order_id", Kind.STRING, (Rule(lambda c: sf.length(c) > 0, "empty:order_id"),)),
-        Field("courier_id", Kind.STRING),
-        Field("status", Kind.STRING, (Rule(lambda c: c.isin(*STATUSES), "unknown_status"),)),
-        Field("lat", Kind.NUMBER, (Rule(lambda c: sf.abs(c) <= 90, "lat_out_of_range"),)),
-        Field("lon", Kind.NUMBER, (Rule(lambda c: sf.abs(c) <= 180, "lon_out_of_range"),)),
-        Field("event_time", Kind.TIMESTAMP, (not_future,)),
-    )
-
 
 FIELDS = fields()
 
@@ -74,23 +49,6 @@ def orders_pipeline(
     retention_ms: int = DEFAULT_RETENTION_MS, future_skew_ms: int = DEFAULT_FUTURE_SKEW_MS
 ) -> Pipeline:
     return raw_orders_pipeline("orders", transform, retention_ms, future_skew_ms)
-
-
-def raw_orders_pipeline(
-    name: str,
-    transform: Callable[[DataFrame, int], DataFrame],
-    retention_ms: int,
-    future_skew_ms: int,
-) -> Pipeline:
-    """Pipeline `name` over the raw order events: their validation, its own topics."""
-    return Pipeline(
-        name=name,
-        fields=fields(future_skew_ms),
-        transform=lambda clean: transform(clean, retention_ms),
-        source_topic="orders.raw",
-        target_topic=f"{name}.current",
-        dead_letter_topic=f"{name}.deadletter",
-    )
 
 
 def transform(clean: DataFrame, retention_ms: int = DEFAULT_RETENTION_MS) -> DataFrame:
@@ -113,32 +71,6 @@ def transform(clean: DataFrame, retention_ms: int = DEFAULT_RETENTION_MS) -> Dat
     )
 
 
-StateFunction = Callable[[tuple[int], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]
-
-
-def fold_in_state(
-    clean: DataFrame,
-    group: Column,
-    retention_ms: int,
-    function: StateFunction,
-    output_schema: str,
-    state_schema: str,
-) -> DataFrame:
-    """Clean order events, as the rules take them (EVENT_COLUMNS), through `function` with
-    one state row per `group`; out come the rows it yields (`output_schema`).
-
-    The watermark (newest event time seen - retention) is the rules' horizon: Spark drops
-    events older than it before the state function, which drops markers older than it.
-    """
-    events = clean.withWatermark("event_time", f"{retention_ms} milliseconds").select(
-        "event_time", group.alias("group"), "order_id", "courier_id", "status", "lat", "lon",
-        sf.unix_millis("event_time").alias("event_ms"),
-    )  # fmt: skip
-    return events.groupBy("group").applyInPandasWithState(
-        function, output_schema, state_schema, "append", GroupStateTimeout.NoTimeout
-    )
-
-
 def bucket_updates(
     key: tuple[int], batches: Iterator[pd.DataFrame], state: GroupState
 ) -> Iterator[pd.DataFrame]:
@@ -151,19 +83,6 @@ def bucket_updates(
 
 def load_bucket(state: GroupState) -> BucketState:
     return decode_bucket(*state.get) if state.exists else BucketState.empty()
-
-
-def decode_bucket(events: bytes, markers: bytes) -> BucketState:
-    """A bucket's state row -> its state."""
-    return BucketState(from_arrow(events), from_arrow(markers))
-
-
-def encode_bucket(bucket: BucketState) -> tuple[bytes, bytes]:
-    return to_arrow(bucket.events, _ARROW_EVENTS), to_arrow(bucket.markers, _ARROW_MARKERS)
-
-
-_ARROW_EVENTS = arrow_schema(EVENT_DTYPES)
-_ARROW_MARKERS = arrow_schema(MARKER_DTYPES)
 
 
 ORDERS = orders_pipeline()

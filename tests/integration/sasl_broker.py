@@ -25,7 +25,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from globalstore.localkafka import BrokerExitedError, LocalKafka, PortInUseError, free_port
-from globalstore.localkafka.broker import lost_port_race
+from globalstore.localkafka.ports import lost_port_race
 from tests.ports import PortTakenError, on_a_free_port
 
 _HOST = "127.0.0.1"

@@ -111,7 +111,7 @@ def test_c_loop_writes_what_the_python_loop_writes(
 ) -> None:
     topic = make_topic(partitions=PARTITIONS)
     fill_topic(kafka_bootstrap, topic)
-    with caplog.at_level(logging.INFO, logger="globalstore.thread"):
+    with caplog.at_level(logging.INFO, logger="globalstore.sources"):
         by_c = restore(kafka_bootstrap, topic, tmp_path / "c", native=True)
     assert f"restoring {topic} with the C loop" in caplog.text
     by_python = restore(kafka_bootstrap, topic, tmp_path / "py", native=False)

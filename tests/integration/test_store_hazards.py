@@ -28,7 +28,7 @@ from globalstore import (
 )
 from globalstore.codec import VALUE_FORMAT_HEADER
 from globalstore.meta import K_LAYOUT
-from globalstore.storage import Storage
+from globalstore.storage import Storage, rocksdb_options
 from tests.integration.store_support import produce, produce_raw, producer, set_topic_config
 
 REBUILD = "rebuilding store"
@@ -271,7 +271,7 @@ def test_unknown_or_damaged_layout_rebuilds(
 
 def _flush_to_table_files(path: Path) -> list[Path]:
     """Move what the store holds from its write-ahead log into table (.sst) files."""
-    opts = RocksDBOptions().to_options()
+    opts = rocksdb_options(RocksDBOptions())
     db = rocksdict.Rdict(str(path / "db"), opts, column_families={"meta": opts})
     db.flush()
     db.close()

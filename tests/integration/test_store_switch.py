@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 from globalstore import GlobalStore, ReadOnlyStore, SwitchingStore
+from globalstore.server import ServedStore
+from tests.integration.serve_support import running_server, wait_ready
 from tests.integration.store_support import produce
 
 N = 2_000
@@ -154,3 +156,24 @@ def test_a_switch_killed_while_v2_restores_leaves_v1_whole_and_completes_on_rest
         expected = {f"k{i:05d}": {"i": i, "gen": 2} for i in range(N)}
         assert dict(store.items()) == expected  # nothing lost, nothing twice, no v1 left
         assert store.count() == N and not (tmp_path / "v1").exists()
+
+
+def test_the_server_serves_a_switching_store_across_its_switch(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    v1_topic, v2_topic = make_topic(partitions=2), make_topic(partitions=3)
+    _generation(kafka_bootstrap, v1_topic, 1)
+    _generation(kafka_bootstrap, v2_topic, 2)
+    store = SwitchingStore(GlobalStore(v1_topic, kafka_bootstrap, tmp_path / "v1"))
+    with running_server(ServedStore.of(store)) as client:  # the server starts v1
+        wait_ready(client)
+        assert client.get("/v1/keys/k00007").json()["value"] == {"i": 7, "gen": 1}
+        assert client.get("/v1/status").json()["topic"] == v1_topic
+        v2 = GlobalStore(v2_topic, kafka_bootstrap, tmp_path / "v2")
+        assert store.switch_to(v2, timeout=60, remove_old=True)
+        assert client.get("/v1/keys/k00007").json()["value"] == {"i": 7, "gen": 2}
+        assert client.get("/v1/count").json()["count"] == N
+        page = client.get("/v1/keys", params={"prefix": "k0000", "limit": 3}).json()
+        assert [item["value"]["gen"] for item in page["items"]] == [2, 2, 2]
+        assert client.get("/v1/status").json()["topic"] == v2_topic
+    assert not (tmp_path / "v1").exists()

@@ -14,9 +14,9 @@ import pytest
 
 from pipelines.couriers.reference import ExpectedCouriers
 from pipelines.couriers.rules import CourierState, fold
+from pipelines.order_events.lifecycle import EVENT_COLUMNS
 from pipelines.orders.generator import StreamShape, generate
 from pipelines.orders.reference import iso
-from pipelines.orders.rules import EVENT_COLUMNS
 from pipelines.pandas_state import NO_HORIZON
 from tests.pipelines.test_orders_rules import RETENTION, to_events
 

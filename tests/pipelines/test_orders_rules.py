@@ -14,9 +14,9 @@ import orjson
 import pandas as pd
 import pytest
 
+from pipelines.order_events.lifecycle import EVENT_COLUMNS, BucketState, fold
 from pipelines.orders.generator import RawRecord, StreamShape, generate
 from pipelines.orders.reference import ExpectedOrders, iso, millis
-from pipelines.orders.rules import EVENT_COLUMNS, BucketState, fold
 from pipelines.pandas_state import NO_HORIZON
 
 DAY = 24 * 3600 * 1000

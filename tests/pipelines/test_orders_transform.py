@@ -14,7 +14,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from pipelines.orders.transform import STATE_BUCKETS, decode_bucket, transform
+from pipelines.order_events.raw import decode_bucket
+from pipelines.orders.transform import STATE_BUCKETS, transform
 
 pytestmark = pytest.mark.spark
 

@@ -1,11 +1,19 @@
-"""Stand-ins for consumed Kafka messages, for unit tests of the storage layer only."""
+"""Stand-ins for consumed Kafka messages and for the consumer itself, for unit tests of the
+storage layer and the store thread (no broker)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
+from confluent_kafka import KafkaError
+
 from globalstore.codec import format_headers
+
+PARTITION_EOF = KafkaError._PARTITION_EOF
+AUTO_OFFSET_RESET = KafkaError._AUTO_OFFSET_RESET
 
 
 @dataclass
@@ -57,3 +65,55 @@ def batch(
         Msg(k.encode(), None if v is None else v.encode(), p, start + i, fmt=fmt)
         for i, (k, v) in enumerate(records)
     ]
+
+
+class FakeConsumer:
+    """A consumer over in-memory partitions of one topic, for unit tests of the store thread:
+    what the thread calls of confluent-kafka's Consumer, with the end-of-partition events
+    librdkafka sends (enable.partition.eof). Tests append records to `partitions` while it
+    runs, add partitions, or set `out_of_range` to have the next read report it."""
+
+    def __init__(self, topic: str, partitions: dict[int, list[Msg]]) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.positions: dict[int, int] = {}
+        self._eof_sent: dict[int, int] = {}
+        self.out_of_range: int | None = None  # a partition whose position the topic lost
+        self.closed = False
+        self._pending: list[Msg] = []  # read, not yet handed out by poll()
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.positions = {tp.partition: tp.offset for tp in partitions}
+
+    def incremental_assign(self, partitions: list[Any]) -> None:
+        for tp in partitions:  # the store assigns new partitions from OFFSET_BEGINNING
+            self.positions[tp.partition] = max(0, tp.offset)
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Msg]:
+        out, self._pending = self._pending, []
+        if self.out_of_range is not None:
+            p, self.out_of_range = self.out_of_range, None
+            return [*out, Msg(None, None, p, self.positions.get(p, 0), err=Err(AUTO_OFFSET_RESET))]
+        for p, position in sorted(self.positions.items()):
+            records = self.partitions.get(p, [])
+            taken = records[position : position + num_messages - len(out)]
+            out.extend(taken)
+            self.positions[p] = position + len(taken)
+            if self.positions[p] == len(records) and self._eof_sent.get(p) != len(records):
+                self._eof_sent[p] = len(records)
+                out.append(Msg(None, None, p, len(records), err=Err(PARTITION_EOF)))
+        if not out:
+            time.sleep(min(max(timeout, 0), 0.005))  # an idle consumer waits a little
+        return out
+
+    def poll(self, timeout: float = -1) -> Msg | None:
+        if not self._pending:
+            self._pending = self.consume(1, timeout)  # a record may come with its EOF event
+        return self._pending.pop(0) if self._pending else None
+
+    def list_topics(self, topic: str, timeout: float = -1) -> Any:
+        described = SimpleNamespace(partitions=dict.fromkeys(self.partitions), error=None)
+        return SimpleNamespace(topics={self.topic: described})
+
+    def close(self) -> None:
+        self.closed = True

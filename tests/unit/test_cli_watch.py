@@ -6,7 +6,7 @@ import io
 import time
 
 from globalstore.cli.watch import Watcher
-from globalstore.store import StoreStatus
+from globalstore.reader import StoreStatus
 
 
 def _status(applied: int, lag: int) -> StoreStatus:

@@ -91,3 +91,104 @@ def test_the_store_does_not_depend_on_the_dev_broker_or_the_demo() -> None:
         )
     ]
     assert offenders == []
+
+
+# The store's modules in floors, ground first: a module imports its own floor or lower ones,
+# never higher (docs/architecture.md draws them). cli/, server/ and demo/ stand on top and
+# may use any; localkafka/ stands apart.
+FLOORS = (
+    # what everything speaks: errors, states, the topic contract, client settings, events
+    (
+        "errors",
+        "state",
+        "codec",
+        "converters",
+        "kafka_settings",
+        "kafka_clients",
+        "meta",
+        "listeners",
+        "health",
+    ),
+    ("config", "reader"),  # settings; the contract of every store face
+    ("storage", "topic", "native_restore"),  # RocksDB; what the broker says; the C loop
+    ("migrate", "plan", "snapshot", "queries"),  # formats; planning; snapshots; reads
+    ("prepare", "sources", "events", "restore_log"),  # what the store thread is made of
+    ("thread",),  # the loop
+    ("heal",),  # replicas, the one swap, self-healing
+    ("store", "readonly"),  # the faces: GlobalStore, ReadOnlyStore
+    ("switch",),  # SwitchingStore, over GlobalStores
+)
+_FLOOR = {name: floor for floor, names in enumerate(FLOORS) for name in names}
+_ON_TOP = (
+    "globalstore/cli/",
+    "globalstore/server/",
+    "globalstore/demo/",
+    "globalstore/localkafka/",
+)
+
+
+def _library_names(path: Path) -> set[str]:
+    """The globalstore modules `path` imports, by their name under globalstore/."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module == "globalstore":
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {n.split(".")[1] for n in names if n.startswith("globalstore.")}
+
+
+def _store_modules() -> dict[str, Path]:
+    """{name under globalstore/: file} of the store's own modules (a package counts once)."""
+    found = {}
+    for path in sorted((ROOT / "globalstore").rglob("*.py")):
+        relative = str(path.relative_to(ROOT))
+        if relative.startswith(_ON_TOP) or relative == "globalstore/__init__.py":
+            continue
+        found[relative] = path
+    return found
+
+
+def test_every_store_module_has_a_floor() -> None:
+    names = {relative.split("/")[1].removesuffix(".py") for relative in _store_modules()}
+    assert names - set(_FLOOR) == set()
+    assert set(_FLOOR) - names == set()  # and the floors name no module that is gone
+
+
+def test_no_import_runs_upward() -> None:
+    upward = []
+    for relative, path in _store_modules().items():
+        own = _FLOOR[relative.split("/")[1].removesuffix(".py")]
+        for name in _library_names(path):
+            if name in _FLOOR and _FLOOR[name] > own:
+                upward.append(f"{relative} -> {name}")
+    assert upward == []
+
+
+def test_only_storage_imports_rocksdict() -> None:
+    offenders = [
+        module
+        for package in ("globalstore", "pipelines")
+        for module, names in _modules(package).items()
+        if "rocksdict" in names and not module.startswith("globalstore/storage/")
+    ]
+    assert offenders == []
+
+
+def test_one_pipeline_never_imports_another() -> None:
+    # What two jobs share lives in a module of its own (pipelines/order_events/).
+    jobs = ("orders", "couriers")
+    offenders = [
+        (module, name)
+        for module, names in _modules("pipelines").items()
+        for job in jobs
+        if module.startswith(f"pipelines/{job}/")
+        for other in jobs
+        if other != job
+        for name in names
+        if _within(name, f"pipelines.{other}")
+        and not module.endswith("reference.py")  # the oracles: couriers' builds on orders'
+    ]
+    assert offenders == []

@@ -13,11 +13,11 @@ from globalstore.localkafka.broker import (
     LocalKafka,
     PortInUseError,
     cluster_id,
-    lost_port_race,
     render_server_properties,
 )
 from globalstore.localkafka.jars import resolve_kafka_jars
 from globalstore.localkafka.java import check_java, parse_java_major
+from globalstore.localkafka.ports import lost_port_race
 from tests.ports import closed_port
 
 

@@ -9,7 +9,9 @@ import pytest
 import rocksdict
 from confluent_kafka.admin import AdminClient
 
-from globalstore import RocksDBOptions, StoreConfig
+from globalstore import ConfigurationError, GlobalStore, RocksDBOptions, StoreConfig
+from globalstore.config import OnOutOfRange, OnUnreadable
+from globalstore.storage import rocksdb_options
 
 
 def _config(**kw: object) -> StoreConfig:
@@ -91,7 +93,7 @@ def test_config_is_frozen() -> None:
 
 
 def test_rocksdb_options_build_a_raw_mode_database(tmp_path: Path) -> None:
-    opts = RocksDBOptions(compression="zstd", bloom_bits_per_key=0).to_options()
+    opts = rocksdb_options(RocksDBOptions(compression="zstd", bloom_bits_per_key=0))
     db = rocksdict.Rdict(str(tmp_path / "db"), opts)
     db[b"k"] = b"v"  # raw mode accepts and returns bytes, nothing pickled
     assert db[b"k"] == b"v"
@@ -100,4 +102,42 @@ def test_rocksdb_options_build_a_raw_mode_database(tmp_path: Path) -> None:
 
 def test_unknown_compression_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown compression"):
-        RocksDBOptions(compression="brotli").to_options()
+        rocksdb_options(RocksDBOptions(compression="brotli"))
+
+
+def test_modes_accept_their_names_and_become_enums() -> None:
+    config = _config(unreadable_store="refuse", out_of_range="stop")
+    assert config.unreadable_store is OnUnreadable.REFUSE
+    assert config.out_of_range is OnOutOfRange.STOP
+    assert _config().out_of_range is OnOutOfRange.REBUILD
+    assert config.out_of_range == "stop"  # still equal to the string users compare with
+
+
+def test_an_unknown_mode_is_refused_with_the_choices() -> None:
+    with pytest.raises(ConfigurationError, match="out_of_range must be 'rebuild' or 'stop'"):
+        _config(out_of_range="ignore")
+
+
+def test_the_path_is_a_path_however_it_is_given() -> None:
+    assert StoreConfig("t", "h:1", "state/t").path == Path("state/t")  # type: ignore[arg-type]
+
+
+def test_the_store_takes_any_setting_by_name() -> None:
+    store = GlobalStore("t", "h:1", "p", out_of_range="stop", restore_batch_size=7, rocksdb=None)
+    assert store.config.out_of_range is OnOutOfRange.STOP
+    assert store.config.restore_batch_size == 7
+    assert store.config.rocksdb == RocksDBOptions()  # None means the default
+    assert store.config.path == Path("p")
+
+
+def test_named_settings_override_a_whole_config() -> None:
+    store = GlobalStore(config=_config(follow_batch_size=5), path="elsewhere")
+    assert store.config.follow_batch_size == 5
+    assert store.config.path == Path("elsewhere") == store.path
+
+
+def test_a_store_without_a_topic_or_with_an_unknown_setting_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="topic"):
+        GlobalStore(bootstrap_servers="h:1", path="p")
+    with pytest.raises(TypeError, match="restore_batch"):
+        GlobalStore("t", "h:1", "p", restore_batch=7)

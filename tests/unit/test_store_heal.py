@@ -1,13 +1,23 @@
-"""At start, of the store and a copy rebuilt beside it, the one whose restore completed last
-is kept; an incomplete rebuild never replaces anything."""
+"""Self-healing: a store that lost its position is rebuilt beside the live copy, which keeps
+serving, and swapped in at one instant; at start, of the store and a copy rebuilt beside it,
+the one whose restore completed last is kept; an incomplete rebuild never replaces anything."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
-from globalstore.heal import BESIDE, adopt_rebuilt
+from globalstore.config import StoreConfig
+from globalstore.heal import BESIDE, Healer, Live, Replica, adopt_rebuilt
+from globalstore.migrate import Migration
+from globalstore.plan import Plan
+from globalstore.prepare import Prepared
+from globalstore.state import State
 from globalstore.storage import Storage
-from tests.unit.store_fakes import batch
+from globalstore.thread import StoreThread
+from tests.unit.store_fakes import FakeConsumer, batch
+from tests.unit.test_store_thread import _eventually
 
 
 def _store(path: Path, key: str, restored_at: int | None) -> None:
@@ -60,3 +70,56 @@ def test_a_second_heal_killed_half_way_leaves_the_first_ones_copy(tmp_path: Path
     _store(tmp_path / BESIDE, "first heal", 3)
     _store(tmp_path, "second heal, incomplete", None)
     assert _keys(tmp_path) == [b"first heal"]
+
+
+# -- the heal itself, driven by fake consumers (no broker) ----------------------------------
+
+
+def _thread_over(consumer: FakeConsumer, config: StoreConfig, storage: Storage) -> StoreThread:
+    ends = {p: len(records) for p, records in consumer.partitions.items()}
+
+    def prepare(_consumer: Any, _stopped: threading.Event, _retry: object) -> Prepared:
+        if storage.read_meta().layout is None:
+            storage.initialise(config.topic, None, 0)
+        storage.load(storage.read_meta())
+        migration = Migration(storage, config.value_formats(), config.topic)
+        return Prepared(Plan(dict.fromkeys(ends, 0), ends, True), migration)
+
+    return StoreThread(config, storage, consumer_factory=lambda _conf: consumer, prepare=prepare)
+
+
+def test_a_lost_position_is_rebuilt_beside_and_swapped_in_at_one_instant(tmp_path: Path) -> None:
+    config = StoreConfig("t", "fake:1", tmp_path, poll_timeout=0.005, native_restore=False)
+    old = FakeConsumer("t", {0: batch(("k", "old"), ("gone", "x"))})
+    new = FakeConsumer("t", {0: batch(("k", "new"))})  # the topic, recreated
+    first = Storage(tmp_path)
+    live = Live(Replica(first, _thread_over(old, config, first)))
+    made: list[Path] = []
+
+    def rebuild_thread(cfg: StoreConfig, storage: Storage) -> StoreThread:
+        made.append(storage.path)
+        return _thread_over(new, cfg, storage)
+
+    swapped = threading.Event()
+    healer = Healer(config, live, rebuild_thread, swapped.set)
+    live.current.thread.start()
+    healer.start()
+    assert live.current.thread.ready.wait(10)
+    served = live.current
+    held = live.scan(lambda replica: replica.storage.scan(None, None, False))
+    try:
+        assert next(held)[0] == b"gone"  # a scan open on the old copy across the swap
+        old.out_of_range = 0
+        _eventually(lambda: live.current is not served, "the rebuilt copy swapped in")
+        assert made == [tmp_path / BESIDE] and live.current.storage.path == tmp_path / BESIDE
+        assert live.current.get(b"gone") is None and live.current.get(b"k") is not None
+        assert live.current.thread.status.state is State.RUNNING
+        assert not swapped.wait(0.3)  # the swap returns once no scan is open on the old copy
+        assert [key for key, _ in held] == [b"k"]  # which the scan still sees as it was
+        assert swapped.wait(10) and healer.heals == 1
+        assert served.storage.get(b"gone") is not None  # kept open until the store closes
+    finally:
+        held.close()
+        healer.stop()
+        healer.join()
+        live.current.close()

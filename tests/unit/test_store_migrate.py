@@ -57,7 +57,7 @@ def test_old_values_are_readable_before_migration(tmp_path: Path) -> None:
     make_v0_store(tmp_path / "s", 5)
     s = _open(tmp_path / "s")
     try:
-        assert s.layout == 0
+        assert s.state.layout == 0
         raw = s.get(b"k0003")
         assert raw is not None and decode(raw, b"k0003", "t") == {"i": 3}
         assert origin(raw) == (UNKNOWN, UNKNOWN, UNKNOWN)
@@ -90,14 +90,18 @@ def test_chunked_migration_resumes_after_reopen(tmp_path: Path) -> None:
 
     s = _open(tmp_path / "s")  # as after a crash or restart: continue from the cursor
     try:
-        assert (s.layout, s.migrate_from) == (LAYOUT_VERSION, 0)
+        assert (s.state.layout, s.state.migrate_from) == (LAYOUT_VERSION, 0)
         migration = _begun(s)
         steps = 0
         while not migration.step(migrate.Limits(keys=10)):
             steps += 1
         assert steps == 1
         meta = s.read_meta()
-        assert (meta.layout, meta.migrate_from, s.migrate_from) == (LAYOUT_VERSION, None, None)
+        assert (meta.layout, meta.migrate_from, s.state.migrate_from) == (
+            LAYOUT_VERSION,
+            None,
+            None,
+        )
         assert s.get_meta(K_MIGRATE_CURSOR) is None and s.get_meta(K_MIGRATE_FROM) is None
         for key, raw in s.scan(None, None, False):
             assert raw[0] == LAYOUT_VERSION and len(raw) > HEADER_SIZE

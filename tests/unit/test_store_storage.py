@@ -13,7 +13,8 @@ from confluent_kafka import KafkaError
 
 from globalstore import StorageError, StoreLocked
 from globalstore.codec import LAYOUT_VERSION, origin
-from globalstore.meta import K_COUNT, K_LAYOUT, DamagedLayoutError
+from globalstore.errors import DamagedLayoutError
+from globalstore.meta import K_COUNT, K_LAYOUT
 from globalstore.storage import Storage
 from tests.unit.store_fakes import Err, Msg, batch
 
@@ -29,7 +30,7 @@ def storage(tmp_path: Path) -> Storage:
 def test_apply_writes_records_and_next_offsets_together(storage: Storage, tmp_path: Path) -> None:
     storage.apply(batch(("a", '{"x":1}'), ("b", '{"x":2}'), p=0, start=10), True, 5)
     storage.apply(batch(("c", '{"x":3}'), p=3, start=7), True, 6)
-    assert storage.positions == {0: 12, 3: 8}
+    assert storage.state.positions == {0: 12, 3: 8}
     raw = storage.get(b"b")
     assert raw is not None and origin(raw) == (1_000, 0, 11)
     storage.close()
@@ -43,24 +44,24 @@ def test_apply_writes_records_and_next_offsets_together(storage: Storage, tmp_pa
 
 def test_tombstones_and_overwrites_keep_exact_count(storage: Storage) -> None:
     storage.apply(batch(("a", "1"), ("b", "2"), ("a", "3"), ("c", None)), True, 1)
-    assert storage.count == 2
+    assert storage.state.count == 2
     storage.apply(batch(("a", None), ("a", "4"), ("b", None), ("b", None), start=4), True, 1)
-    assert storage.count == 1
+    assert storage.state.count == 1
     assert storage.get(b"b") is None and storage.get(b"a") is not None
 
 
 def test_bulk_apply_marks_count_unknown_until_recount(storage: Storage) -> None:
     storage.apply(batch(("a", "1"), ("b", "2"), ("a", None), ("c", "3")), False, 1)
-    assert storage.count is None and storage.get_meta(K_COUNT) is None
+    assert storage.state.count is None and storage.get_meta(K_COUNT) is None
     storage.begin_recount()
     # Exact applies after the recount's iterator was made: their changes count once.
     storage.apply(batch(("d", "4"), ("b", None), start=4), True, 2)
-    assert storage.recount_step(1) is None and storage.count is None
+    assert storage.recount_step(1) is None and storage.state.count is None
     assert storage.recount_step(1) is None
     assert storage.recount_step(1) == 2  # b, c counted; +d -b applied meanwhile
-    assert storage.count == 2 and storage.read_meta().count == 2
+    assert storage.state.count == 2 and storage.read_meta().count == 2
     storage.apply(batch(("e", "5"), start=6), True, 3)
-    assert storage.count == 3 and storage.read_meta().count == 3
+    assert storage.state.count == 3 and storage.read_meta().count == 3
 
 
 def test_meta_is_readable_while_the_store_is_open(storage: Storage, tmp_path: Path) -> None:
@@ -83,7 +84,7 @@ def test_error_events_are_returned_not_written(storage: Storage) -> None:
     failure = Msg(None, None, 0, 99, err=Err(KafkaError._TRANSPORT))
     out = storage.apply([*batch(("a", "1")), failure], True, 1)
     assert out.records == 1 and out.events == [failure]
-    assert storage.positions == {0: 1}
+    assert storage.state.positions == {0: 1}
 
 
 def test_a_partition_end_past_the_last_record_is_a_position(storage: Storage) -> None:
@@ -92,7 +93,7 @@ def test_a_partition_end_past_the_last_record_is_a_position(storage: Storage) ->
     eof = Msg(None, None, 0, 4, err=Err(KafkaError._PARTITION_EOF))
     out = storage.apply([*batch(("a", "1")), eof], True, 1)
     assert out.records == 1 and out.events == [eof]
-    assert storage.positions == {0: 4}
+    assert storage.state.positions == {0: 4}
     assert storage.read_meta().offsets == {0: 4}
     # An end already reached moves nothing and writes nothing.
     assert storage.apply([eof], True, 2).records == 0

@@ -1,4 +1,4 @@
-"""The only module that touches rocksdict: lock, open, apply a batch with its offsets, read, scan.
+"""Storage: a locked RocksDB database holding one topic's keys plus the meta column family.
 
 On disk, in the store directory:
     globalstore.lock   fcntl lock held while open (one process per directory)
@@ -11,27 +11,19 @@ they came from (contract 2), so after a crash the stored offsets never run ahead
 
 from __future__ import annotations
 
-import fcntl
-import itertools
+import dataclasses
 import logging
-import os
 import shutil
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import rocksdict
-from confluent_kafka import KafkaError
 
 from globalstore.codec import (
-    HEADER,
     LAYOUT_VERSION,
-    VALUE_FORMAT_VERSION,
-    format_headers,
-    value_format,
 )
 from globalstore.config import RocksDBOptions
 from globalstore.errors import StorageError, StoreLocked
@@ -41,93 +33,39 @@ from globalstore.meta import (
     K_COUNT,
     K_IN_SYNC_AT,
     K_LAYOUT,
+    K_MIGRATE_FROM,
     K_RESTORED_AT,
     K_TOPIC,
     K_TOPIC_ID,
     META_CF,
+    OFFSET_PREFIX,
     Meta,
     offset_key,
     parse_meta,
 )
-from globalstore.native_restore import NativeRestorer
+from globalstore.storage.failures import Failure, classify, close_when_unborrowed
+from globalstore.storage.lock import DirLock, NoLock
+from globalstore.storage.options import rocksdb_options
+from globalstore.storage.records import Applied, NativeBatch, fill
+from globalstore.storage.scan import Recount, bounded
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = "globalstore.lock"
 
+@dataclass(frozen=True)
+class StorageState:
+    """What the store holds, as of one applied batch: replaced whole, never changed, so a
+    reader on another thread sees one instant without a lock."""
 
-def rocksdb_error_kind(exc: BaseException) -> str:
-    """ "locked", "damaged" or "other", from the status code RocksDB puts first in its message
-    ("Corruption: block checksum mismatch ...", "IO error: ... /LOCK: ...").
+    positions: Mapping[int, int] = field(default_factory=dict)  # next offset per partition
+    count: int | None = None  # live keys; None while a bulk restore is not recounted
+    layout: int | None = None
+    migrate_from: int | None = None  # older layout some values may still be in
+    restored_at_ms: int | None = None  # of the last completed restore
 
-    Damaged files are wiped and rebuilt from the topic; a lock means another process has the
-    database; anything else (permissions, disk full) is the environment's, which a rebuild
-    would not fix.
-    """
-    message = str(exc)
-    code, _, detail = message.partition(":")
-    if code == "IO error" and ("/LOCK:" in detail or "lock hold by" in detail):
-        return "locked"
-    if code in ("Corruption", "Invalid argument"):
-        return "damaged"
-    if code == "IO error" and "No such file or directory" in detail:
-        return "damaged"  # a table file the manifest lists is gone
-    return "other"
-
-
-@dataclass
-class _Recount:
-    """A keys-only count over one point-in-time iterator, plus the exact changes applied
-    since that iterator was created."""
-
-    keys: Iterator[bytes]
-    counted: int = 0
-    delta: int = 0
-
-
-@dataclass
-class Applied:
-    """Result of one apply(): non-message events and skipped records the caller must report."""
-
-    records: int = 0
-    events: list[Any] = field(default_factory=list)
-    # (partition, offset, key) of records whose key is not UTF-8: the topic contract's keys
-    # are entity ids, and a key no query can name would only break scans.
-    skipped: list[tuple[int, int, bytes]] = field(default_factory=list)
-    # {key: live after the batch}: what the batch wrote (True) or deleted (False).
-    changed: dict[bytes, bool] = field(default_factory=dict)
-
-
-class _DirLock:
-    """An fcntl lock on a file in the store directory; released when the process dies."""
-
-    def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self._path = directory / LOCK_FILE
-        self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(self._fd, 32, 0).decode("ascii", "replace").strip()
-            os.close(self._fd)
-            raise StoreLocked(
-                f"store directory {directory} is in use by another process (pid {holder or '?'})"
-            ) from None
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, str(os.getpid()).encode("ascii"), 0)
-
-    def release(self) -> None:
-        if self._fd >= 0:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = -1
-
-
-class _NoLock:
-    """A read-only store takes no lock: it neither writes nor keeps others from writing."""
-
-    def release(self) -> None:
-        pass
+    def __post_init__(self) -> None:
+        # Read-only for whoever is handed the positions (listeners among them).
+        object.__setattr__(self, "positions", MappingProxyType(dict(self.positions)))
 
 
 class Storage:
@@ -144,14 +82,9 @@ class Storage:
         self.read_only = read_only
         if read_only and not (self.path / "db" / "CURRENT").exists():
             raise StorageError(f"no store at {self.path}")
-        self._lock = _NoLock() if read_only else _DirLock(self.path)
-        self._state_lock = threading.Lock()
-        self.positions: dict[int, int] = {}
-        self.count: int | None = None
-        self.layout: int | None = None
-        self.migrate_from: int | None = None  # older layout some values may still be in
-        self.restored_at_ms: int | None = None  # of the last completed restore, from meta
-        self._recount: _Recount | None = None
+        self._lock = NoLock() if read_only else DirLock(self.path)
+        self.state = StorageState()  # only this thread-safe reference is ever replaced
+        self._recount: Recount | None = None
         try:
             self._open()
         except BaseException:
@@ -167,10 +100,10 @@ class Storage:
         try:
             self._db = self._open_rdict()
         except Exception as exc:
-            kind = rocksdb_error_kind(exc)
-            if kind == "locked":
+            failure = classify(exc)
+            if failure is Failure.LOCKED:
                 raise StoreLocked(f"RocksDB in {self.path} is locked: {exc}") from exc
-            if kind != "damaged" or self.read_only:
+            if failure is not Failure.DAMAGED or self.read_only:
                 raise StorageError(f"cannot open RocksDB in {self.path}: {exc}") from exc
             # RocksDB cannot make sense of its own files: the topic is the source of truth.
             log.warning("store %s is damaged (%s); wiping it to rebuild", self.path, exc)
@@ -184,7 +117,7 @@ class Storage:
         self._unlogged.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
 
     def _open_rdict(self) -> rocksdict.Rdict:
-        opts = self._options.to_options()
+        opts = rocksdb_options(self._options)
         access = (
             rocksdict.AccessType.read_only()
             if self.read_only
@@ -205,7 +138,7 @@ class Storage:
         for name in ("_meta", "_meta_cf", "_get"):
             self.__dict__.pop(name, None)
         if db is not None:
-            _close_when_unborrowed(db)
+            close_when_unborrowed(db.close)
 
     def wipe(self, refill: Callable[[Path], object] | None = None) -> None:
         """Drop every key and all meta; the caller restores from the beginning. `refill`,
@@ -216,25 +149,20 @@ class Storage:
         if refill is not None:
             refill(self.path)
         self._open()
-        with self._state_lock:
-            self.positions = {}
-            self.count = None
-        self.layout = self.migrate_from = None
-        self.restored_at_ms = None
+        self.state = StorageState()
 
     # -- meta --------------------------------------------------------------------------------
 
     def read_meta(self) -> Meta:
         """Parse the meta column family; DamagedLayoutError if any entry does not parse."""
-        return parse_meta(self._meta)
+        offsets: Iterable[tuple[bytes, bytes]] = self._meta.items(from_key=OFFSET_PREFIX)  # type: ignore[assignment]
+        return parse_meta(self._meta.get, offsets)
 
     def load(self, meta: Meta) -> None:
-        """Adopt positions, count and last restore time from meta into memory."""
-        with self._state_lock:
-            self.positions = dict(meta.offsets)
-            self.count = meta.count
-        self.layout, self.migrate_from = meta.layout, meta.migrate_from
-        self.restored_at_ms = meta.restored_at_ms
+        """Adopt positions, count, layout and last restore time from meta as the state."""
+        self.state = StorageState(
+            dict(meta.offsets), meta.count, meta.layout, meta.migrate_from, meta.restored_at_ms
+        )
 
     def mark_restored(self, now_ms: int) -> None:
         """Record that a restore reached its end offsets (kept across restarts for status)."""
@@ -242,7 +170,7 @@ class Storage:
         wb.put(K_RESTORED_AT, I64.pack(now_ms), self._meta_cf)
         wb.put(K_IN_SYNC_AT, I64.pack(now_ms), self._meta_cf)
         self._write(wb)
-        self.restored_at_ms = now_ms
+        self.state = dataclasses.replace(self.state, restored_at_ms=now_ms)
 
     def mark_in_sync(self, now_ms: int) -> None:
         """Record that the store holds the topic's end at this wall time."""
@@ -260,13 +188,7 @@ class Storage:
         if topic_id is not None:
             wb.put(K_TOPIC_ID, topic_id.encode(), self._meta_cf)
         self._write(wb)
-        with self._state_lock:
-            self.count = 0
-        self.layout = LAYOUT_VERSION
-
-    def set_layout(self, layout: int, migrate_from: int | None) -> None:
-        """Adopt the layout entries a migration has just written to the meta column family."""
-        self.layout, self.migrate_from = layout, migrate_from
+        self.state = dataclasses.replace(self.state, count=0, layout=LAYOUT_VERSION)
 
     def put_meta(self, key: bytes, value: bytes | None) -> None:
         if value is None:
@@ -311,11 +233,11 @@ class Storage:
         wb = rocksdict.WriteBatch(raw_mode=True)
         out = Applied()
         nexts: dict[int, int] = {}
-        out.changed = _fill(wb, messages, out, nexts, exact_count or changes)
+        out.changed = fill(wb.put, wb.delete, messages, out, nexts, exact_count or changes)
         out.records = len(messages) - len(out.events)
         return self._commit(wb, out, nexts, exact_count, now_ms)
 
-    def apply_native(self, restorer: NativeRestorer, timeout: float, now_ms: int) -> Applied:
+    def apply_native(self, restorer: NativeBatch, timeout: float, now_ms: int) -> Applied:
         """A bulk apply (exact_count=False, no changes listed) of the batch the C loop
         consumes, written exactly as apply() writes the same records."""
         wb = rocksdict.WriteBatch(raw_mode=True)
@@ -333,9 +255,8 @@ class Storage:
         now_ms: int,
     ) -> Applied:
         """Add the moved offsets and the count to `wb` and write it."""
-        live = out.changed
-        with self._state_lock:
-            moved = {p: o for p, o in nexts.items() if o > self.positions.get(p, -1)}
+        live, state = out.changed, self.state
+        moved = {p: o for p, o in nexts.items() if o > state.positions.get(p, -1)}
         if not moved:
             return out
         new_count = None
@@ -344,8 +265,8 @@ class Storage:
             delta = sum(live.values()) - sum(get(k) is not None for k in live)
             if self._recount is not None:
                 self._recount.delta += delta
-            if self.count is not None:
-                new_count = self.count + delta
+            if state.count is not None:
+                new_count = state.count + delta
         elif self._recount is not None:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
         meta_cf = self._meta_cf
@@ -357,9 +278,8 @@ class Storage:
         else:
             wb.put(K_COUNT, I64.pack(new_count), meta_cf)
         self._write(wb, self._logged if exact_count else self._unlogged)
-        with self._state_lock:
-            self.positions.update(moved)
-            self.count = new_count
+        positions = {**state.positions, **moved}
+        self.state = dataclasses.replace(state, positions=positions, count=new_count)
         return out
 
     def begin_recount(self) -> None:
@@ -370,22 +290,18 @@ class Storage:
         ro = rocksdict.ReadOptions()
         ro.fill_cache(False)  # type: ignore[call-arg]  # the stub lacks the flag
         keys: Iterable[bytes] = self._db.keys(read_opt=ro)  # type: ignore[assignment]
-        self._recount = _Recount(iter(keys))
+        self._recount = Recount(iter(keys))
 
     def recount_step(self, chunk: int) -> int | None:
         """Count up to `chunk` more keys; the exact count (also stored) once done, else None."""
         recount = self._recount
         if recount is None:
             raise StorageError("recount_step() without begin_recount()")
-        seen = sum(1 for _ in itertools.islice(recount.keys, chunk))
-        recount.counted += seen
-        if seen == chunk:
-            return None
-        self._recount = None
-        n = recount.counted + recount.delta
-        self._meta.put(K_COUNT, I64.pack(n))
-        with self._state_lock:
-            self.count = n
+        n = recount.step(chunk)
+        if n is not None:
+            self._recount = None
+            self._meta.put(K_COUNT, I64.pack(n))
+            self.state = dataclasses.replace(self.state, count=n)
         return n
 
     def _write(
@@ -408,7 +324,8 @@ class Storage:
     def write_values(
         self, pairs: Iterable[tuple[bytes, bytes]], meta: dict[bytes, bytes | None] | None = None
     ) -> None:
-        """Rewrite values and meta entries in one batch (migrations, repairs)."""
+        """Rewrite values and meta entries in one batch (migrations, repairs). The state's
+        layout entries follow what the batch wrote to the meta column family."""
         wb = rocksdict.WriteBatch(raw_mode=True)
         for key, value in pairs:
             wb.put(key, value)
@@ -418,6 +335,11 @@ class Storage:
             else:
                 wb.put(key, mvalue, self._meta_cf)
         self._write(wb)
+        if meta is not None and (K_LAYOUT in meta or K_MIGRATE_FROM in meta):
+            written = self.read_meta()
+            self.state = dataclasses.replace(
+                self.state, layout=written.layout, migrate_from=written.migrate_from
+            )
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -454,7 +376,7 @@ class Storage:
             items = self._db.items(from_key=lower, read_opt=ro)  # type: ignore[assignment]
         if upper is None and (lower is None or not reverse):
             return iter(items)  # rocksdict's iterator already starts and ends right
-        return _bounded(items, lower, upper, reverse)
+        return bounded(items, lower, upper, reverse)
 
     def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to `limit` (key, raw value) pairs from `start` on, for chunked migration."""
@@ -474,106 +396,3 @@ class Storage:
             rocksdict.Checkpoint(self._db).create_checkpoint(str(dest))
         except Exception as exc:
             raise StorageError(f"checkpoint of {self.path} into {dest} failed: {exc}") from exc
-
-    def snapshot_state(self) -> tuple[dict[int, int], int | None]:
-        with self._state_lock:
-            return dict(self.positions), self.count
-
-
-def _fill(
-    wb: rocksdict.WriteBatch,
-    messages: Sequence[Any],
-    out: Applied,
-    nexts: dict[int, int],
-    track: bool,
-) -> dict[bytes, bool]:
-    """The restore/follow hot loop, with as few Python operations per record as possible:
-    fill `wb`, note the next offset per partition, and return {key: live after the batch}
-    (empty unless `track`)."""
-    put, delete, pack, events = wb.put, wb.delete, HEADER.pack, out.events
-    declared, current = _DECLARED_FORMAT, VALUE_FORMAT_VERSION
-    live: dict[bytes, bool] = {}
-    for m in messages:
-        if m.error() is not None:
-            events.append(m)
-            if m.error().code() == KafkaError._PARTITION_EOF:
-                # Everything before this offset was delivered (or was never data).
-                nexts[m.partition()] = max(nexts.get(m.partition(), 0), m.offset())
-            continue
-        key = m.key()
-        p = m.partition()
-        o = m.offset()
-        nexts[p] = o + 1
-        if key is None:
-            continue  # a compacted topic cannot hold key-less records; ignore them
-        if not key.isascii() and not _is_utf8(key):
-            out.skipped.append((p, o, key))
-            continue
-        value = m.value()
-        if value is None:
-            delete(key)
-            if track:
-                live[key] = False
-        else:
-            # The record's own format header is kept, so a value written in a format newer
-            # than this library is refused at query time instead of being misread.
-            # Records of the current format, compared in one go: parsing the header cost
-            # 0.4 µs a record, a third of this loop.
-            headers = m.headers()
-            fmt = current if headers == declared else value_format(headers)
-            put(key, pack(LAYOUT_VERSION, fmt, m.timestamp()[1], p, o) + value)
-            if track:
-                live[key] = True
-    return live
-
-
-_DECLARED_FORMAT = format_headers()
-
-
-def _is_utf8(key: bytes) -> bool:
-    try:
-        key.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _bounded(
-    items: Iterable[tuple[bytes, bytes]], lower: bytes | None, upper: bytes | None, reverse: bool
-) -> Iterator[tuple[bytes, bytes]]:
-    if reverse:
-        for key, value in items:
-            if upper is not None and key >= upper:
-                continue  # seek_for_prev lands on `upper` itself when it exists
-            if lower is not None and key < lower:
-                return
-            yield key, value
-    else:
-        for key, value in items:
-            if upper is not None and key >= upper:
-                return
-            yield key, value
-
-
-CLOSE_WAIT_S = 30.0
-"""How long close() waits for reads already inside RocksDB on other threads."""
-
-
-def _close_when_unborrowed(db: rocksdict.Rdict) -> None:
-    """Close `db` once no other thread is inside one of its calls. rocksdict lets go of the
-    GIL inside a read, and close() refuses to run while one is in progress ("Already
-    borrowed"). New reads cannot start (their handles are gone), so the ones in progress,
-    a multi-get at most, end soon."""
-    deadline = time.monotonic() + CLOSE_WAIT_S
-    while True:
-        try:
-            db.close()
-            return
-        except RuntimeError as exc:
-            if "already borrowed" not in str(exc).lower():
-                raise
-            if time.monotonic() > deadline:
-                raise StorageError(
-                    f"RocksDB still in use by another thread after {CLOSE_WAIT_S:.0f} s"
-                ) from exc
-        time.sleep(0.001)

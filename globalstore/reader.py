@@ -1,0 +1,107 @@
+"""What every store face promises: the StoreReader protocol and the StoreStatus it reports.
+
+GlobalStore (restores and follows), SwitchingStore (answers from one GlobalStore and switches
+to another) and ReadOnlyStore (reads a store directory's files) implement StoreReader; the
+two that follow a topic implement FollowingStore too, which is what the HTTP server serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol, Self, TypedDict, Unpack
+
+from globalstore.codec import Entry
+from globalstore.state import State
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """A point-in-time report, cheap enough to poll for health checks."""
+
+    topic: str
+    path: str  # the directory of the copy that answers (<path>/rebuild after a heal)
+    state: State
+    ready: bool
+    position: dict[int, int]
+    lag: dict[int, int]
+    key_count: int | None
+    layout_version: int
+    last_restore_at: float | None  # wall-clock seconds since the epoch
+    connected: bool
+    staleness_seconds: float | None  # since the store last knew it held the topic's end
+    last_error: str | None
+    rebuild_reason: str | None = None  # why this start rebuilt the store from the beginning
+    skipped_records: int = 0  # since this start: records whose key is not UTF-8 (logged)
+    migration: str | None = None  # the background conversion under way, e.g. "layout 0 -> 1"
+    migrated_values: int = 0  # values it rewrote since this start
+    conversion_failures: int = 0  # since this start: values a converter raised on (kept)
+    self_heals: int = 0  # since this start: rebuilds beside the store that it switched to
+
+
+class ScanFilters(TypedDict, total=False):
+    """Which keys a scan visits: a prefix and/or [start, end), in key byte order or reversed,
+    at most `limit` of them."""
+
+    prefix: str | None
+    start: str | None
+    end: str | None
+    reverse: bool
+    limit: int | None
+
+
+class StoreReader(Protocol):
+    """The queries every store face answers. A scan reads one point-in-time view."""
+
+    @property
+    def topic(self) -> str: ...
+
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+    def __getitem__(self, key: str) -> Any: ...
+
+    def __contains__(self, key: object) -> bool: ...
+
+    def get_entry(self, key: str) -> Entry | None: ...
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]: ...
+
+    def items(self, **filters: Unpack[ScanFilters]) -> Iterator[tuple[str, Any]]: ...
+
+    def keys(self, **filters: Unpack[ScanFilters]) -> Iterator[str]: ...
+
+    def values(self, **filters: Unpack[ScanFilters]) -> Iterator[Any]: ...
+
+    def entries(self, **filters: Unpack[ScanFilters]) -> Iterator[Entry]: ...
+
+    def count(self) -> int: ...
+
+    def position(self) -> dict[int, int]: ...
+
+    def status(self) -> StoreStatus: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class FollowingStore(StoreReader, Protocol):
+    """A StoreReader that restores and follows its topic."""
+
+    @property
+    def path(self) -> Path: ...  # the store's own directory, where snapshots are written
+
+    def start(self, timeout: float = 60.0, *, wait: bool = True) -> object: ...
+
+    def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool: ...
+
+    def checkpoint(self, dest: str | Path) -> None: ...

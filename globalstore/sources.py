@@ -1,0 +1,110 @@
+"""Where the store thread's batches come from: a BatchSource consumes one batch and applies it
+to the storage. Two implement it, and the thread's loop runs the same way over either:
+
+    ConsumerSource   the thread's own consumer (Python): restores, then follows
+    NativeSource     the C loop (native_restore.py) with a consumer of its own, for a bulk
+                     restore; the thread's consumer then takes over to follow
+
+The C loop is about twice as fast and writes exactly what the Python loop writes
+(docs/store.md, "Performance notes").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from globalstore import native_restore
+from globalstore.config import StoreConfig
+from globalstore.native_restore import NativeRestorer
+from globalstore.plan import Plan
+from globalstore.storage import Applied, Storage
+
+log = logging.getLogger(__name__)
+
+_RESTORE_WAIT = 0.05  # seconds a restoring source waits for its first record
+
+
+class BatchSource(Protocol):
+    def apply(self, storage: Storage, now_ms: int) -> Applied:
+        """Consume one batch (events included) and apply it with its offsets."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ConsumerSource:
+    """The thread's consumer. Restoring: big batches. Following: return as soon as one record
+    arrives, plus whatever is already queued, so produce-to-visible latency stays a few ms."""
+
+    def __init__(self, consumer: Any, config: StoreConfig, exact_count: bool, changes: bool):
+        self.consumer, self.config = consumer, config
+        self.exact_count = exact_count  # look up each key to keep the live-key count exact
+        self.changes = changes  # list the keys each batch changed (a listener wants them)
+        self.restoring = True
+        self.busy = False  # following with work to do between batches: do not wait
+
+    def assign(self, offsets: Mapping[int, int]) -> None:
+        self.consumer.assign([TopicPartition(self.config.topic, p, o) for p, o in offsets.items()])
+
+    def add_partitions(self, partitions: Iterable[int]) -> None:
+        """Follow partitions added to the topic, from their beginning."""
+        name = self.config.topic
+        self.consumer.incremental_assign(
+            [TopicPartition(name, p, OFFSET_BEGINNING) for p in partitions]
+        )
+
+    def apply(self, storage: Storage, now_ms: int) -> Applied:
+        return storage.apply(self._batch(), self.exact_count, now_ms, changes=self.changes)
+
+    def _batch(self) -> list[Any]:
+        consumer, config = self.consumer, self.config
+        if self.restoring:
+            msgs: list[Any] = consumer.consume(config.restore_batch_size, _RESTORE_WAIT)
+            return msgs
+        first = consumer.poll(0 if self.busy else config.poll_timeout)
+        if first is None:
+            return []
+        return [first, *consumer.consume(config.follow_batch_size, 0)]
+
+    def close(self) -> None:
+        pass  # the consumer is the thread's, closed when the thread ends
+
+
+class NativeSource:
+    """The C loop's batches. The thread's consumer has nothing assigned meanwhile: polling it
+    serves the health callbacks, and an error it reports is handled like the C loop's."""
+
+    def __init__(self, restorer: NativeRestorer, consumer: Any) -> None:
+        self.restorer, self.consumer = restorer, consumer
+
+    def apply(self, storage: Storage, now_ms: int) -> Applied:
+        event = self.consumer.poll(0)
+        applied = storage.apply_native(self.restorer, _RESTORE_WAIT, now_ms)
+        if event is not None:
+            applied.events.insert(0, event)
+        return applied
+
+    def close(self) -> None:
+        self.restorer.close()
+
+
+def native_source(
+    config: StoreConfig, consumer_conf: dict[str, Any], plan: Plan, changes: bool, consumer: Any
+) -> NativeSource | None:
+    """The C loop for a bulk restore, or None: the Python loop restores when the count is
+    exact, a listener wants the changes, the C loop is turned off or not built, or a setting
+    is a Python callable."""
+    if plan.exact_count or changes or not config.native_restore:
+        return None
+    conf = native_restore.native_settings(consumer_conf)
+    why = native_restore.load() if conf is not None else "a Kafka setting is a callable"
+    if conf is None or why is not None:
+        log.info("restoring %s with the Python loop: %s", config.topic, why)
+        return None
+    log.info("restoring %s with the C loop", config.topic)
+    restorer = NativeRestorer(conf, config.topic, plan.start_offsets, config.restore_batch_size)
+    return NativeSource(restorer, consumer)

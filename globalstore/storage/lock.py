@@ -1,0 +1,43 @@
+"""The store directory's lock: one process per directory, released when that process dies."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from globalstore.errors import StoreLocked
+
+LOCK_FILE = "globalstore.lock"
+
+
+class DirLock:
+    """An fcntl lock on a file in the store directory, holding the owner's pid for messages."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._path = directory / LOCK_FILE
+        self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self._fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(self._fd)
+            raise StoreLocked(
+                f"store directory {directory} is in use by another process (pid {holder or '?'})"
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, str(os.getpid()).encode("ascii"), 0)
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+
+class NoLock:
+    """A read-only store takes no lock: it neither writes nor keeps others from writing."""
+
+    def release(self) -> None:
+        pass

@@ -1,0 +1,117 @@
+"""The store thread's loop, driven by a fake consumer (no broker): restore to the planned end
+offsets, then follow; new partitions picked up; a lost position fails the thread and leaves
+the data it holds."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from globalstore.config import StoreConfig
+from globalstore.errors import OffsetsOutOfRange
+from globalstore.migrate import Migration
+from globalstore.plan import Plan
+from globalstore.prepare import Prepared
+from globalstore.state import State
+from globalstore.storage import Storage
+from globalstore.thread import StoreThread
+from tests.unit.store_fakes import FakeConsumer, batch
+
+TOPIC = "t"
+
+
+def _config(tmp_path: Path) -> StoreConfig:
+    return StoreConfig(
+        TOPIC, "fake:1", tmp_path, metadata_interval=0.02, poll_timeout=0.005, native_restore=False
+    )
+
+
+def _eventually(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.005)
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Iterator[Storage]:
+    s = Storage(tmp_path)
+    s.initialise(TOPIC, None, 0)
+    s.load(s.read_meta())
+    yield s
+    s.close()
+
+
+def _thread(
+    storage: Storage, consumer: FakeConsumer, ends: dict[int, int], exact: bool = True
+) -> StoreThread:
+    """A thread whose preparation planned a restore of every partition from 0 to `ends`."""
+    config = _config(storage.path)
+
+    def prepare(_consumer: Any, _stopped: threading.Event, _retry: object) -> Prepared:
+        migration = Migration(storage, config.value_formats(), TOPIC)
+        migration.begin()
+        return Prepared(Plan(dict.fromkeys(ends, 0), ends, exact), migration)
+
+    return StoreThread(config, storage, consumer_factory=lambda _conf: consumer, prepare=prepare)
+
+
+def test_the_loop_restores_to_the_end_offsets_then_follows(storage: Storage) -> None:
+    consumer = FakeConsumer(TOPIC, {0: batch(("a", "1"), ("b", "2")), 1: batch(("c", "3"), p=1)})
+    thread = _thread(storage, consumer, {0: 2, 1: 1})
+    thread.start()
+    try:
+        assert thread.ready.wait(10) and thread.status.state is State.RUNNING
+        assert dict(storage.state.positions) == {0: 2, 1: 1} and storage.state.count == 3
+        consumer.partitions[0] += batch(("a", None), ("d", "4"), start=2)  # produced later
+        _eventually(lambda: storage.state.positions.get(0) == 4, "the new records applied")
+        assert storage.get(b"a") is None and storage.get(b"d") is not None
+        assert storage.state.count == 3
+    finally:
+        thread.stop()
+        thread.join()
+    assert thread.status.state is State.CLOSED and consumer.closed
+
+
+def test_a_bulk_restore_is_recounted_once_ready(storage: Storage) -> None:
+    consumer = FakeConsumer(TOPIC, {0: batch(*((f"k{i}", "v") for i in range(50)), ("k0", None))})
+    thread = _thread(storage, consumer, {0: 51}, exact=False)
+    thread.start()
+    try:
+        assert thread.ready.wait(10)
+        _eventually(lambda: storage.state.count is not None, "the keys counted")
+        assert storage.state.count == 49
+    finally:
+        thread.stop()
+        thread.join()
+
+
+def test_partitions_added_while_following_are_picked_up(storage: Storage) -> None:
+    consumer = FakeConsumer(TOPIC, {0: batch(("a", "1"))})
+    thread = _thread(storage, consumer, {0: 1})
+    thread.start()
+    try:
+        assert thread.ready.wait(10)
+        consumer.partitions[1] = batch(("new", "1"), p=1)  # the topic grew
+        _eventually(lambda: thread.status.high.get(1) == 1, "partition 1's end reached")
+        assert storage.get(b"new") is not None and storage.state.positions[1] == 1
+    finally:
+        thread.stop()
+        thread.join()
+
+
+def test_a_lost_position_fails_the_thread_and_keeps_the_data(storage: Storage) -> None:
+    consumer = FakeConsumer(TOPIC, {0: batch(("a", "1"))})
+    thread = _thread(storage, consumer, {0: 1})
+    thread.start()
+    assert thread.ready.wait(10)
+    consumer.out_of_range = 0  # records deleted, or the topic recreated
+    thread.join(10)
+    assert not thread.is_alive() and thread.status.state is State.FAILED
+    assert isinstance(thread.status.error, OffsetsOutOfRange)
+    assert thread.status.restored_at_ms is not None and storage.get(b"a") is not None
