@@ -40,6 +40,7 @@ from pyspark.sql import functions as sf
 from globalstore import GlobalStore
 from globalstore.localkafka import LocalKafka, free_port
 from pipelines import skeleton
+from pipelines.defaults import TRIGGER_INTERVAL
 from pipelines.orders.generator import StreamShape, generate, iso_utc, produce
 from pipelines.orders.transform import ORDERS, STATE_BUCKETS
 from pipelines.session import build_session
@@ -404,7 +405,7 @@ def main() -> None:
         + freshness_rows(f"on the batch run's state ({args.orders:,} orders)", loaded_fresh)
         + f"\nFreshness = produce call → the marked value returned by `GlobalStore.get` "
         f"(polled every 5 ms), {args.rate:.0f} events/s for {args.seconds:.0f} s after a "
-        f"warm-up, {skeleton.DEFAULT_TRIGGER_INTERVAL} trigger, with the pipeline in stream "
+        f"warm-up, {TRIGGER_INTERVAL} trigger, with the pipeline in stream "
         "mode and the store following its output. Twice: on an empty state in a new topic, "
         "and continuing the last batch run's query, whose state holds every order's events "
         "and ended markers (the generated event times end an hour before the run, inside "

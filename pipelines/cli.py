@@ -20,6 +20,7 @@ from globalstore.converters import import_converter
 from globalstore.errors import ConfigurationError, GlobalStoreError
 from globalstore.kafka_clients import LIBRDKAFKA_LOG
 from globalstore.kafka_settings import kafka_config_options
+from pipelines.defaults import LOCAL_MASTER, ORDERS_RAW_TOPIC, TRIGGER_INTERVAL
 from pipelines.java_clients import java_settings
 from pipelines.topics import require_topic
 
@@ -77,6 +78,11 @@ _bootstrap_option = click.option(
 )
 
 
+_master_option = click.option(
+    "--master", default=LOCAL_MASTER, show_default=True, help="Ignored under spark-submit."
+)
+
+
 @pipeline.command("run", cls=_OneLineErrors)
 @click.argument("name")
 @_bootstrap_option
@@ -92,7 +98,7 @@ _bootstrap_option = click.option(
 )
 @click.option("--mode", type=click.Choice(["batch", "stream"]), default="batch", show_default=True)
 @click.option(
-    "--trigger-interval", default="250 milliseconds", show_default=True, help="Stream mode."
+    "--trigger-interval", default=TRIGGER_INTERVAL, show_default=True, help="Stream mode."
 )
 @click.option("--starting-offsets", default="earliest", show_default=True, help="First run only.")
 @click.option(
@@ -100,7 +106,7 @@ _bootstrap_option = click.option(
     type=click.IntRange(min=1),
     help="Cap on raw records per micro-batch  [default: no cap]",
 )
-@click.option("--master", default="local[*]", show_default=True, help="Ignored under spark-submit.")
+@_master_option
 def run(
     name: str,
     bootstrap_servers: str,
@@ -181,7 +187,7 @@ def run(
     type=click.IntRange(1, 255),
     help="The format the converted records declare.",
 )
-@click.option("--master", default="local[*]", show_default=True, help="Ignored under spark-submit.")
+@_master_option
 def rewrite(
     bootstrap_servers: str,
     source_topic: str,
@@ -272,7 +278,7 @@ def generate(
     from pipelines.orders.generator import generate as events  # noqa: PLC0415
     from pipelines.topics import ensure_topic  # noqa: PLC0415
 
-    target = topic or "orders.raw"
+    target = topic or ORDERS_RAW_TOPIC
     ensure_topic(bootstrap_servers, target, partitions, kafka_config)
     shape = StreamShape(orders=orders, bad_every=round(1 / bad) if bad else 0)
     records = events(shape, seed=seed)

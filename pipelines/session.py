@@ -21,6 +21,7 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 
+from pipelines.defaults import LOCAL_MASTER
 from pipelines.java_clients import SECRET_OPTIONS_REGEX
 
 SCALA_BINARY = "2.13"
@@ -79,7 +80,7 @@ def under_spark_submit() -> bool:
 
 
 def build_session(
-    master: str = "local[*]",
+    master: str = LOCAL_MASTER,
     shuffle_partitions: int = 4,
     extra: Mapping[str, str] | None = None,
     jvm_log: Path | None = None,

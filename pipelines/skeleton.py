@@ -23,6 +23,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines import failures
+from pipelines.defaults import TRIGGER_INTERVAL
 from pipelines.java_clients import spark_kafka_options
 from pipelines.metrics import RunSummary, SummaryListener, observe_clean, observe_sink
 from pipelines.records import SINK_COLUMNS, dead_letter_records, output_records
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 Mode = Literal["batch", "stream"]
 TERMINATION_REPORT_TIMEOUT_S = 30.0
 WAIT_SLICE_S = 1  # how soon a Ctrl-C is acted on while the query runs (whole seconds)
-DEFAULT_TRIGGER_INTERVAL = "250 milliseconds"
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,7 @@ class RunOptions:
     dead_letter_topic: str
     checkpoint_dir: str | os.PathLike[str]  # or any URI Spark can write (hdfs://, s3a://)
     mode: Mode = "batch"
-    # Picked by freshness (docs/benchmarks.md): 250 ms beat 1 s and back-to-back batches.
-    trigger_interval: str = DEFAULT_TRIGGER_INTERVAL
+    trigger_interval: str = TRIGGER_INTERVAL
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None  # cap on records per micro-batch
     kafka_config: Mapping[str, str] = field(default_factory=dict)

@@ -11,12 +11,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
+from pipelines.defaults import ORDERS_RAW_TOPIC
 from pipelines.order_events.lifecycle import EVENT_DTYPES, MARKER_DTYPES, STATUSES, BucketState
 from pipelines.pandas_state import arrow_schema, from_arrow, to_arrow
 from pipelines.spec import Field, Kind, Pipeline, Rule
-
-RAW_TOPIC = "orders.raw"
-"""The topic the raw order events arrive on."""
 
 DEFAULT_FUTURE_SKEW_MS = 3600 * 1000
 """Events whose event_time is further ahead of the wall clock are dead-lettered."""
@@ -49,7 +47,7 @@ def raw_orders_pipeline(
         name=name,
         fields=fields(future_skew_ms),
         transform=lambda clean: transform(clean, retention_ms),
-        source_topic=RAW_TOPIC,
+        source_topic=ORDERS_RAW_TOPIC,
         target_topic=f"{name}.current",
         dead_letter_topic=f"{name}.deadletter",
     )
