@@ -34,7 +34,7 @@ CONTAINER_TESTS := env -u GLOBALSTORE_TEST_BOOTSTRAP GLOBALSTORE_TEST_BROKER=con
 test-containers: $(STAMP)
 	compose/engine.sh ensure
 	compose/images.sh
-	$(CONTAINER_TESTS) -m integration --durations=5 tests
+	$(CONTAINER_TESTS) -m session_broker --durations=5 tests
 	$(CONTAINER_TESTS) --durations=5 tests/containers
 
 bench: $(STAMP)

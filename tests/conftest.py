@@ -91,5 +91,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = str(item.fspath)
         if os.sep + "integration" + os.sep in path or "kafka_bootstrap" in item.fixturenames:
             item.add_marker(pytest.mark.integration)
+        if "kafka_bootstrap" in item.fixturenames:
+            # What the container stage runs: the tests whose broker it replaces. Those that
+            # start their own (a secured cluster, a SASL broker) prove nothing more there.
+            item.add_marker(pytest.mark.session_broker)
         if os.sep + "pipelines" + os.sep in path:
             item.add_marker(pytest.mark.spark)
