@@ -26,8 +26,9 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider
 
 # Docker for real: an engine (compose/engine.sh installs and starts one as root on Debian),
-# the images built here (compose/images.sh), the integration suite with its broker from
-# testcontainers and nowhere else, then the compose stack's own test.
+# the images built here (compose/images.sh), the integration tests that use the session's
+# broker with that broker from testcontainers and nowhere else (those that start a broker of
+# their own ran in `make test`), then the compose stacks' own tests.
 CONTAINER_TESTS := env -u GLOBALSTORE_TEST_BOOTSTRAP GLOBALSTORE_TEST_BROKER=container \
 	GLOBALSTORE_TEST_KAFKA_IMAGE=globalstore/kafka:4.1.1 $(BIN)/python -m pytest -p no:cacheprovider
 
