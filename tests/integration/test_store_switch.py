@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from globalstore import GlobalStore, ReadOnlyStore, SwitchingStore
@@ -62,12 +63,18 @@ class Reader(threading.Thread):
         self.seen.append(gens.pop())
 
 
-def test_queries_move_from_v1_to_v2_at_one_instant(
-    kafka_bootstrap: str, make_topic, tmp_path: Path
-) -> None:
+def _two_generations(kafka_bootstrap: str, make_topic: Callable[..., str]) -> tuple[str, str]:
+    """A v1 topic (2 partitions) and a v2 topic (3 partitions), each holding its generation."""
     v1_topic, v2_topic = make_topic(partitions=2), make_topic(partitions=3)
     _generation(kafka_bootstrap, v1_topic, 1)
     _generation(kafka_bootstrap, v2_topic, 2)
+    return v1_topic, v2_topic
+
+
+def test_queries_move_from_v1_to_v2_at_one_instant(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    v1_topic, v2_topic = _two_generations(kafka_bootstrap, make_topic)
     v1 = GlobalStore(v1_topic, kafka_bootstrap, tmp_path / "v1").start(timeout=60)
     with SwitchingStore(v1) as store:
         readers = [Reader(store, seed) for seed in range(3)]
@@ -132,9 +139,7 @@ print("switched", flush=True)
 def test_a_switch_killed_while_v2_restores_leaves_v1_whole_and_completes_on_restart(
     kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
-    v1_topic, v2_topic = make_topic(partitions=2), make_topic(partitions=3)
-    _generation(kafka_bootstrap, v1_topic, 1)
-    _generation(kafka_bootstrap, v2_topic, 2)
+    v1_topic, v2_topic = _two_generations(kafka_bootstrap, make_topic)
     args = [v1_topic, v2_topic, kafka_bootstrap, str(tmp_path)]
     child = subprocess.Popen(
         [sys.executable, "-c", _SWITCH_CHILD, *args], stdout=subprocess.PIPE, text=True
@@ -161,9 +166,7 @@ def test_a_switch_killed_while_v2_restores_leaves_v1_whole_and_completes_on_rest
 def test_the_server_serves_a_switching_store_across_its_switch(
     kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
-    v1_topic, v2_topic = make_topic(partitions=2), make_topic(partitions=3)
-    _generation(kafka_bootstrap, v1_topic, 1)
-    _generation(kafka_bootstrap, v2_topic, 2)
+    v1_topic, v2_topic = _two_generations(kafka_bootstrap, make_topic)
     store = SwitchingStore(GlobalStore(v1_topic, kafka_bootstrap, tmp_path / "v1"))
     with running_server(ServedStore.of(store)) as client:  # the server starts v1
         wait_ready(client)
