@@ -29,6 +29,7 @@ from globalstore.errors import (
 from globalstore.listeners import StoreListener
 from globalstore.reader import FollowingStore, ScanFilters, StoreReader, StoreStatus
 from globalstore.readonly import ReadOnlyStore
+from globalstore.shared import SharedStore
 from globalstore.state import State
 from globalstore.store import GlobalStore
 from globalstore.switch import SwitchingStore
@@ -52,6 +53,7 @@ __all__ = [
     "RetriableError",
     "RocksDBOptions",
     "ScanFilters",
+    "SharedStore",
     "StartTimeout",
     "State",
     "StorageError",

@@ -39,6 +39,8 @@ class StoreStatus:
     migrated_values: int = 0  # values it rewrote since this start
     conversion_failures: int = 0  # since this start: values a converter raised on (kept)
     self_heals: int = 0  # since this start: rebuilds beside the store that it switched to
+    # A SharedStore: what its writer has applied that it does not show yet (else None).
+    behind_writer: dict[int, int] | None = None
 
 
 class ScanFilters(TypedDict, total=False):

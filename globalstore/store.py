@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from globalstore import codec, heal, snapshot
+from globalstore.announce import Announcer, WriterNote, new_writer_id
 from globalstore.config import OnOutOfRange, StoreConfig
 from globalstore.converters import decoder
 from globalstore.errors import (
@@ -74,6 +76,8 @@ class GlobalStore(StoreQueries):
         self._listeners = tuple(listeners)
         self._live: heal.Live[heal.Replica] | None = None  # None until started
         self._healer: heal.Healer | None = None
+        self._announcer: Announcer | None = None  # wakes reader processes (shared.py)
+        self._writer_id = new_writer_id()
         self._applied = threading.Condition()
         self._lifecycle = threading.Lock()
         self._closed = False
@@ -119,6 +123,7 @@ class GlobalStore(StoreQueries):
             rpc_timeout = min(5.0, max(0.5, timeout / 2))
             thread = self._make_thread(self.config, storage, rpc_timeout, self._bootstrap_from)
             self._live = heal.Live(heal.Replica(storage, thread))
+            self._announcer = Announcer(self.config.path, self._writer_note)
             thread.start()
             if self.config.out_of_range is OnOutOfRange.REBUILD:
                 self._healer = heal.Healer(
@@ -171,11 +176,15 @@ class GlobalStore(StoreQueries):
             self._lookup = self._lookup_unavailable
             live, self._live = self._live, None
             healer, self._healer = self._healer, None
+            announcer, self._announcer = self._announcer, None
         if healer is not None:  # first: it may be about to swap
             healer.stop()
             healer.join()
         if live is not None:
             live.current.close()
+        if announcer is not None and live is not None:
+            farewell = dataclasses.replace(self._note_of(live.current), state=State.CLOSED)
+            announcer.close(farewell)
 
     def __enter__(self) -> GlobalStore:
         # Both `with GlobalStore(...) as s:` and `with GlobalStore(...).start(t) as s:` work.
@@ -289,8 +298,30 @@ class GlobalStore(StoreQueries):
             raise StoreClosed(f"store for {self.topic!r} is no longer applying records (closed)")
 
     def _notify_applied(self) -> None:
+        """After each applied batch and each swap: wake those waiting here and the reader
+        processes."""
         with self._applied:
             self._applied.notify_all()
+        announcer = self._announcer
+        if announcer is not None:
+            announcer.wake()
+
+    def _writer_note(self) -> WriterNote | None:
+        live = self._live
+        return None if live is None else self._note_of(live.current)
+
+    def _note_of(self, replica: heal.Replica) -> WriterNote:
+        """What the reader processes are told (announce.py): of the live copy, one instant."""
+        status = replica.thread.status
+        return WriterNote(
+            writer=self._writer_id,
+            live=os.path.relpath(replica.storage.path, self.config.path),
+            state=status.state.value,
+            ready=status.restored_at_ms is not None,
+            positions=dict(replica.storage.state.positions),
+            high=dict(status.high),
+            sent_at=time.time(),
+        )
 
     def status(self) -> StoreStatus:
         """State, position, lag, key count, layout, last restore, staleness, last error."""

@@ -9,6 +9,7 @@ import click
 
 from globalstore.cli.demo import demo
 from globalstore.cli.errors import EXPLAINED, explain
+from globalstore.cli.follow import follow
 from globalstore.cli.kafka import kafka
 from globalstore.cli.migrate import migrate
 from globalstore.cli.serve import serve
@@ -59,6 +60,7 @@ def main(verbose: int) -> None:
 
 
 main.add_command(demo)
+main.add_command(follow)
 main.add_command(kafka)
 main.add_command(migrate)
 main.add_command(serve)

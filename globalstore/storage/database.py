@@ -26,7 +26,7 @@ from globalstore.codec import (
     LAYOUT_VERSION,
 )
 from globalstore.config import RocksDBOptions
-from globalstore.errors import StorageError, StoreLocked
+from globalstore.errors import GlobalStoreError, StorageError, StoreLocked
 from globalstore.meta import (
     I64,
     K_APPLIED_AT,
@@ -72,17 +72,25 @@ class Storage:
     """A locked RocksDB database holding one topic's keys plus the meta column family."""
 
     def __init__(
-        self, path: Path | str, options: RocksDBOptions | None = None, *, read_only: bool = False
+        self,
+        path: Path | str,
+        options: RocksDBOptions | None = None,
+        *,
+        read_only: bool = False,
+        secondary: Path | None = None,
     ) -> None:
         """Lock and open (creating) the store at `path`. read_only=True opens an existing
         store without its lock, as RocksDB's read-only mode: it sees what was written up to
-        now, even while another process runs the store, and can never write."""
+        now, even while another process runs the store, and can never write. `secondary`
+        (a directory of its own) opens it read-only as a RocksDB secondary instance, which
+        catch_up() then brings up to what the writing process has written since."""
         self.path = Path(path)
         self._options = options or RocksDBOptions()
-        self.read_only = read_only
-        if read_only and not (self.path / "db" / "CURRENT").exists():
+        self._secondary = secondary
+        self.read_only = read_only or secondary is not None
+        if self.read_only and not (self.path / "db" / "CURRENT").exists():
             raise StorageError(f"no store at {self.path}")
-        self._lock = NoLock() if read_only else DirLock(self.path)
+        self._lock = NoLock() if self.read_only else DirLock(self.path)
         self.state = StorageState()  # only this thread-safe reference is ever replaced
         self._recount: Recount | None = None
         try:
@@ -118,11 +126,15 @@ class Storage:
 
     def _open_rdict(self) -> rocksdict.Rdict:
         opts = rocksdb_options(self._options)
-        access = (
-            rocksdict.AccessType.read_only()
-            if self.read_only
-            else rocksdict.AccessType.read_write()
-        )
+        if self._secondary is not None:
+            access = rocksdict.AccessType.secondary(str(self._secondary))
+            # The writer deletes the table files a compaction replaced; a secondary that
+            # keeps every file it uses open still reads them until it next catches up.
+            opts.set_max_open_files(-1)
+        elif self.read_only:
+            access = rocksdict.AccessType.read_only()
+        else:
+            access = rocksdict.AccessType.read_write()
         return rocksdict.Rdict(
             self._db_dir(), opts, column_families={META_CF: opts}, access_type=access
         )
@@ -163,6 +175,18 @@ class Storage:
         self.state = StorageState(
             dict(meta.offsets), meta.count, meta.layout, meta.migrate_from, meta.restored_at_ms
         )
+
+    def catch_up(self) -> None:
+        """A secondary instance: read what the writer logged since the last call (its
+        write-ahead log and manifest), and adopt the meta it now holds as the state."""
+        try:
+            self._db.try_catch_up_with_primary()
+            meta = self.read_meta()
+        except GlobalStoreError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"catching up with the writer of {self.path} failed: {exc}") from exc
+        self.load(meta)
 
     def mark_restored(self, now_ms: int) -> None:
         """Record that a restore reached its end offsets (kept across restarts for status)."""

@@ -43,16 +43,20 @@ def produce(
     partition: int | None = None,
     value_format: int = VALUE_FORMAT_VERSION,
     **client: Any,
-) -> None:
+) -> dict[int, int]:
     """Produce (key, value) records declaring `value_format` and wait until all are
-    acknowledged; fail on any delivery error. `client` adds settings (security, ...)."""
+    acknowledged; fail on any delivery error. `client` adds settings (security, ...).
+    Returns {partition: the offset after the last record written there}."""
     p = producer(bootstrap, **client)
     headers = format_headers(value_format)
     failed: list[str] = []
+    written: dict[int, int] = {}
 
     def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
             failed.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+        else:
+            written[msg.partition()] = max(written.get(msg.partition(), 0), msg.offset() + 1)
 
     for key, value in records:
         kwargs: dict[str, Any] = {
@@ -71,6 +75,7 @@ def produce(
                 p.poll(0.05)
     assert p.flush(30) == 0, "records left unacknowledged"
     assert not failed, f"{len(failed)} records not delivered, e.g. {failed[:3]}"
+    return written
 
 
 def produce_raw(bootstrap: str, topic: str, key: bytes, value: bytes | None) -> None:

@@ -110,12 +110,13 @@ FLOORS = (
         "health",
     ),
     ("config", "reader"),  # settings; the contract of every store face
-    ("storage", "topic", "native_restore"),  # RocksDB; what the broker says; the C loop
+    # RocksDB; what the broker says; the C loop; how a writer wakes reader processes
+    ("storage", "topic", "native_restore", "announce"),
     ("migrate", "plan", "snapshot", "queries"),  # formats; planning; snapshots; reads
     ("prepare", "sources", "events", "restore_log"),  # what the store thread is made of
     ("thread",),  # the loop
     ("heal",),  # replicas, the one swap, self-healing
-    ("store", "readonly"),  # the faces: GlobalStore, ReadOnlyStore
+    ("store", "readonly", "shared"),  # the faces: GlobalStore, ReadOnlyStore, SharedStore
     ("switch",),  # SwitchingStore, over GlobalStores
 )
 _FLOOR = {name: floor for floor, names in enumerate(FLOORS) for name in names}

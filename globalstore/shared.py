@@ -1,0 +1,306 @@
+"""SharedStore: the query API in a process that does not write the store, beside the one that
+does (a GlobalStore, `globalstore serve` or `globalstore follow`): one copy on disk for
+every worker process of a service.
+
+It opens the writer's live copy as a RocksDB secondary instance, and catches up each time
+the writer says it applied a batch (announce.py): a few milliseconds behind the writer.
+When the writer swaps in a rebuilt copy (a self-heal) or restarts, the reader opens the copy
+the writer now calls live, once that is ready, and answers from it from then on; until then
+it answers from the copy it has. When the writer stops or dies, the reader keeps answering
+from its last state, and status() says it is stale and since when.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from globalstore import codec
+from globalstore.announce import HEARTBEAT_S, WakeSocket, WriterNote
+from globalstore.config import RocksDBOptions
+from globalstore.converters import ValueFormats, decoder
+from globalstore.errors import (
+    GlobalStoreError,
+    StartTimeout,
+    StorageError,
+    StoreClosed,
+    StoreNotReady,
+)
+from globalstore.heal import Live
+from globalstore.queries import StoreQueries
+from globalstore.reader import StoreStatus
+from globalstore.state import State
+from globalstore.storage import Storage
+
+log = logging.getLogger(__name__)
+
+WRITER_SILENT_S = 3 * HEARTBEAT_S  # no note for this long: the writer is gone
+_RECEIVE_S = 0.25  # longest wait for a note, so close() is noticed soon
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """A secondary instance on one writer's live copy."""
+
+    storage: Storage
+    writer: str
+    live: str
+    get: Callable[[bytes], bytes | None] = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "get", self.storage.reader())
+
+
+class SharedStore(StoreQueries):
+    """The query API over a store directory another process writes, kept current as that
+    writer applies batches. Call start(); queries answer once the writer's copy is open."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        rocksdb: RocksDBOptions | None = None,
+        *,
+        value_format: int = codec.VALUE_FORMAT_VERSION,
+        converters: Mapping[int, Callable[[Any], Any]] | None = None,
+    ) -> None:
+        """value_format and converters as for GlobalStore: the format queries answer in."""
+        self.path = Path(path)
+        self.topic = ""  # the writer's, once its copy is open
+        self._rocksdb = rocksdb
+        self._decode = decoder(ValueFormats(value_format, dict(converters or {})))
+        self._lookup = self._lookup_unavailable
+        self._live: Live[_Copy] | None = None
+        self._retired: _Copy | None = None  # replaced; closed at the next swap or close()
+        self._note: WriterNote | None = None
+        self._heard_at = 0.0  # monotonic time of the last note
+        self._in_sync_at: float | None = None
+        self._last_error: str | None = None
+        self._changed = threading.Condition()
+        self._stopped = threading.Event()
+        self._wake: WakeSocket | None = None
+        self._thread: threading.Thread | None = None
+        self._copies = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0, *, wait: bool = True) -> SharedStore:
+        """Register with the writer and open its live copy once it is ready. StartTimeout
+        if no writer has made the store ready within `timeout` (wait=False returns at once;
+        queries raise StoreNotReady until then)."""
+        if self._closed:
+            raise StoreClosed(f"shared store at {self.path} was closed; create a new one")
+        if self._thread is not None:
+            raise GlobalStoreError("start() was already called")
+        self._wake = WakeSocket(self.path, uuid.uuid4().hex[:12])
+        self._thread = threading.Thread(
+            target=self._follow, name=f"globalstore-reader-{self.path.name}", daemon=True
+        )
+        self._thread.start()
+        if wait and not self.wait_until_ready(timeout):
+            self.close()
+            raise StartTimeout(
+                f"no writer made the store at {self.path} ready within {timeout}s: run a "
+                "GlobalStore, `globalstore serve` or `globalstore follow` on it"
+            )
+        return self
+
+    def wait_until_ready(self, timeout: float | None = None) -> bool:
+        """True once the writer's copy is open here; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while self._live is None:
+                if self._closed:
+                    raise StoreClosed(f"shared store at {self.path} was closed while starting")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._changed.wait(0.1 if remaining is None else min(remaining, 0.1))
+        return True
+
+    def close(self) -> None:
+        """Stop catching up and close the copy. Idempotent."""
+        self._closed = True
+        self._stopped.set()
+        self._lookup = self._lookup_unavailable
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        live, self._live = self._live, None
+        for copy in (self._retired, None if live is None else live.current):
+            if copy is not None:
+                copy.storage.close()
+        self._retired = None
+        if self._wake is not None:
+            self._wake.close()
+        with self._changed:
+            self._changed.notify_all()
+
+    def __enter__(self) -> SharedStore:
+        return self if self._thread is not None else self.start()
+
+    # -- following the writer ----------------------------------------------------------------
+
+    def _follow(self) -> None:
+        assert self._wake is not None  # made before the thread starts
+        while not self._stopped.is_set():
+            note = self._wake.receive(_RECEIVE_S)
+            if note is None or self._stopped.is_set():
+                continue
+            self._note, self._heard_at = note, time.monotonic()
+            try:
+                self._catch_up(note)
+                self._last_error = None
+            except GlobalStoreError as exc:
+                self._last_error = str(exc)
+                log.warning("shared store at %s: %s", self.path, exc)
+            with self._changed:
+                self._changed.notify_all()
+
+    def _catch_up(self, note: WriterNote) -> None:
+        live = self._live
+        current = None if live is None else live.current
+        if current is not None and (current.writer, current.live) == (note.writer, note.live):
+            current.storage.catch_up()
+        elif note.ready:
+            self._open(note)  # the first copy, a heal's new one, or a restarted writer's
+        else:
+            return  # a writer restoring: answer from what we have until it is ready
+        self._track_sync(note)
+
+    def _open(self, note: WriterNote) -> None:
+        assert self._wake is not None
+        self._copies += 1
+        work = self._wake.directory / f"copy-{self._copies}"
+        storage = Storage(self.path / note.live, self._rocksdb, secondary=work)
+        try:
+            meta = storage.read_meta()
+        except BaseException:
+            storage.close()
+            raise
+        storage.load(meta)
+        self.topic = meta.topic or self.topic
+        copy = _Copy(storage, note.writer, note.live)
+        if self._live is None:
+            live = self._live = Live(copy)
+
+            def lookup(key: bytes) -> bytes | None:
+                return live.current.get(key)  # at each call: a swap replaces the copy
+
+            self._lookup = lookup
+        else:
+            # A point read that took the old copy just before may still be on it: it is
+            # closed at the next swap, when nothing can still hold it.
+            retired, self._retired = self._retired, self._live.swap(copy)
+            if retired is not None:
+                retired.storage.close()
+        log.info("shared store at %s: reading the copy in %s", self.path, storage.path)
+
+    def _track_sync(self, note: WriterNote) -> None:
+        positions = self.position()
+        if all(positions.get(p, 0) >= end for p, end in note.high.items()):
+            self._in_sync_at = time.monotonic()
+
+    # -- queries (the methods are StoreQueries') ---------------------------------------------
+
+    def _copy(self) -> _Copy:
+        live = self._live
+        if live is None:
+            if self._closed:
+                raise StoreClosed(f"shared store at {self.path} is closed")
+            raise StoreNotReady(f"shared store at {self.path} has no ready copy from a writer")
+        return live.current
+
+    def _ready_storage(self) -> Storage:
+        return self._copy().storage
+
+    def count(self) -> int:
+        """Live keys as the writer last counted them; counted here, over the view, right
+        after a bulk restore the writer has not counted yet."""
+        count = self._ready_storage().state.count
+        return sum(1 for _ in self.keys()) if count is None else count
+
+    def position(self) -> dict[int, int]:
+        live = self._live
+        return {} if live is None else dict(live.current.storage.state.positions)
+
+    def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
+        """Block until this reader shows every partition in `position` at least that far.
+        Returns False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._changed:
+            while True:
+                current = self.position()
+                if all(current.get(p, 0) >= o for p, o in position.items()):
+                    return True
+                if self._closed:
+                    raise StoreClosed(f"shared store at {self.path} is closed")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._changed.wait(0.1 if remaining is None else min(remaining, 0.1))
+
+    def checkpoint(self, dest: str | Path) -> None:
+        """Refused: a secondary instance cannot write a complete checkpoint."""
+        raise StorageError(
+            f"a shared reader of {self.path} cannot take a checkpoint: take it from the "
+            "writer (GlobalStore.checkpoint, or GET /v1/snapshot of the process that writes)"
+        )
+
+    def writer_alive(self) -> bool:
+        """True while the writer speaks: a note within the last few heartbeats, and it has
+        not said it stopped."""
+        note = self._note
+        return (
+            note is not None
+            and time.monotonic() - self._heard_at < WRITER_SILENT_S
+            and note.state not in (State.CLOSED, State.FAILED)
+        )
+
+    def status(self) -> StoreStatus:
+        """The writer's state while it speaks, else "offline" (stale: staleness grows);
+        `behind_writer` is what the writer applied that this reader does not show yet."""
+        note, alive, live = self._note, self.writer_alive(), self._live
+        held = None if live is None else live.current.storage.state
+        position = {} if held is None else dict(sorted(held.positions.items()))
+        high = {} if note is None else note.high
+        lag = {p: max(0, end - position.get(p, 0)) for p, end in sorted(high.items())}
+        in_sync = alive and held is not None and not any(lag.values())
+        since = self._in_sync_at
+        return StoreStatus(
+            topic=self.topic,
+            path=str(self.path if live is None else live.current.storage.path),
+            state=State(note.state) if alive and note is not None else State.OFFLINE,
+            ready=alive and held is not None and note is not None and note.ready,
+            position=position,
+            lag=lag,
+            key_count=None if held is None else held.count,
+            layout_version=codec.LAYOUT_VERSION
+            if held is None or held.layout is None
+            else held.layout,
+            last_restore_at=None
+            if held is None or held.restored_at_ms is None
+            else held.restored_at_ms / 1000,
+            connected=alive,
+            staleness_seconds=0.0
+            if in_sync
+            else (None if since is None else time.monotonic() - since),
+            last_error=self._last_error or self._silence(),
+            behind_writer=None
+            if note is None
+            else {p: max(0, o - position.get(p, 0)) for p, o in sorted(note.positions.items())},
+        )
+
+    def _silence(self) -> str | None:
+        note = self._note
+        if note is None or self.writer_alive():
+            return None
+        if note.state in (State.CLOSED, State.FAILED):
+            return f"the writer ({note.writer}) stopped ({note.state}); answers are its last state"
+        silent = time.monotonic() - self._heard_at
+        return f"the writer ({note.writer}) has not been heard from for {silent:.0f} s"

@@ -1,0 +1,134 @@
+"""One process writes a store, others read it (SharedStore): they see each write within
+milliseconds, follow the writer to a healed copy and to a restarted writer, and keep
+answering, saying they are stale, when the writer dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from globalstore import GlobalStore, SharedStore, State, StoreNotReady
+from globalstore.announce import READERS
+from tests.integration.store_support import produce
+from tests.integration.test_store_heal import NEW, OLD, Gate, Reader, _recreate
+
+
+def follow_process(bootstrap: str, topic: str, path: Path) -> subprocess.Popen[bytes]:
+    """`globalstore follow` on `path`: the writer, as a sidecar would run it."""
+    command = [str(Path(sys.executable).parent / "globalstore"), "follow", "--topic", topic]
+    command += ["--bootstrap-servers", bootstrap, "--path", str(path), "--interval", "1"]
+    return subprocess.Popen(command, stderr=subprocess.PIPE)
+
+
+@pytest.fixture
+def writer_path(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "store"
+
+
+def wait_until(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_readers_see_writes_and_outlive_their_writer(
+    kafka_bootstrap: str, make_topic, writer_path: Path
+) -> None:
+    topic = make_topic(partitions=3)
+    produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(300)])
+    writer = follow_process(kafka_bootstrap, topic, writer_path)
+    readers = [SharedStore(writer_path) for _ in range(2)]
+    try:
+        for reader in readers:
+            reader.start(timeout=60)
+            assert reader.count() == 300 and reader["k7"] == 7
+        positions = produce(kafka_bootstrap, topic, [("k7", "new"), ("fresh", 1)])
+        for reader in readers:
+            assert reader.wait_for(positions, timeout=10)
+            assert reader["k7"] == "new" and reader.get("fresh") == 1
+            status = reader.status()
+            assert status.state is State.RUNNING and status.ready, status
+            assert status.topic == topic and status.key_count == 301, status
+            assert status.behind_writer is not None
+        wait_until(
+            lambda: not any(readers[0].status().behind_writer.values()),  # type: ignore[union-attr]
+            5,
+            "the reader never caught up with its writer",
+        )
+
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(30)
+        wait_until(lambda: not readers[0].status().ready, 10, "the reader never said stale")
+        status = readers[0].status()
+        assert status.state is State.OFFLINE and "not been heard" in (status.last_error or "")
+        assert readers[0]["k7"] == "new"  # still answering from the last state
+
+        writer = follow_process(kafka_bootstrap, topic, writer_path)  # restarted
+        positions = produce(kafka_bootstrap, topic, [("after-restart", 1)])
+        for reader in readers:
+            assert reader.wait_for(positions, timeout=60)
+            assert reader.get("after-restart") == 1 and reader.status().ready
+    finally:
+        for reader in readers:
+            reader.close()
+        writer.send_signal(signal.SIGTERM)
+        assert writer.wait(30) == 0, writer.stderr.read().decode() if writer.stderr else ""
+    assert os.listdir(writer_path / READERS) == []  # closed readers leave nothing behind
+
+
+def test_a_closing_writer_says_so_at_once(
+    kafka_bootstrap: str, make_topic, writer_path: Path
+) -> None:
+    topic = make_topic()
+    produce(kafka_bootstrap, topic, [("a", 1)])
+    with GlobalStore(topic, kafka_bootstrap, writer_path) as writer:
+        reader = SharedStore(writer_path).start(timeout=30)
+        assert reader.status().ready
+    wait_until(lambda: not reader.status().ready, 2, "no farewell from the writer")
+    assert reader.status().state is State.OFFLINE and "stopped" in str(reader.status().last_error)
+    assert reader["a"] == 1
+    reader.close()
+    assert writer.status().state is State.CLOSED
+
+
+def test_a_reader_without_a_writer_times_out_clearly(writer_path: Path) -> None:
+    reader = SharedStore(writer_path)
+    with pytest.raises(Exception, match="no writer made the store"):
+        reader.start(timeout=0.5)
+    with pytest.raises(StoreNotReady):
+        SharedStore(writer_path).get("a")
+
+
+def test_readers_follow_their_writer_to_a_healed_copy(
+    kafka_bootstrap: str, kafka_admin: AdminClient, make_topic, writer_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, list(OLD.items()))
+    gate = Gate()
+    writer = GlobalStore(topic, kafka_bootstrap, writer_path, listeners=[gate]).start(60)
+    shared = SharedStore(writer_path).start(timeout=30)
+    reader = Reader(shared)  # type: ignore[arg-type]  # any store face answers get_many
+    reader.start()
+    try:
+        _recreate(kafka_admin, kafka_bootstrap, topic, gate, NEW)
+        wait_until(lambda: "new" in reader.seen, 60, f"the reader never moved: {shared.status()}")
+        seen = len(reader.seen)
+        wait_until(lambda: len(reader.seen) > seen + 50, 30, "the reader stopped answering")
+        assert shared.status().path.endswith("rebuild"), shared.status()
+    finally:
+        reader.stop_event.set()
+        reader.join()
+        shared.close()
+        writer.close()
+    assert not reader.wrong, reader.wrong[:5]
+    first_new = reader.seen.index("new")
+    assert set(reader.seen[:first_new]) == {"old"} and set(reader.seen[first_new:]) == {"new"}
