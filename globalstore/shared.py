@@ -98,13 +98,14 @@ class SharedStore(StoreQueries):
             raise StoreClosed(f"shared store at {self.path} was closed; create a new one")
         if self._thread is not None:
             raise GlobalStoreError("start() was already called")
+        self._stopped.clear()
         self._wake = WakeSocket(self.path, uuid.uuid4().hex[:12])
         self._thread = threading.Thread(
             target=self._follow, name=f"globalstore-reader-{self.path.name}", daemon=True
         )
         self._thread.start()
         if wait and not self.wait_until_ready(timeout):
-            self.close()
+            self._stop_following()  # start() may be called again
             raise StartTimeout(
                 f"no writer made the store at {self.path} ready within {timeout}s: run a "
                 "GlobalStore, `globalstore serve` or `globalstore follow` on it"
@@ -127,19 +128,24 @@ class SharedStore(StoreQueries):
     def close(self) -> None:
         """Stop catching up and close the copy. Idempotent."""
         self._closed = True
-        self._stopped.set()
         self._lookup = self._lookup_unavailable
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+        self._stop_following()
         live, self._live = self._live, None
         for copy in (self._retired, None if live is None else live.current):
             if copy is not None:
                 copy.storage.close()
         self._retired = None
-        if self._wake is not None:
-            self._wake.close()
         with self._changed:
             self._changed.notify_all()
+
+    def _stop_following(self) -> None:
+        self._stopped.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        wake, self._wake = self._wake, None
+        if wake is not None:
+            wake.close()
 
     def __enter__(self) -> SharedStore:
         return self if self._thread is not None else self.start()
@@ -147,9 +153,10 @@ class SharedStore(StoreQueries):
     # -- following the writer ----------------------------------------------------------------
 
     def _follow(self) -> None:
-        assert self._wake is not None  # made before the thread starts
+        wake = self._wake
+        assert wake is not None  # made before the thread starts
         while not self._stopped.is_set():
-            note = self._wake.receive(_RECEIVE_S)
+            note = wake.receive(_RECEIVE_S)
             if note is None or self._stopped.is_set():
                 continue
             self._note, self._heard_at = note, time.monotonic()
@@ -174,9 +181,10 @@ class SharedStore(StoreQueries):
         self._track_sync(note)
 
     def _open(self, note: WriterNote) -> None:
-        assert self._wake is not None
+        wake = self._wake
+        assert wake is not None  # the thread that calls this stops before it goes
         self._copies += 1
-        work = self._wake.directory / f"copy-{self._copies}"
+        work = wake.directory / f"copy-{self._copies}"
         storage = Storage(self.path / note.live, self._rocksdb, secondary=work)
         try:
             meta = storage.read_meta()

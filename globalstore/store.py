@@ -118,6 +118,7 @@ class GlobalStore(StoreQueries):
                 snapshot.install(self._bootstrap_from, self.config.path)
             storage = Storage(self.config.path, self.config.rocksdb)
             heal.adopt_rebuilt(storage)
+            snapshot.remove_stale_checkpoints(self.config.path)  # the lock says none is in use
             # Short broker requests while planning, so a failed start() returns near its
             # timeout.
             rpc_timeout = min(5.0, max(0.5, timeout / 2))

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from globalstore import snapshot
 from globalstore.errors import GlobalStoreError, RetriableError
 from globalstore.listeners import StoreListener
 from globalstore.reader import FollowingStore
@@ -92,7 +91,6 @@ class ServedStore:
         while not self._stopping.is_set():
             try:
                 self.store.start(timeout=self.start_timeout)
-                snapshot.remove_stale_checkpoints(self.store.path)
                 return
             except RetriableError as exc:
                 if self._stopping.is_set():

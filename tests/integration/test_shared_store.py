@@ -12,11 +12,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from confluent_kafka.admin import AdminClient
 
 from globalstore import GlobalStore, SharedStore, State, StoreNotReady
 from globalstore.announce import READERS
+from tests.integration.serve_support import serving_process
 from tests.integration.store_support import produce
 from tests.integration.test_store_heal import NEW, OLD, Gate, Reader, _recreate
 
@@ -132,3 +134,32 @@ def test_readers_follow_their_writer_to_a_healed_copy(
     assert not reader.wrong, reader.wrong[:5]
     first_new = reader.seen.index("new")
     assert set(reader.seen[:first_new]) == {"old"} and set(reader.seen[first_new:]) == {"new"}
+
+
+def test_four_uvicorn_workers_serve_one_store(
+    kafka_bootstrap: str, make_topic, writer_path: Path
+) -> None:
+    topic = make_topic(partitions=3)
+    produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(2000)])
+    writer = follow_process(kafka_bootstrap, topic, writer_path)
+    uvicorn = [str(Path(sys.executable).parent / "uvicorn"), "tests.integration.shared_app:app"]
+    env = {**os.environ, "ORDERS_STORE": str(writer_path)}
+    server, base = serving_process([*uvicorn, "--workers", "4", "--host", "127.0.0.1"], env)
+    try:
+        wait_until(lambda: len(os.listdir(writer_path / READERS)) == 4, 30, "not 4 readers")
+        for round_ in range(10):
+            written = produce(kafka_bootstrap, topic, [("k7", round_)])
+            wanted = ",".join(f"{p}:{o}" for p, o in written.items())
+            for _ in range(8):  # a new connection each: the workers take turns accepting
+                answer = httpx.get(f"{base}/v1/keys/k7", params={"min_position": wanted})
+                assert answer.status_code == 200 and answer.json()["value"] == round_
+        assert httpx.get(f"{base}/v1/count").json()["count"] == 2000
+        # One copy on disk: the readers' own directories hold RocksDB's info logs, no data.
+        kept = {f.name for f in (writer_path / READERS).rglob("*") if f.is_file()}
+        assert kept and all(name.startswith("LOG") for name in kept), kept
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+        writer.send_signal(signal.SIGTERM)
+        writer.wait(30)
+    assert os.listdir(writer_path / READERS) == []  # each worker removed its own
