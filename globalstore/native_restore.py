@@ -53,7 +53,8 @@ class NativeEvent:
 
 class NativeRestorer:
     """A consumer assigned at `offsets` whose fill() writes one consumed batch through a
-    WriteBatch's put and delete exactly as storage._fill writes confluent-kafka's messages."""
+    WriteBatch's put and delete exactly as storage/records.py's fill() writes the records the
+    thread's consumer source makes of confluent-kafka's messages."""
 
     def __init__(
         self, conf: Mapping[str, str], topic: str, offsets: Mapping[int, int], batch_size: int

@@ -6,22 +6,24 @@ to the storage. Two implement it, and the thread's loop runs the same way over e
                      restore; the thread's consumer then takes over to follow
 
 The C loop is about twice as fast and writes exactly what the Python loop writes
-(docs/store.md, "Performance notes").
+(docs/store.md, "Performance notes"). The consumer source is where confluent-kafka's
+messages become plain records (storage/ never sees a message): `split` keeps the events
+(errors, partition ends) apart and turns each partition end into an offset reached.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from globalstore import native_restore
 from globalstore.config import StoreConfig
 from globalstore.native_restore import NativeRestorer
 from globalstore.plan import Plan
-from globalstore.storage import Applied, Storage
+from globalstore.storage import Applied, Record, Storage
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,10 @@ class ConsumerSource:
         )
 
     def apply(self, storage: Storage, now_ms: int) -> Applied:
-        return storage.apply(self._batch(), self.exact_count, now_ms, changes=self.changes)
+        records, ends, events = split(self._batch())
+        applied = storage.apply(records, ends, self.exact_count, now_ms, changes=self.changes)
+        applied.events = events
+        return applied
 
     def _batch(self) -> list[Any]:
         consumer, config = self.consumer, self.config
@@ -72,6 +77,40 @@ class ConsumerSource:
 
     def close(self) -> None:
         pass  # the consumer is the thread's, closed when the thread ends
+
+
+def split(messages: Sequence[Any]) -> tuple[MessageRecords, dict[int, int], list[Any]]:
+    """A consumed batch as (its records, {partition: offset} of the partition ends it
+    reached, its events: errors and ends)."""
+    events = [m for m in messages if m.error() is not None]
+    ends: dict[int, int] = {}
+    if events:
+        messages = [m for m in messages if m.error() is None]
+        for event in events:
+            if event.error().code() == KafkaError._PARTITION_EOF:
+                p = event.partition()
+                ends[p] = max(ends.get(p, 0), event.offset())
+    return MessageRecords(messages), ends, events
+
+
+class MessageRecords:
+    """The records of consumed messages (events left out), each made as fill() reads it: a
+    list of them, made first, cost 0.1 to 0.7 µs more a record (the garbage collector walks
+    every tuple and header list kept)."""
+
+    __slots__ = ("_messages",)
+
+    def __init__(self, messages: Sequence[Any]) -> None:
+        self._messages = messages
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __iter__(self) -> Iterator[Record]:
+        return (
+            (m.key(), m.value(), m.headers(), m.partition(), m.offset(), m.timestamp()[1])
+            for m in self._messages
+        )
 
 
 class NativeSource:

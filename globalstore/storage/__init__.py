@@ -1,8 +1,11 @@
 """The store's RocksDB database, and the only package of globalstore that imports rocksdict.
+It never reads a Kafka message either: apply() takes plain records (Record tuples) and the
+partition ends reached, which the thread's consumer source (sources.py) makes of what its
+consumer returns; the C loop (native_restore.py) fills its batches itself.
 
-database.py   Storage: open (locked), apply a batch with its offsets, read, scan, wipe,
-              checkpoint; its StorageState, replaced whole after every change
-records.py    consumed records into put/delete operations (the Python hot loop), Applied
+database.py   Storage: open (locked), apply a batch of records with its offsets, read, scan,
+              wipe, checkpoint; its StorageState, replaced whole after every change
+records.py    Record; records into put/delete operations (the Python hot loop), Applied
 options.py    RocksDBOptions as rocksdict Options
 lock.py       the directory lock (one process per store directory)
 failures.py   what an error RocksDB raised means: locked, damaged or the environment's
@@ -11,6 +14,14 @@ failures.py   what an error RocksDB raised means: locked, damaged or the environ
 from globalstore.storage.database import Storage, StorageState
 from globalstore.storage.lock import LOCK_FILE
 from globalstore.storage.options import rocksdb_options
-from globalstore.storage.records import Applied
+from globalstore.storage.records import Applied, Record, Records
 
-__all__ = ["LOCK_FILE", "Applied", "Storage", "StorageState", "rocksdb_options"]
+__all__ = [
+    "LOCK_FILE",
+    "Applied",
+    "Record",
+    "Records",
+    "Storage",
+    "StorageState",
+    "rocksdb_options",
+]

@@ -7,6 +7,8 @@ On disk, in the store directory:
 
 Every apply() is ONE WriteBatch holding the records and the next offset of each partition
 they came from (contract 2), so after a crash the stored offsets never run ahead of the data.
+It takes plain records (records.Record) and the partition ends reached, never a Kafka
+message: the consumer and its messages belong to sources.py.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import shutil
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 import rocksdict
 
@@ -46,7 +47,7 @@ from globalstore.meta import (
 from globalstore.storage.failures import Failure, classify, close_when_unborrowed
 from globalstore.storage.lock import DirLock, NoLock
 from globalstore.storage.options import rocksdb_options
-from globalstore.storage.records import Applied, NativeBatch, fill
+from globalstore.storage.records import Applied, NativeBatch, Records, fill
 from globalstore.storage.scan import Recount, bounded
 
 log = logging.getLogger(__name__)
@@ -235,18 +236,25 @@ class Storage:
     # -- writes ------------------------------------------------------------------------------
 
     def apply(
-        self, messages: Sequence[Any], exact_count: bool, now_ms: int, changes: bool = True
+        self,
+        records: Records,
+        ends: Mapping[int, int],
+        exact_count: bool,
+        now_ms: int,
+        changes: bool = True,
     ) -> Applied:
         """Write a consumed batch and the offsets it covers in one WriteBatch.
 
-        The offset stored for a partition is the next one after its last record, or where
-        the consumer reached the partition's end (an EOF event), whichever is further: an end
-        made of transaction markers or aborted records holds nothing to apply, yet it is
-        reached. exact_count=True looks up each distinct key of the batch (before writing it)
-        to keep the live-key count exact: cheap for a small follow batch, but ~10 µs per key
-        already on disk, so a bulk restore passes False, which marks the count unknown until a
-        recount (see begin_recount) has caught up. Applied.changed lists the batch's keys when
-        exact_count or `changes` is set, else it stays empty (one dict store a record saved).
+        `records` are the batch's records (records.Record tuples); `ends` is {partition:
+        offset} of each partition end the consumer reached with the batch. The offset stored
+        for a partition is the next one after its last record, or its end, whichever is
+        further: an end made of transaction markers or aborted records holds nothing to
+        apply, yet it is reached. exact_count=True looks up each distinct key of
+        the batch (before writing it) to keep the live-key count exact: cheap for a small
+        follow batch, but ~10 µs per key already on disk, so a bulk restore passes False,
+        which marks the count unknown until a recount (see begin_recount) has caught up.
+        Applied.changed lists the batch's keys when exact_count or `changes` is set, else it
+        stays empty (one dict store a record saved).
 
         A bulk apply also skips RocksDB's write-ahead log (a third of the restore's time went
         into writing it). Atomic flush (RocksDBOptions) persists both column families
@@ -257,8 +265,11 @@ class Storage:
         wb = rocksdict.WriteBatch(raw_mode=True)
         out = Applied()
         nexts: dict[int, int] = {}
-        out.changed = fill(wb.put, wb.delete, messages, out, nexts, exact_count or changes)
-        out.records = len(messages) - len(out.events)
+        out.changed = fill(wb.put, wb.delete, records, out, nexts, exact_count or changes)
+        out.records = len(records)
+        for p, end in ends.items():
+            # Everything before the end was delivered (or was never data).
+            nexts[p] = max(nexts.get(p, 0), end)
         return self._commit(wb, out, nexts, exact_count, now_ms)
 
     def apply_native(self, restorer: NativeBatch, timeout: float, now_ms: int) -> Applied:

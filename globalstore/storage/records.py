@@ -1,14 +1,16 @@
-"""Consumed records into write-batch operations: the restore/follow hot loop of the Python
-consumer, and what one applied batch reports. The C loop (native_restore.py) fills a batch
-the same way, record for record."""
+"""Records into write-batch operations: the restore/follow hot loop of the Python consumer,
+and what one applied batch reports. The C loop (native_restore.py) fills a batch the same
+way, record for record.
+
+A Record is a plain tuple: no Kafka type reaches storage/. The thread's consumer source
+(sources.py) makes them from the consumed messages, and keeps the consumer's events (errors,
+partition ends) for itself."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-from confluent_kafka import KafkaError
 
 from globalstore.codec import (
     HEADER,
@@ -21,12 +23,29 @@ from globalstore.codec import (
 Put = Callable[[bytes, bytes], object]
 Delete = Callable[[bytes], object]
 
+# A record's headers as the consumer gives them: (name, value) pairs in their order, or None.
+Headers = list[tuple[str, bytes | None]] | None
+# (key, value, headers, partition, offset, timestamp ms): a record of the topic. A plain tuple,
+# not a NamedTuple, because fill() only unpacks it and making one costs per record.
+Record = tuple[bytes | None, bytes | None, Headers, int, int, int]
+
+
+class Records(Protocol):
+    """A batch's records: a list, or what makes them as they are read (sources.py)."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Record]: ...
+
 
 @dataclass
 class Applied:
-    """Result of one apply(): non-message events and skipped records the caller must report."""
+    """Result of one apply(): records applied, and the events and skipped records the caller
+    must report."""
 
     records: int = 0
+    # The consumer's events (errors, partition ends) that came with the batch: the source
+    # adds them (storage sees records only), the C loop's fill() too.
     events: list[Any] = field(default_factory=list)
     # (partition, offset, key) of records whose key is not UTF-8: the topic contract's keys
     # are entity ids, and a key no query can name would only break scans.
@@ -53,7 +72,7 @@ class NativeBatch(Protocol):
 def fill(
     put: Put,
     delete: Delete,
-    messages: Sequence[Any],
+    records: Records,
     out: Applied,
     nexts: dict[int, int],
     track: bool,
@@ -61,26 +80,16 @@ def fill(
     """The restore/follow hot loop, with as few Python operations per record as possible:
     put or delete each record, note the next offset per partition, and return {key: live
     after the batch} (empty unless `track`)."""
-    pack, events = HEADER.pack, out.events
+    pack = HEADER.pack
     declared, current = _DECLARED_FORMAT, VALUE_FORMAT_VERSION
     live: dict[bytes, bool] = {}
-    for m in messages:
-        if m.error() is not None:
-            events.append(m)
-            if m.error().code() == KafkaError._PARTITION_EOF:
-                # Everything before this offset was delivered (or was never data).
-                nexts[m.partition()] = max(nexts.get(m.partition(), 0), m.offset())
-            continue
-        key = m.key()
-        p = m.partition()
-        o = m.offset()
+    for key, value, headers, p, o, timestamp in records:
         nexts[p] = o + 1
         if key is None:
             continue  # a compacted topic cannot hold key-less records; ignore them
         if not key.isascii() and not _is_utf8(key):
             out.skipped.append((p, o, key))
             continue
-        value = m.value()
         if value is None:
             delete(key)
             if track:
@@ -90,9 +99,8 @@ def fill(
             # than this library is refused at query time instead of being misread.
             # Records of the current format, compared in one go: parsing the header cost
             # 0.4 µs a record, a third of this loop.
-            headers = m.headers()
             fmt = current if headers == declared else value_format(headers)
-            put(key, pack(LAYOUT_VERSION, fmt, m.timestamp()[1], p, o) + value)
+            put(key, pack(LAYOUT_VERSION, fmt, timestamp, p, o) + value)
             if track:
                 live[key] = True
     return live

@@ -1,5 +1,5 @@
-"""Stand-ins for consumed Kafka messages and for the consumer itself, for unit tests of the
-storage layer and the store thread (no broker)."""
+"""Records for unit tests of the storage layer, and stand-ins for consumed Kafka messages and
+for the consumer itself, for unit tests of the sources and the store thread (no broker)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from globalstore.codec import format_headers
+from globalstore.storage import Record
 
 PARTITION_EOF = KafkaError._PARTITION_EOF
 AUTO_OFFSET_RESET = KafkaError._AUTO_OFFSET_RESET
@@ -18,7 +19,7 @@ AUTO_OFFSET_RESET = KafkaError._AUTO_OFFSET_RESET
 
 @dataclass
 class Err:
-    """A consumer event's error: only its code matters to the storage layer."""
+    """A consumer event's error: only its code matters to the store."""
 
     kind: int
 
@@ -60,7 +61,18 @@ class Msg:
 
 def batch(
     *records: tuple[str, str | None], p: int = 0, start: int = 0, fmt: int | None = None
+) -> list[Record]:
+    """Records for Storage.apply: (key, value) pairs at consecutive offsets of partition p."""
+    return [
+        (m.key(), m.value(), m.headers(), m.partition(), m.offset(), m.timestamp()[1])
+        for m in messages(*records, p=p, start=start, fmt=fmt)
+    ]
+
+
+def messages(
+    *records: tuple[str, str | None], p: int = 0, start: int = 0, fmt: int | None = None
 ) -> list[Msg]:
+    """The same records as consumed messages, for a consumer to return."""
     return [
         Msg(k.encode(), None if v is None else v.encode(), p, start + i, fmt=fmt)
         for i, (k, v) in enumerate(records)

@@ -46,6 +46,7 @@ def test_the_rules_see_every_module() -> None:
     assert "globalstore/cli/__init__.py" in library and "pipelines/cli.py" in pipelines
     assert any(_within(n, "pipelines") for n in library["globalstore/demo/run.py"])
     assert "globalstore.codec" in pipelines["pipelines/records.py"]
+    assert "confluent_kafka" in library["globalstore/sources.py"]
 
 
 def test_only_the_cli_and_the_demo_import_pipelines() -> None:
@@ -174,6 +175,17 @@ def test_only_storage_imports_rocksdict() -> None:
         for package in ("globalstore", "pipelines")
         for module, names in _modules(package).items()
         if "rocksdict" in names and not module.startswith("globalstore/storage/")
+    ]
+    assert offenders == []
+
+
+def test_storage_never_sees_a_kafka_client() -> None:
+    # It takes plain records; the consumer and its messages are the sources' (sources.py).
+    offenders = [
+        module
+        for module, names in _modules("globalstore").items()
+        if module.startswith("globalstore/storage/")
+        and any(_within(n, "confluent_kafka") for n in names)
     ]
     assert offenders == []
 

@@ -38,7 +38,9 @@ def test_a_read_only_view_answers_beside_the_store_that_holds_the_directory(
 ) -> None:
     storage = Storage(tmp_path / "s")
     storage.initialise("orders", None, 1)
-    storage.apply(batch(("a", '"x"'), ("b", "2"), ("c", "3"), ("a", None), p=1, start=3), True, 10)
+    storage.apply(
+        batch(("a", '"x"'), ("b", "2"), ("c", "3"), ("a", None), p=1, start=3), {}, True, 10
+    )
     storage.mark_restored(1_700_000_000_000)
     try:
         with ReadOnlyStore(tmp_path / "s") as view:  # while the directory is locked

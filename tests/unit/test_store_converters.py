@@ -25,11 +25,11 @@ def make_mixed_store(path: Path, n: int) -> Storage:
     in format 3, as records of a topic that changed format twice: applied like any batch."""
     s = Storage(path)
     s.initialise("t", None, 0)
-    s.apply(batch(*((f"k{i:04d}", f'{{"i":{i}}}') for i in range(n)), fmt=1), True, 1)
+    s.apply(batch(*((f"k{i:04d}", f'{{"i":{i}}}') for i in range(n)), fmt=1), {}, True, 1)
     evens = [(f"k{i:04d}", f'{{"id":{i},"v":2}}') for i in range(0, n, 2)]
-    s.apply(batch(*evens, start=n, fmt=2), True, 2)
+    s.apply(batch(*evens, start=n, fmt=2), {}, True, 2)
     fifths = [(f"k{i:04d}", f'{{"id":{i},"v":3,"name":"n{i}"}}') for i in range(0, n, 5)]
-    s.apply(batch(*fifths, start=2 * n, fmt=3), True, 3)
+    s.apply(batch(*fifths, start=2 * n, fmt=3), {}, True, 3)
     s.load(s.read_meta())
     return s
 

@@ -16,14 +16,14 @@ from globalstore.prepare import Prepared
 from globalstore.state import State
 from globalstore.storage import Storage
 from globalstore.thread import StoreThread
-from tests.unit.store_fakes import FakeConsumer, batch
+from tests.unit.store_fakes import FakeConsumer, batch, messages
 from tests.unit.test_store_thread import _eventually
 
 
 def _store(path: Path, key: str, restored_at: int | None) -> None:
     s = Storage(path)
     s.initialise("t", None, 0)
-    s.apply(batch((key, "1")), True, 1)
+    s.apply(batch((key, "1")), {}, True, 1)
     if restored_at is not None:
         s.mark_restored(restored_at)
     s.close()
@@ -90,8 +90,8 @@ def _thread_over(consumer: FakeConsumer, config: StoreConfig, storage: Storage) 
 
 def test_a_lost_position_is_rebuilt_beside_and_swapped_in_at_one_instant(tmp_path: Path) -> None:
     config = StoreConfig("t", "fake:1", tmp_path, poll_timeout=0.005, native_restore=False)
-    old = FakeConsumer("t", {0: batch(("k", "old"), ("gone", "x"))})
-    new = FakeConsumer("t", {0: batch(("k", "new"))})  # the topic, recreated
+    old = FakeConsumer("t", {0: messages(("k", "old"), ("gone", "x"))})
+    new = FakeConsumer("t", {0: messages(("k", "new"))})  # the topic, recreated
     first = Storage(tmp_path)
     live = Live(Replica(first, _thread_over(old, config, first)))
     made: list[Path] = []

@@ -85,7 +85,7 @@ def test_chunked_migration_resumes_after_reopen(tmp_path: Path) -> None:
     assert migration.step(migrate.Limits(keys=10)) is False
     assert s.get_meta(K_MIGRATE_CURSOR) == b"k0009\x00"
     # A record applied meanwhile is written in the new layout and must survive untouched.
-    s.apply(batch(("k0020", '{"new":true}'), start=25), True, 1)
+    s.apply(batch(("k0020", '{"new":true}'), start=25), {}, True, 1)
     s.close()
 
     s = _open(tmp_path / "s")  # as after a crash or restart: continue from the cursor

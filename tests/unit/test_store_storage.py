@@ -9,14 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError
 
 from globalstore import StorageError, StoreLocked
 from globalstore.codec import LAYOUT_VERSION, origin
 from globalstore.errors import DamagedLayoutError
 from globalstore.meta import K_COUNT, K_LAYOUT
 from globalstore.storage import Storage
-from tests.unit.store_fakes import Err, Msg, batch
+from tests.unit.store_fakes import batch
 
 
 @pytest.fixture
@@ -28,8 +27,8 @@ def storage(tmp_path: Path) -> Storage:
 
 
 def test_apply_writes_records_and_next_offsets_together(storage: Storage, tmp_path: Path) -> None:
-    storage.apply(batch(("a", '{"x":1}'), ("b", '{"x":2}'), p=0, start=10), True, 5)
-    storage.apply(batch(("c", '{"x":3}'), p=3, start=7), True, 6)
+    storage.apply(batch(("a", '{"x":1}'), ("b", '{"x":2}'), p=0, start=10), {}, True, 5)
+    storage.apply(batch(("c", '{"x":3}'), p=3, start=7), {}, True, 6)
     assert storage.state.positions == {0: 12, 3: 8}
     raw = storage.get(b"b")
     assert raw is not None and origin(raw) == (1_000, 0, 11)
@@ -43,29 +42,29 @@ def test_apply_writes_records_and_next_offsets_together(storage: Storage, tmp_pa
 
 
 def test_tombstones_and_overwrites_keep_exact_count(storage: Storage) -> None:
-    storage.apply(batch(("a", "1"), ("b", "2"), ("a", "3"), ("c", None)), True, 1)
+    storage.apply(batch(("a", "1"), ("b", "2"), ("a", "3"), ("c", None)), {}, True, 1)
     assert storage.state.count == 2
-    storage.apply(batch(("a", None), ("a", "4"), ("b", None), ("b", None), start=4), True, 1)
+    storage.apply(batch(("a", None), ("a", "4"), ("b", None), ("b", None), start=4), {}, True, 1)
     assert storage.state.count == 1
     assert storage.get(b"b") is None and storage.get(b"a") is not None
 
 
 def test_bulk_apply_marks_count_unknown_until_recount(storage: Storage) -> None:
-    storage.apply(batch(("a", "1"), ("b", "2"), ("a", None), ("c", "3")), False, 1)
+    storage.apply(batch(("a", "1"), ("b", "2"), ("a", None), ("c", "3")), {}, False, 1)
     assert storage.state.count is None and storage.get_meta(K_COUNT) is None
     storage.begin_recount()
     # Exact applies after the recount's iterator was made: their changes count once.
-    storage.apply(batch(("d", "4"), ("b", None), start=4), True, 2)
+    storage.apply(batch(("d", "4"), ("b", None), start=4), {}, True, 2)
     assert storage.recount_step(1) is None and storage.state.count is None
     assert storage.recount_step(1) is None
     assert storage.recount_step(1) == 2  # b, c counted; +d -b applied meanwhile
     assert storage.state.count == 2 and storage.read_meta().count == 2
-    storage.apply(batch(("e", "5"), start=6), True, 3)
+    storage.apply(batch(("e", "5"), start=6), {}, True, 3)
     assert storage.state.count == 3 and storage.read_meta().count == 3
 
 
 def test_meta_is_readable_while_the_store_is_open(storage: Storage, tmp_path: Path) -> None:
-    storage.apply(batch(("a", "1"), ("b", "2"), p=2, start=5), True, 7)
+    storage.apply(batch(("a", "1"), ("b", "2"), p=2, start=5), {}, True, 7)
     storage.mark_restored(1234)
     view = Storage(tmp_path / "db", read_only=True)  # no lock: the store stays open meanwhile
     try:
@@ -80,31 +79,37 @@ def test_meta_is_readable_while_the_store_is_open(storage: Storage, tmp_path: Pa
     assert not (tmp_path / "elsewhere").exists()
 
 
-def test_error_events_are_returned_not_written(storage: Storage) -> None:
-    failure = Msg(None, None, 0, 99, err=Err(KafkaError._TRANSPORT))
-    out = storage.apply([*batch(("a", "1")), failure], True, 1)
-    assert out.records == 1 and out.events == [failure]
-    assert storage.state.positions == {0: 1}
-
-
 def test_a_partition_end_past_the_last_record_is_a_position(storage: Storage) -> None:
     # Offsets 1..3 hold a transaction marker and aborted records: never delivered, yet the
     # consumer reached offset 4, and so did the store.
-    eof = Msg(None, None, 0, 4, err=Err(KafkaError._PARTITION_EOF))
-    out = storage.apply([*batch(("a", "1")), eof], True, 1)
-    assert out.records == 1 and out.events == [eof]
+    out = storage.apply(batch(("a", "1")), {0: 4}, True, 1)
+    assert out.records == 1 and out.events == []
     assert storage.state.positions == {0: 4}
     assert storage.read_meta().offsets == {0: 4}
     # An end already reached moves nothing and writes nothing.
-    assert storage.apply([eof], True, 2).records == 0
+    assert storage.apply([], {0: 4}, True, 2).records == 0
     assert storage.read_meta().applied_at_ms == 1
+    # Records after the end (produced since): the next offset after the last one. The end
+    # of an empty partition is its position too.
+    storage.apply(batch(("b", "2"), start=4), {0: 4, 1: 0}, True, 3)
+    assert storage.state.positions == {0: 5, 1: 0}
+    assert storage.read_meta().offsets == {0: 5, 1: 0}
+
+
+def test_records_keep_their_format_timestamp_and_origin(storage: Storage) -> None:
+    # Plain records: a declared format other than the current one is kept, bytes for bytes.
+    headers = [("other", b"x"), ("globalstore.format", b"2")]
+    storage.apply([(b"k", b"{}", headers, 2, 7, 1234), (None, b"x", None, 2, 8, 1)], {}, True, 1)
+    raw = storage.get(b"k")
+    assert raw is not None and raw[1] == 2 and origin(raw) == (1234, 2, 7)
+    assert storage.state.positions == {2: 9} and storage.state.count == 1
 
 
 def test_scan_is_a_point_in_time_view(storage: Storage) -> None:
-    storage.apply(batch(*[(f"k{i}", "1") for i in range(100)]), True, 1)
+    storage.apply(batch(*[(f"k{i}", "1") for i in range(100)]), {}, True, 1)
     view = storage.scan(None, None, False)
     # Writes after the scan began (an update, a delete, a new key) must not show up in it.
-    storage.apply(batch(("k5", "2"), ("k50", None), ("k99x", "3"), start=100), True, 2)
+    storage.apply(batch(("k5", "2"), ("k50", None), ("k99x", "3"), start=100), {}, True, 2)
     seen = dict(view)
     assert len(seen) == 100 and b"k50" in seen and b"k99x" not in seen
     assert seen[b"k5"].endswith(b"1")
@@ -121,7 +126,7 @@ def test_scan_is_a_point_in_time_view(storage: Storage) -> None:
     ],
 )
 def test_scan_bounds(storage: Storage, lower, upper, reverse, expected) -> None:  # type: ignore[no-untyped-def]
-    storage.apply(batch(*[(k, "1") for k in ["a", "b", "bb", "c", "d"]]), True, 1)
+    storage.apply(batch(*[(k, "1") for k in ["a", "b", "bb", "c", "d"]]), {}, True, 1)
     assert [k for k, _ in storage.scan(lower, upper, reverse)] == expected
 
 
@@ -153,7 +158,7 @@ def test_close_waits_for_reads_in_progress_on_other_threads(tmp_path: Path) -> N
     storage = Storage(tmp_path / "db")
     storage.initialise("t", None, 1)
     keys = [f"k{i:05d}" for i in range(20_000)]
-    storage.apply(batch(*[(k, "1") for k in keys]), True, 1)
+    storage.apply(batch(*[(k, "1") for k in keys]), {}, True, 1)
     encoded = [k.encode() for k in keys]
     reads: list[int] = []
     ended: list[BaseException] = []
@@ -188,7 +193,7 @@ def test_damaged_meta_is_reported(storage: Storage) -> None:
 
 def test_unreadable_rocksdb_files_are_wiped_on_open(tmp_path: Path) -> None:
     s = Storage(tmp_path / "db")
-    s.apply(batch(("a", "1")), False, 1)
+    s.apply(batch(("a", "1")), {}, False, 1)
     s.close()
     for f in (tmp_path / "db" / "db").glob("CURRENT"):
         f.write_text("MANIFEST-999999\n")  # points at a manifest that does not exist
@@ -206,8 +211,8 @@ def _crash_after(tmp_path: Path, steps: str) -> None:
         "import os\nfrom globalstore.storage import Storage\n"
         "from tests.unit.store_fakes import batch\n"
         f"s = Storage({str(tmp_path / 'db')!r})\ns.initialise('t', None, 1)\n"
-        "s.apply(batch(('a', '1'), p=0), True, 1)\n"
-        "s.apply(batch(('b', '2'), ('c', '3'), p=1), False, 2)\n"
+        "s.apply(batch(('a', '1'), p=0), {}, True, 1)\n"
+        "s.apply(batch(('b', '2'), ('c', '3'), p=1), {}, False, 2)\n"
         f"{steps}\nos._exit(0)\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], check=True)
@@ -235,7 +240,7 @@ def test_ending_a_bulk_restore_makes_its_batches_durable(tmp_path: Path) -> None
 
 
 def test_a_bulk_apply_lists_changed_keys_only_when_asked(storage: Storage) -> None:
-    quiet = storage.apply(batch(("a", "1"), ("b", None)), False, 1, changes=False)
+    quiet = storage.apply(batch(("a", "1"), ("b", None)), {}, False, 1, changes=False)
     assert quiet.changed == {} and storage.get(b"a") is not None
-    told = storage.apply(batch(("c", "1"), ("a", None), start=2), False, 2)
+    told = storage.apply(batch(("c", "1"), ("a", None), start=2), {}, False, 2)
     assert told.changed == {b"c": True, b"a": False} and storage.get(b"a") is None

@@ -20,7 +20,7 @@ from globalstore.prepare import Prepared
 from globalstore.state import State
 from globalstore.storage import Storage
 from globalstore.thread import StoreThread
-from tests.unit.store_fakes import FakeConsumer, batch
+from tests.unit.store_fakes import FakeConsumer, messages
 
 TOPIC = "t"
 
@@ -62,13 +62,15 @@ def _thread(
 
 
 def test_the_loop_restores_to_the_end_offsets_then_follows(storage: Storage) -> None:
-    consumer = FakeConsumer(TOPIC, {0: batch(("a", "1"), ("b", "2")), 1: batch(("c", "3"), p=1)})
+    consumer = FakeConsumer(
+        TOPIC, {0: messages(("a", "1"), ("b", "2")), 1: messages(("c", "3"), p=1)}
+    )
     thread = _thread(storage, consumer, {0: 2, 1: 1})
     thread.start()
     try:
         assert thread.ready.wait(10) and thread.status.state is State.RUNNING
         assert dict(storage.state.positions) == {0: 2, 1: 1} and storage.state.count == 3
-        consumer.partitions[0] += batch(("a", None), ("d", "4"), start=2)  # produced later
+        consumer.partitions[0] += messages(("a", None), ("d", "4"), start=2)  # produced later
         _eventually(lambda: storage.state.positions.get(0) == 4, "the new records applied")
         assert storage.get(b"a") is None and storage.get(b"d") is not None
         assert storage.state.count == 3
@@ -79,7 +81,9 @@ def test_the_loop_restores_to_the_end_offsets_then_follows(storage: Storage) -> 
 
 
 def test_a_bulk_restore_is_recounted_once_ready(storage: Storage) -> None:
-    consumer = FakeConsumer(TOPIC, {0: batch(*((f"k{i}", "v") for i in range(50)), ("k0", None))})
+    consumer = FakeConsumer(
+        TOPIC, {0: messages(*((f"k{i}", "v") for i in range(50)), ("k0", None))}
+    )
     thread = _thread(storage, consumer, {0: 51}, exact=False)
     thread.start()
     try:
@@ -92,12 +96,12 @@ def test_a_bulk_restore_is_recounted_once_ready(storage: Storage) -> None:
 
 
 def test_partitions_added_while_following_are_picked_up(storage: Storage) -> None:
-    consumer = FakeConsumer(TOPIC, {0: batch(("a", "1"))})
+    consumer = FakeConsumer(TOPIC, {0: messages(("a", "1"))})
     thread = _thread(storage, consumer, {0: 1})
     thread.start()
     try:
         assert thread.ready.wait(10)
-        consumer.partitions[1] = batch(("new", "1"), p=1)  # the topic grew
+        consumer.partitions[1] = messages(("new", "1"), p=1)  # the topic grew
         _eventually(lambda: thread.status.high.get(1) == 1, "partition 1's end reached")
         assert storage.get(b"new") is not None and storage.state.positions[1] == 1
     finally:
@@ -106,7 +110,7 @@ def test_partitions_added_while_following_are_picked_up(storage: Storage) -> Non
 
 
 def test_a_lost_position_fails_the_thread_and_keeps_the_data(storage: Storage) -> None:
-    consumer = FakeConsumer(TOPIC, {0: batch(("a", "1"))})
+    consumer = FakeConsumer(TOPIC, {0: messages(("a", "1"))})
     thread = _thread(storage, consumer, {0: 1})
     thread.start()
     assert thread.ready.wait(10)
