@@ -1,5 +1,10 @@
 """How the process that writes a store wakes the processes that read it (shared.py).
 
+The writer raises a counter in shared memory (<store>/readers/batches, a mapped file) after
+every batch it applies: a reader compares it with the value it last caught up to on each
+query, for the price of one memory read, so the thread that queries catches up itself and
+never waits for another thread to get the GIL back (docs/benchmarks.md, "Fresh under load").
+
 Each reader binds a Unix datagram socket at <store>/readers/<id>/wake.sock. After every batch
 the writer applies, after a heal moves the live copy, and once a second while nothing
 happens, the writer sends each of those sockets one datagram: a WriterNote, which says who
@@ -13,9 +18,11 @@ closing: its directory is removed.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import json
 import logging
+import mmap
 import os
 import shutil
 import socket
@@ -31,6 +38,7 @@ log = logging.getLogger(__name__)
 
 READERS = "readers"  # the directory, inside the store's, where readers register
 WAKE_SOCKET = "wake.sock"
+BATCHES = "batches"  # in READERS: the writer's batch counter
 HEARTBEAT_S = 1.0  # a note at least this often, so readers can tell a quiet writer from none
 # A Unix socket's path is limited to 107 bytes (108 with its NUL) on Linux, 103 on macOS.
 MAX_SOCKET_PATH = 103
@@ -65,6 +73,40 @@ def new_writer_id() -> str:
     return f"{os.getpid()}-{time.time_ns():x}"
 
 
+class BatchCounter:
+    """An 8-byte counter in a mapped file, shared by the writer (raises it) and its readers
+    (compare it). An aligned 8-byte load or store is atomic on every CPU Python runs on."""
+
+    def __init__(self, store_path: Path, *, create: bool) -> None:
+        """create=True (the writer) makes the file if it is missing; a reader's open fails
+        with FileNotFoundError until a writer has made it."""
+        path = store_path / READERS / BATCHES
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        try:
+            if os.fstat(fd).st_size < 8:
+                os.ftruncate(fd, 8)
+            self._map = mmap.mmap(fd, 8)  # shared: every process sees each store at once
+        finally:
+            os.close(fd)
+        self._cell: ctypes.c_uint64 | None = ctypes.c_uint64.from_buffer(self._map)
+
+    @property
+    def value(self) -> int:
+        cell = self._cell
+        return 0 if cell is None else cell.value
+
+    def raise_(self) -> None:
+        """One more batch applied (the writer's side; one thread at a time)."""
+        if self._cell is not None:
+            self._cell.value += 1
+
+    def close(self) -> None:
+        self._cell = None  # the map cannot close while a ctypes view holds it
+        self._map.close()
+
+
 class Announcer:
     """The writer's side: wake() after every change; a thread of its own sends heartbeats."""
 
@@ -73,6 +115,7 @@ class Announcer:
         called on the thread that calls wake() and on the heartbeat thread."""
         self._readers_dir = store_path / READERS
         self._note = note
+        self._batches = BatchCounter(store_path, create=True)
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._socket.setblocking(False)
         self._sending = threading.Lock()
@@ -85,7 +128,9 @@ class Announcer:
         self._heartbeat.start()
 
     def wake(self) -> None:
-        """Send the current note to every reader, if there is any."""
+        """Raise the batch counter; send the current note to every reader, if any."""
+        with self._sending:
+            self._batches.raise_()
         if self._registered():
             note = self._note()
             if note is not None:
@@ -98,6 +143,7 @@ class Announcer:
         if last is not None and self._registered():
             self._send(last)
         self._socket.close()
+        self._batches.close()
 
     def _beat(self) -> None:
         while not self._stopped.wait(HEARTBEAT_S):

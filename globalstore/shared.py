@@ -3,7 +3,9 @@ does (a GlobalStore, `globalstore serve` or `globalstore follow`): one copy on d
 every worker process of a service.
 
 It opens the writer's live copy as a RocksDB secondary instance, and catches up each time
-the writer says it applied a batch (announce.py): a few milliseconds behind the writer.
+the writer has applied a batch (announce.py): the query that first sees the writer's batch
+counter move catches up before it reads, and a thread woken by the writer's note does it when
+no query comes. Either way a few milliseconds behind the writer, also under heavy reads.
 When the writer swaps in a rebuilt copy (a self-heal) or restarts, the reader opens the copy
 the writer now calls live, once that is ready, and answers from it from then on; until then
 it answers from the copy it has. When the writer stops or dies, the reader keeps answering
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from globalstore import codec
-from globalstore.announce import HEARTBEAT_S, WakeSocket, WriterNote
+from globalstore.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
 from globalstore.config import RocksDBOptions
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import (
@@ -87,6 +89,9 @@ class SharedStore(StoreQueries):
         self._wake: WakeSocket | None = None
         self._thread: threading.Thread | None = None
         self._copies = 0
+        self._batches: BatchCounter | None = None  # the writer's, once a copy is open
+        self._caught_up_to = -1  # its value before the last catch-up
+        self._catching_up = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -135,6 +140,9 @@ class SharedStore(StoreQueries):
             if copy is not None:
                 copy.storage.close()
         self._retired = None
+        batches, self._batches = self._batches, None
+        if batches is not None:
+            batches.close()
         with self._changed:
             self._changed.notify_all()
 
@@ -173,12 +181,42 @@ class SharedStore(StoreQueries):
         live = self._live
         current = None if live is None else live.current
         if current is not None and (current.writer, current.live) == (note.writer, note.live):
-            current.storage.catch_up()
+            self._catch_up_copy(wait=True)
         elif note.ready:
             self._open(note)  # the first copy, a heal's new one, or a restarted writer's
         else:
             return  # a writer restoring: answer from what we have until it is ready
         self._track_sync(note)
+
+    def _catch_up_copy(self, wait: bool) -> None:
+        """Bring the open copy up to what the writer has applied, unless another thread is at
+        it (wait=False: a query then reads the view it has). Only while the writer's note
+        names this copy: a copy the writer has left is not caught up again."""
+        if not self._catching_up.acquire(blocking=wait):
+            return
+        try:
+            live, note, batches = self._live, self._note, self._batches
+            if live is None or note is None or batches is None:
+                return
+            copy = live.current
+            if (copy.writer, copy.live) != (note.writer, note.live):
+                return
+            before = batches.value
+            copy.storage.catch_up()
+            self._caught_up_to = before
+        finally:
+            self._catching_up.release()
+        with self._changed:
+            self._changed.notify_all()
+
+    def _fresh(self) -> None:
+        """On every query: catch up first if the writer has applied a batch since."""
+        batches = self._batches
+        if batches is not None and batches.value != self._caught_up_to:
+            try:
+                self._catch_up_copy(wait=False)
+            except GlobalStoreError as exc:  # answer from the view we have; status tells
+                self._last_error = str(exc)
 
     def _open(self, note: WriterNote) -> None:
         wake = self._wake
@@ -195,9 +233,12 @@ class SharedStore(StoreQueries):
         self.topic = meta.topic or self.topic
         copy = _Copy(storage, note.writer, note.live)
         if self._live is None:
+            self._batches = BatchCounter(self.path, create=False)  # the writer made it
             live = self._live = Live(copy)
+            fresh = self._fresh
 
             def lookup(key: bytes) -> bytes | None:
+                fresh()
                 return live.current.get(key)  # at each call: a swap replaces the copy
 
             self._lookup = lookup
@@ -225,6 +266,7 @@ class SharedStore(StoreQueries):
         return live.current
 
     def _ready_storage(self) -> Storage:
+        self._fresh()
         return self._copy().storage
 
     def count(self) -> int:

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from globalstore import GlobalStore, SharedStore, State, StoreNotReady
-from globalstore.announce import READERS
+from globalstore.announce import BATCHES, READERS
 from tests.integration.serve_support import serving_process
 from tests.integration.store_support import produce
 from tests.integration.test_store_heal import NEW, OLD, Gate, Reader, _recreate
@@ -84,7 +84,7 @@ def test_readers_see_writes_and_outlive_their_writer(
             reader.close()
         writer.send_signal(signal.SIGTERM)
         assert writer.wait(30) == 0, writer.stderr.read().decode() if writer.stderr else ""
-    assert os.listdir(writer_path / READERS) == []  # closed readers leave nothing behind
+    assert os.listdir(writer_path / READERS) == [BATCHES]  # closed readers leave nothing
 
 
 def test_a_closing_writer_says_so_at_once(
@@ -146,7 +146,7 @@ def test_four_uvicorn_workers_serve_one_store(
     env = {**os.environ, "ORDERS_STORE": str(writer_path)}
     server, base = serving_process([*uvicorn, "--workers", "4", "--host", "127.0.0.1"], env)
     try:
-        wait_until(lambda: len(os.listdir(writer_path / READERS)) == 4, 30, "not 4 readers")
+        wait_until(lambda: len(os.listdir(writer_path / READERS)) == 1 + 4, 30, "not 4 readers")
         for round_ in range(10):
             written = produce(kafka_bootstrap, topic, [("k7", round_)])
             wanted = ",".join(f"{p}:{o}" for p, o in written.items())
@@ -155,11 +155,11 @@ def test_four_uvicorn_workers_serve_one_store(
                 assert answer.status_code == 200 and answer.json()["value"] == round_
         assert httpx.get(f"{base}/v1/count").json()["count"] == 2000
         # One copy on disk: the readers' own directories hold RocksDB's info logs, no data.
-        kept = {f.name for f in (writer_path / READERS).rglob("*") if f.is_file()}
+        kept = {f.name for f in (writer_path / READERS).glob("*/*/*") if f.is_file()}
         assert kept and all(name.startswith("LOG") for name in kept), kept
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(30)
         writer.send_signal(signal.SIGTERM)
         writer.wait(30)
-    assert os.listdir(writer_path / READERS) == []  # each worker removed its own
+    assert os.listdir(writer_path / READERS) == [BATCHES]  # each worker removed its own
