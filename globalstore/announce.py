@@ -104,7 +104,8 @@ class BatchCounter:
 
     def close(self) -> None:
         self._cell = None  # the map cannot close while a ctypes view holds it
-        self._map.close()
+        with contextlib.suppress(BufferError):  # a query on another thread still holds
+            self._map.close()  # the view: the map is unmapped when that lets go of it
 
 
 class Announcer:

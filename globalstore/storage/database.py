@@ -132,6 +132,9 @@ class Storage:
             # The writer deletes the table files a compaction replaced; a secondary that
             # keeps every file it uses open still reads them until it next catches up.
             opts.set_max_open_files(-1)
+            # Each catch-up loads the table files it adds with this many threads, created
+            # anew every time: 16 (the default) made a catch-up cost 770 µs, 1 makes it 17.
+            opts.set_max_file_opening_threads(1)
         elif self.read_only:
             access = rocksdict.AccessType.read_only()
         else:
