@@ -1,0 +1,116 @@
+"""SharedStore against a writer made of its parts (a Storage and an Announcer), no broker:
+it catches up in the querying thread, moves to the copy the writer calls live, and says when
+the writer has gone quiet."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from globalstore import SharedStore, State
+from globalstore.announce import Announcer, WriterNote, new_writer_id
+from globalstore.storage import Storage
+from tests.unit.store_fakes import batch
+
+
+@dataclass
+class Writer:
+    """What a GlobalStore does for its readers: write a batch, then wake them."""
+
+    home: Path
+    storage: Storage
+    writer: str = field(default_factory=new_writer_id)
+    live: str = "."
+    state: str = "running"
+
+    def __post_init__(self) -> None:
+        self.storage.initialise("t", None, 0)
+        self.announcer = Announcer(self.home, self.note)
+
+    def note(self) -> WriterNote:
+        positions = dict(self.storage.state.positions)
+        return WriterNote(
+            self.writer, self.live, self.state, True, positions, positions, time.time()
+        )
+
+    def write(self, *records: tuple[str, str | None], start: int) -> None:
+        self.storage.apply(batch(*records, start=start), {}, True, 0)
+        self.announcer.wake()
+
+    def close(self) -> None:
+        self.announcer.close()
+        self.storage.close()
+
+
+@pytest.fixture
+def writer(tmp_path: Path) -> Iterator[Writer]:
+    writer = Writer(tmp_path, Storage(tmp_path))
+    yield writer
+    writer.close()
+
+
+def wait_until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + 5
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.005)
+
+
+def test_a_query_catches_up_before_it_reads(writer: Writer) -> None:
+    writer.write(("a", "1"), start=0)
+    with SharedStore(writer.home).start(timeout=5) as shared:
+        assert shared["a"] == 1
+        shared._stop_following()  # no note thread: only the query itself can catch up
+        writer.write(("a", "2"), ("b", "3"), start=1)
+        assert shared["a"] == 2 and shared.get("b") == 3  # no waiting, no retry
+        assert shared.position() == {0: 3}
+
+
+def test_a_reader_moves_to_the_copy_the_writer_calls_live(writer: Writer) -> None:
+    writer.write(("a", "1"), start=0)
+    shared = SharedStore(writer.home).start(timeout=5)
+    held = shared.items()  # a scan open on the first copy
+    beside = Storage(writer.home / "rebuild")
+    beside.initialise("t", None, 0)
+    beside.apply(batch(("n", "9"), start=0), {}, True, 0)
+    writer.storage, writer.live = beside, "rebuild"
+    writer.announcer.wake()
+    assert dict(held) == {"a": 1}  # the scan ends on the copy it began on
+    wait_until(lambda: shared.get("n") == 9, "never moved to the rebuilt copy")
+    assert shared.get("a") is None and shared.status().path.endswith("rebuild")
+    shared.close()
+    beside.close()
+
+
+def test_a_silent_writer_makes_the_reader_stale(
+    writer: Writer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer.write(("a", "1"), start=0)
+    shared = SharedStore(writer.home).start(timeout=5)
+    assert shared.status().ready and shared.status().staleness_seconds == 0.0
+    monkeypatch.setattr("globalstore.shared.WRITER_SILENT_S", 0.05)
+    writer.announcer.close()  # no farewell, no heartbeat: as a killed writer
+    writer.announcer = Announcer(writer.home, lambda: None)  # for the fixture to close
+    time.sleep(0.1)
+    status = shared.status()
+    assert status.state is State.OFFLINE and not status.ready
+    assert "not been heard" in (status.last_error or "") and shared["a"] == 1
+    shared.close()
+
+
+def test_a_restarted_writer_that_is_restoring_leaves_readers_where_they_are(
+    writer: Writer,
+) -> None:
+    writer.write(("a", "1"), start=0)
+    shared = SharedStore(writer.home).start(timeout=5)
+    writer.writer, writer.state = new_writer_id(), "restoring"
+    original = writer.note
+    writer.note = lambda: WriterNote(**{**original().__dict__, "ready": False})  # type: ignore[method-assign]
+    writer.announcer.wake()
+    time.sleep(0.1)
+    assert shared["a"] == 1 and shared.status().state is State.RESTORING
+    shared.close()
