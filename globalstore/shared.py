@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 WRITER_SILENT_S = 3 * HEARTBEAT_S  # no note for this long: the writer is gone
 _RECEIVE_S = 0.25  # longest wait for a note, so close() is noticed soon
+_QUERY_GRACE_S = 0.001  # after a note, the time left to queries to catch up themselves
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,10 @@ class SharedStore(StoreQueries):
         live = self._live
         current = None if live is None else live.current
         if current is not None and (current.writer, current.live) == (note.writer, note.live):
+            # Queries catch up themselves. This thread does it only for a process that does
+            # not query (wait_for callers wait on it): were it to hold the catch-up while
+            # waiting for the GIL among busy readers, their queries would read the old view.
+            time.sleep(_QUERY_GRACE_S)
             self._catch_up_copy(wait=True)
         elif note.ready:
             self._open(note)  # the first copy, a heal's new one, or a restarted writer's
@@ -198,10 +203,11 @@ class SharedStore(StoreQueries):
             live, note, batches = self._live, self._note, self._batches
             if live is None or note is None or batches is None:
                 return
-            copy = live.current
+            copy, before = live.current, batches.value
             if (copy.writer, copy.live) != (note.writer, note.live):
                 return
-            before = batches.value
+            if before == self._caught_up_to:
+                return  # a query caught up meanwhile
             copy.storage.catch_up()
             self._caught_up_to = before
         finally:
