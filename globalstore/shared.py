@@ -40,6 +40,7 @@ from globalstore.queries import StoreQueries
 from globalstore.reader import StoreStatus
 from globalstore.state import State
 from globalstore.storage import Storage
+from globalstore.waiting import wait_until
 
 log = logging.getLogger(__name__)
 
@@ -120,16 +121,11 @@ class SharedStore(StoreQueries):
 
     def wait_until_ready(self, timeout: float | None = None) -> bool:
         """True once the writer's copy is open here; False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._changed:
-            while self._live is None:
-                if self._closed:
-                    raise StoreClosed(f"shared store at {self.path} was closed while starting")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._changed.wait(0.1 if remaining is None else min(remaining, 0.1))
-        return True
+        return wait_until(self._changed, lambda: self._live is not None, timeout, self._check_open)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"shared store at {self.path} is closed")
 
     def close(self) -> None:
         """Stop catching up and close the copy. Idempotent."""
@@ -288,18 +284,12 @@ class SharedStore(StoreQueries):
     def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
         """Block until this reader shows every partition in `position` at least that far.
         Returns False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._changed:
-            while True:
-                current = self.position()
-                if all(current.get(p, 0) >= o for p, o in position.items()):
-                    return True
-                if self._closed:
-                    raise StoreClosed(f"shared store at {self.path} is closed")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._changed.wait(0.1 if remaining is None else min(remaining, 0.1))
+
+        def reached() -> bool:
+            current = self.position()
+            return all(current.get(p, 0) >= o for p, o in position.items())
+
+        return wait_until(self._changed, reached, timeout, self._check_open)
 
     def checkpoint(self, dest: str | Path) -> None:
         """Refused: a secondary instance cannot write a complete checkpoint."""

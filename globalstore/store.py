@@ -29,6 +29,7 @@ from globalstore.reader import StoreStatus
 from globalstore.state import State
 from globalstore.storage import Storage, StorageState
 from globalstore.thread import StoreThread, ThreadStatus
+from globalstore.waiting import wait_until
 
 log = logging.getLogger(__name__)
 
@@ -270,17 +271,12 @@ class GlobalStore(StoreQueries):
     def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
         """Block until every partition in `position` is applied at least that far (also
         while the store is still restoring). Returns False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._applied:
-            while True:
-                current = self.position()
-                if all(current.get(p, 0) >= o for p, o in position.items()):
-                    return True
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._raise_if_stopped()
-                self._applied.wait(0.1 if remaining is None else min(remaining, 0.1))
+
+        def reached() -> bool:
+            current = self.position()
+            return all(current.get(p, 0) >= o for p, o in position.items())
+
+        return wait_until(self._applied, reached, timeout, self._raise_if_stopped)
 
     def checkpoint(self, dest: str | Path) -> None:
         """Write a consistent RocksDB checkpoint of the running store into `dest` (which must

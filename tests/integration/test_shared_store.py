@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from globalstore.announce import BATCHES, READERS
 from tests.integration.serve_support import serving_process
 from tests.integration.store_support import produce
 from tests.integration.test_store_heal import NEW, OLD, Gate, Reader, _recreate
+from tests.waiting import eventually
 
 
 def follow_process(bootstrap: str, topic: str, path: Path) -> subprocess.Popen[bytes]:
@@ -33,13 +33,6 @@ def follow_process(bootstrap: str, topic: str, path: Path) -> subprocess.Popen[b
 @pytest.fixture
 def writer_path(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "store"
-
-
-def wait_until(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
 
 
 def test_readers_see_writes_and_outlive_their_writer(
@@ -61,7 +54,7 @@ def test_readers_see_writes_and_outlive_their_writer(
             assert status.state is State.RUNNING and status.ready, status
             assert status.topic == topic and status.key_count == 301, status
             assert status.behind_writer is not None
-        wait_until(
+        eventually(
             lambda: not any(readers[0].status().behind_writer.values()),  # type: ignore[union-attr]
             5,
             "the reader never caught up with its writer",
@@ -69,7 +62,7 @@ def test_readers_see_writes_and_outlive_their_writer(
 
         writer.send_signal(signal.SIGKILL)
         writer.wait(30)
-        wait_until(lambda: not readers[0].status().ready, 10, "the reader never said stale")
+        eventually(lambda: not readers[0].status().ready, 10, readers[0].status, 0.01)
         status = readers[0].status()
         assert status.state is State.OFFLINE and "not been heard" in (status.last_error or "")
         assert readers[0]["k7"] == "new"  # still answering from the last state
@@ -95,7 +88,7 @@ def test_a_closing_writer_says_so_at_once(
     with GlobalStore(topic, kafka_bootstrap, writer_path) as writer:
         reader = SharedStore(writer_path).start(timeout=30)
         assert reader.status().ready
-    wait_until(lambda: not reader.status().ready, 2, "no farewell from the writer")
+    eventually(lambda: not reader.status().ready, 2, lambda: "no farewell from the writer", 0.01)
     assert reader.status().state is State.OFFLINE and "stopped" in str(reader.status().last_error)
     assert reader["a"] == 1
     reader.close()
@@ -122,9 +115,16 @@ def test_readers_follow_their_writer_to_a_healed_copy(
     reader.start()
     try:
         _recreate(kafka_admin, kafka_bootstrap, topic, gate, NEW)
-        wait_until(lambda: "new" in reader.seen, 60, f"the reader never moved: {shared.status()}")
+        eventually(
+            lambda: "new" in reader.seen,
+            60,
+            lambda: f"the reader never moved: {shared.status()}",
+            0.01,
+        )
         seen = len(reader.seen)
-        wait_until(lambda: len(reader.seen) > seen + 50, 30, "the reader stopped answering")
+        eventually(
+            lambda: len(reader.seen) > seen + 50, 30, lambda: "the reader stopped answering", 0.01
+        )
         assert shared.status().path.endswith("rebuild"), shared.status()
     finally:
         reader.stop_event.set()
@@ -146,7 +146,12 @@ def test_four_uvicorn_workers_serve_one_store(
     env = {**os.environ, "ORDERS_STORE": str(writer_path)}
     server, base = serving_process([*uvicorn, "--workers", "4", "--host", "127.0.0.1"], env)
     try:
-        wait_until(lambda: len(os.listdir(writer_path / READERS)) == 1 + 4, 30, "not 4 readers")
+        eventually(
+            lambda: len(os.listdir(writer_path / READERS)) == 1 + 4,
+            30,
+            lambda: "not 4 readers",
+            0.01,
+        )
         for round_ in range(10):
             written = produce(kafka_bootstrap, topic, [("k7", round_)])
             wanted = ",".join(f"{p}:{o}" for p, o in written.items())

@@ -109,6 +109,7 @@ FLOORS = (
         "meta",
         "listeners",
         "health",
+        "waiting",
     ),
     ("config", "reader"),  # settings; the contract of every store face
     # RocksDB; what the broker says; the C loop; how a writer wakes reader processes

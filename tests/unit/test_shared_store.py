@@ -15,6 +15,7 @@ from globalstore import SharedStore, State
 from globalstore.announce import Announcer, WriterNote, new_writer_id
 from globalstore.storage import Storage
 from tests.unit.store_fakes import batch
+from tests.waiting import eventually
 
 
 @dataclass
@@ -53,13 +54,6 @@ def writer(tmp_path: Path) -> Iterator[Writer]:
     writer.close()
 
 
-def wait_until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + 5
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.005)
-
-
 def test_a_query_catches_up_before_it_reads(writer: Writer) -> None:
     writer.write(("a", "1"), start=0)
     with SharedStore(writer.home).start(timeout=5) as shared:
@@ -80,7 +74,7 @@ def test_a_reader_moves_to_the_copy_the_writer_calls_live(writer: Writer) -> Non
     writer.storage, writer.live = beside, "rebuild"
     writer.announcer.wake()
     assert dict(held) == {"a": 1}  # the scan ends on the copy it began on
-    wait_until(lambda: shared.get("n") == 9, "never moved to the rebuilt copy")
+    eventually(lambda: shared.get("n") == 9, 5, lambda: "never moved to the rebuilt copy", 0.005)
     assert shared.get("a") is None and shared.status().path.endswith("rebuild")
     shared.close()
     beside.close()
