@@ -109,6 +109,10 @@ def contestant(settings: dict[str, Any]) -> dict[str, Any]:
         store: Any = SharedStore(path).start(timeout=300)
     else:
         store = GlobalStore(topic, bootstrap, path).start(timeout=300)
+    # Ready: the run (and the probes) start once every store of the variant is ready.
+    Path(settings["path"] + f".ready-{os.getpid()}").touch()
+    while not Path(settings["go"]).exists():
+        time.sleep(0.05)
     probes = Probes(store, settings["prefix"])
     stop, reads = threading.Event(), [0] * max(1, settings["readers"])
 
@@ -179,10 +183,17 @@ def run_variant(
     settings = {**variant, "bootstrap": bootstrap, "topic": topic, "path": str(path)}
     settings.update(keys=keys, seconds=seconds, prefix=f"probe-{tag}", poll_pause=0.0002)
     outs = [workdir / f"out-{tag}-{i}.json" for i in range(variant.get("processes", 1))]
+    go = workdir / f"go-{tag}"
+    settings["go"] = str(go)
     stores = [child(["--contestant", json.dumps(settings)], out) for out in outs]
-    time.sleep(5)  # every store ready (a restore of 100k keys takes ~1 s) before probes
+    # The topic grows during the run: later rounds restore more before they are ready.
+    while len(list(workdir.glob(f"store-{tag}.ready-*"))) < len(stores):
+        if any(proc.poll() is not None for proc in stores):
+            raise RuntimeError(f"{name}: a store process ended before it was ready")
+        time.sleep(0.1)
     if not variant.get("idle"):
         helpers.append(child(["--probes", bootstrap, topic, settings["prefix"], str(stop)]))
+    go.touch()
     for proc in stores:
         proc.wait(seconds + 600)
     stop.touch()
