@@ -50,6 +50,7 @@ from globalstore.localkafka import LocalKafka, free_port
 HERE = Path(__file__).resolve()
 DOCS = HERE.parent.parent / "docs" / "benchmarks.md"
 PROBE_EVERY_S = 0.02
+STEADY_LAG = 2000  # records behind the topic's end (~0.1 s of writes): following, not catching up
 VARIANTS: dict[str, dict[str, Any]] = {
     "in-process, 0 readers": {"mode": "in-process", "readers": 0},
     "in-process, 3 readers": {"mode": "in-process", "readers": 3},
@@ -109,7 +110,12 @@ def contestant(settings: dict[str, Any]) -> dict[str, Any]:
         store: Any = SharedStore(path).start(timeout=300)
     else:
         store = GlobalStore(topic, bootstrap, path).start(timeout=300)
-    # Ready: the run (and the probes) start once every store of the variant is ready.
+    # Steady: the keys counted after a bulk restore, and the records written during the
+    # restore applied (the topic grows through the run: later rounds restore longer).
+    store.count()
+    while sum(store.status().lag.values()) > STEADY_LAG:
+        time.sleep(0.1)
+    # Ready: the run (and the probes) start once every store of the variant is steady.
     Path(settings["path"] + f".ready-{os.getpid()}").touch()
     while not Path(settings["go"]).exists():
         time.sleep(0.05)
@@ -186,7 +192,6 @@ def run_variant(
     go = workdir / f"go-{tag}"
     settings["go"] = str(go)
     stores = [child(["--contestant", json.dumps(settings)], out) for out in outs]
-    # The topic grows during the run: later rounds restore more before they are ready.
     while len(list(workdir.glob(f"store-{tag}.ready-*"))) < len(stores):
         if any(proc.poll() is not None for proc in stores):
             raise RuntimeError(f"{name}: a store process ended before it was ready")
