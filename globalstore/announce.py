@@ -216,7 +216,11 @@ class WakeSocket:
         with contextlib.suppress(BlockingIOError):
             while True:
                 data = sock.recv(_MAX_NOTE)
-        return WriterNote.decode(data)
+        try:
+            return WriterNote.decode(data)
+        except (ValueError, TypeError, KeyError) as exc:  # not a writer's: someone else's
+            log.warning("ignored a datagram that is not a writer's note: %s", exc)
+            return None
 
     def close(self) -> None:
         self._socket.close()

@@ -32,6 +32,7 @@ from globalstore.errors import (
     GlobalStoreError,
     StartTimeout,
     StorageError,
+    StoreAlreadyStarted,
     StoreClosed,
     StoreNotReady,
 )
@@ -104,7 +105,7 @@ class SharedStore(StoreQueries):
         if self._closed:
             raise StoreClosed(f"shared store at {self.path} was closed; create a new one")
         if self._thread is not None:
-            raise GlobalStoreError("start() was already called")
+            raise StoreAlreadyStarted("start() was already called")
         self._stopped.clear()
         self._wake = WakeSocket(self.path, uuid.uuid4().hex[:12])
         self._thread = threading.Thread(
@@ -171,6 +172,9 @@ class SharedStore(StoreQueries):
             except GlobalStoreError as exc:
                 self._last_error = str(exc)
                 log.warning("shared store at %s: %s", self.path, exc)
+            except Exception as exc:  # this thread must go on: the next note may fix it
+                self._last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("shared store at %s: catching up failed", self.path)
             with self._changed:
                 self._changed.notify_all()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,13 @@ def test_two_readers_cannot_share_an_id(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         WakeSocket(tmp_path, "same")
     reader.close()
+
+
+def test_a_datagram_that_is_not_a_note_is_ignored(tmp_path: Path) -> None:
+    reader = WakeSocket(tmp_path, "r")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as stranger:
+            stranger.sendto(b"not json", str(reader.directory / "wake.sock"))
+        assert reader.receive(1.0) is None
+    finally:
+        reader.close()
