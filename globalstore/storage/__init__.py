@@ -3,18 +3,21 @@ It never reads a Kafka message either: apply() takes plain records (Record tuple
 partition ends reached, which the thread's consumer source (sources.py) makes of what its
 consumer returns; the C loop (native_restore.py) fills its batches itself.
 
-database.py   Storage: open (locked), apply a batch of records with its offsets, read, scan,
-              wipe, checkpoint; its StorageState, replaced whole after every change
+database.py   Storage: open (locked, read-only or as a secondary that catches up), apply a
+              batch of records with its offsets, read, wipe, checkpoint
+state.py      StorageState, what it holds as of one batch, replaced whole after every change
+scan.py       scans over one point-in-time view, and the background key count
 records.py    Record; records into put/delete operations (the Python hot loop), Applied
 options.py    RocksDBOptions as rocksdict Options
 lock.py       the directory lock (one process per store directory)
 failures.py   what an error RocksDB raised means: locked, damaged or the environment's
 """
 
-from globalstore.storage.database import Storage, StorageState
+from globalstore.storage.database import Storage
 from globalstore.storage.lock import LOCK_FILE
 from globalstore.storage.options import rocksdb_options
 from globalstore.storage.records import Applied, Record, Records
+from globalstore.storage.state import StorageState
 
 __all__ = [
     "LOCK_FILE",

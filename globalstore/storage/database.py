@@ -14,12 +14,11 @@ message: the consumer and its messages belong to sources.py.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 
 import rocksdict
 
@@ -48,25 +47,10 @@ from globalstore.storage.failures import Failure, classify, close_when_unborrowe
 from globalstore.storage.lock import DirLock, NoLock
 from globalstore.storage.options import rocksdb_options
 from globalstore.storage.records import Applied, NativeBatch, Records, fill
-from globalstore.storage.scan import Recount, bounded
+from globalstore.storage.scan import Recount, scan_items
+from globalstore.storage.state import StorageState
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StorageState:
-    """What the store holds, as of one applied batch: replaced whole, never changed, so a
-    reader on another thread sees one instant without a lock."""
-
-    positions: Mapping[int, int] = field(default_factory=dict)  # next offset per partition
-    count: int | None = None  # live keys; None while a bulk restore is not recounted
-    layout: int | None = None
-    migrate_from: int | None = None  # older layout some values may still be in
-    restored_at_ms: int | None = None  # of the last completed restore
-
-    def __post_init__(self) -> None:
-        # Read-only for whoever is handed the positions (listeners among them).
-        object.__setattr__(self, "positions", MappingProxyType(dict(self.positions)))
 
 
 class Storage:
@@ -398,33 +382,13 @@ class Storage:
     def scan(
         self, lower: bytes | None, upper: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
-        """(key, raw value) with lower <= key < upper, over one point-in-time view.
-
-        The RocksDB iterator is created before the first item is yielded, and an iterator
-        sees the database as of its creation, so a scan never mixes two batches. Bounds are
-        checked here: ReadOptions' iterate bounds are unreliable in rocksdict 0.3.29.
-        """
-        items: Iterable[tuple[bytes, bytes]]
-        # A scan reads each block once: keep it out of the block cache that point gets use.
-        ro = rocksdict.ReadOptions()
-        ro.fill_cache(False)  # type: ignore[call-arg]  # the stub lacks the flag
-        if reverse:
-            items = self._db.items(backwards=True, from_key=upper, read_opt=ro)  # type: ignore[assignment]
-        else:
-            items = self._db.items(from_key=lower, read_opt=ro)  # type: ignore[assignment]
-        if upper is None and (lower is None or not reverse):
-            return iter(items)  # rocksdict's iterator already starts and ends right
-        return bounded(items, lower, upper, reverse)
+        """(key, raw value) with lower <= key < upper, over one point-in-time view (scan.py)."""
+        return scan_items(self._db, lower, upper, reverse)
 
     def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to `limit` (key, raw value) pairs from `start` on, for chunked migration."""
-        out: list[tuple[bytes, bytes]] = []
         pairs: Iterable[tuple[bytes, bytes]] = self._db.items(from_key=start)  # type: ignore[assignment]
-        for pair in pairs:
-            if len(out) >= limit:
-                break
-            out.append(pair)
-        return out
+        return list(itertools.islice(pairs, max(0, limit)))
 
     def checkpoint(self, dest: Path) -> None:
         """A consistent copy of the database (data and meta, so its offsets) in `dest`, which

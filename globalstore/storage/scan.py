@@ -1,10 +1,35 @@
-"""Walking the keys of a point-in-time iterator: scan bounds, and the background key count."""
+"""Walking the keys of a point-in-time iterator: scans and their bounds, and the background
+key count."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+import rocksdict
+
+
+def scan_items(
+    db: rocksdict.Rdict, lower: bytes | None, upper: bytes | None, reverse: bool
+) -> Iterator[tuple[bytes, bytes]]:
+    """(key, raw value) with lower <= key < upper, over one point-in-time view.
+
+    The RocksDB iterator is created before the first item is yielded, and an iterator sees
+    the database as of its creation, so a scan never mixes two batches. Bounds are checked
+    here: ReadOptions' iterate bounds are unreliable in rocksdict 0.3.29.
+    """
+    items: Iterable[tuple[bytes, bytes]]
+    # A scan reads each block once: keep it out of the block cache that point gets use.
+    ro = rocksdict.ReadOptions()
+    ro.fill_cache(False)  # type: ignore[call-arg]  # the stub lacks the flag
+    if reverse:
+        items = db.items(backwards=True, from_key=upper, read_opt=ro)  # type: ignore[assignment]
+    else:
+        items = db.items(from_key=lower, read_opt=ro)  # type: ignore[assignment]
+    if upper is None and (lower is None or not reverse):
+        return iter(items)  # rocksdict's iterator already starts and ends right
+    return bounded(items, lower, upper, reverse)
 
 
 def bounded(
