@@ -171,8 +171,11 @@ class Probes:
 
 
 def child(args: list[str], out: Path | None = None) -> subprocess.Popen[bytes]:
-    stdout = None if out is None else out.open("wb")
-    return subprocess.Popen([sys.executable, str(HERE), *args], stdout=stdout)
+    command = [sys.executable, str(HERE), *args]
+    if out is None:
+        return subprocess.Popen(command)
+    with out.open("wb") as stdout:  # the child holds its own copy of the descriptor
+        return subprocess.Popen(command, stdout=stdout)
 
 
 def run_variant(

@@ -43,6 +43,16 @@ class StoreStatus:
     behind_writer: dict[int, int] | None = None
 
 
+def behind(ahead: Mapping[int, int], positions: Mapping[int, int]) -> dict[int, int]:
+    """Per partition of `ahead` (in order): the records `positions` lacks to reach it."""
+    return {p: max(0, o - positions.get(p, 0)) for p, o in sorted(ahead.items())}
+
+
+def reaches(positions: Mapping[int, int], wanted: Mapping[int, int]) -> bool:
+    """True when `positions` is at least `wanted` in every partition `wanted` names."""
+    return all(positions.get(p, 0) >= o for p, o in wanted.items())
+
+
 class ScanFilters(TypedDict, total=False):
     """Which keys a scan visits: a prefix and/or [start, end), in key byte order or reversed,
     at most `limit` of them."""

@@ -38,7 +38,7 @@ from globalstore.errors import (
 )
 from globalstore.heal import Live
 from globalstore.queries import StoreQueries
-from globalstore.reader import StoreStatus
+from globalstore.reader import StoreStatus, behind, reaches
 from globalstore.state import State
 from globalstore.storage import Storage
 from globalstore.waiting import wait_until
@@ -258,7 +258,7 @@ class SharedStore(StoreQueries):
 
     def _track_sync(self, note: WriterNote) -> None:
         positions = self.position()
-        if all(positions.get(p, 0) >= end for p, end in note.high.items()):
+        if reaches(positions, note.high):
             self._in_sync_at = time.monotonic()
 
     # -- queries (the methods are StoreQueries') ---------------------------------------------
@@ -288,12 +288,9 @@ class SharedStore(StoreQueries):
     def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
         """Block until this reader shows every partition in `position` at least that far.
         Returns False on timeout."""
-
-        def reached() -> bool:
-            current = self.position()
-            return all(current.get(p, 0) >= o for p, o in position.items())
-
-        return wait_until(self._changed, reached, timeout, self._check_open)
+        return wait_until(
+            self._changed, lambda: reaches(self.position(), position), timeout, self._check_open
+        )
 
     def checkpoint(self, dest: str | Path) -> None:
         """Refused: a secondary instance cannot write a complete checkpoint."""
@@ -319,7 +316,7 @@ class SharedStore(StoreQueries):
         held = None if live is None else live.current.storage.state
         position = {} if held is None else dict(sorted(held.positions.items()))
         high = {} if note is None else note.high
-        lag = {p: max(0, end - position.get(p, 0)) for p, end in sorted(high.items())}
+        lag = behind(high, position)
         in_sync = alive and held is not None and not any(lag.values())
         since = self._in_sync_at
         return StoreStatus(
@@ -341,9 +338,7 @@ class SharedStore(StoreQueries):
             if in_sync
             else (None if since is None else time.monotonic() - since),
             last_error=self._last_error or self._silence(),
-            behind_writer=None
-            if note is None
-            else {p: max(0, o - position.get(p, 0)) for p, o in sorted(note.positions.items())},
+            behind_writer=None if note is None else behind(note.positions, position),
         )
 
     def _silence(self) -> str | None:

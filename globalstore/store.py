@@ -25,7 +25,7 @@ from globalstore.errors import (
 )
 from globalstore.listeners import StoreListener
 from globalstore.queries import StoreQueries
-from globalstore.reader import StoreStatus
+from globalstore.reader import StoreStatus, behind, reaches
 from globalstore.state import State
 from globalstore.storage import Storage, StorageState
 from globalstore.thread import StoreThread, ThreadStatus
@@ -266,17 +266,17 @@ class GlobalStore(StoreQueries):
     def lag(self) -> dict[int, int]:
         """{partition: records between what is applied and the topic's last known end}."""
         live = self._live
-        return {} if live is None else _lag(live.current.thread.status, self.position())
+        return {} if live is None else behind(live.current.thread.status.high, self.position())
 
     def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
         """Block until every partition in `position` is applied at least that far (also
         while the store is still restoring). Returns False on timeout."""
-
-        def reached() -> bool:
-            current = self.position()
-            return all(current.get(p, 0) >= o for p, o in position.items())
-
-        return wait_until(self._applied, reached, timeout, self._raise_if_stopped)
+        return wait_until(
+            self._applied,
+            lambda: reaches(self.position(), position),
+            timeout,
+            self._raise_if_stopped,
+        )
 
     def checkpoint(self, dest: str | Path) -> None:
         """Write a consistent RocksDB checkpoint of the running store into `dest` (which must
@@ -328,7 +328,7 @@ class GlobalStore(StoreQueries):
         # Position, count and layout from one state, so the report is of one instant.
         held = StorageState() if replica is None else replica.storage.state
         position = dict(held.positions)
-        lag = _lag(t, position)
+        lag = behind(t.high, position)
         staleness = None
         if t.in_sync_at is not None:
             in_sync = t.connected and not any(lag.values())
@@ -354,11 +354,6 @@ class GlobalStore(StoreQueries):
             conversion_failures=t.conversion_failures,
             self_heals=0 if healer is None else healer.heals,
         )
-
-
-def _lag(status: ThreadStatus, positions: Mapping[int, int]) -> dict[int, int]:
-    """Records between the applied positions and the topic's last known end, per partition."""
-    return {p: max(0, h - positions.get(p, 0)) for p, h in sorted(status.high.items())}
 
 
 def _seconds(ms: int | None) -> float | None:

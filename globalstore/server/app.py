@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from globalstore import snapshot
 from globalstore.errors import GlobalStoreError, InvalidValue, StoreClosed, StoreNotReady
+from globalstore.reader import reaches
 from globalstore.server import openapi, params
 from globalstore.server.guard import Guard
 from globalstore.server.metrics import Metrics
@@ -146,7 +147,7 @@ class Api:
             return
         store = self.served.store
         current = store.position()
-        if all(current.get(p, 0) >= o for p, o in wanted.items()):
+        if reaches(current, wanted):
             return
         if not store.status().ready:
             raise StoreNotReady(f"store for {store.topic!r} is not ready")
