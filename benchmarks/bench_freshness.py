@@ -21,6 +21,19 @@ Variants:
     4 processes       one writer process, 4 reader processes, each looking for the probe
                       every 0.2 ms (no reader threads: four spinning processes would only
                       measure how 2 cores are shared)
+    serve             `globalstore serve` (its follower in the server's process) answering
+                      GET by key from wrk with 16 connections as fast as it can; a prober
+                      process GETs the next probe over HTTP every 0.5 ms
+    shared serve      the same API on a SharedStore (create_app(ServedStore.of(SharedStore)))
+                      in one uvicorn process, beside `globalstore follow`
+    nice 5            the readers' (or the API's) process at nice 5, so the writer process
+                      gets a CPU first when records arrive: the causal test of CPU waits
+
+Every variant also reports the CPU its readers used (the reader threads' own thread time; for
+the serve variants the server process's CPU) and the machine's busy share during the run:
+reads per CPU second tell a read that got dearer from a reader that got less CPU. --pin runs
+the readers' processes on CPU 1 and everything else on CPU 0, as if the readers had a core of
+their own. The serve variants need wrk on the PATH (apt-get install wrk).
 """
 
 from __future__ import annotations
@@ -30,22 +43,27 @@ import itertools
 import json
 import os
 import random
+import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
+import urllib3
 from bench_store import create_topic, fill_topic, key_of, log, quantile
 from confluent_kafka import Producer
 
 from globalstore import GlobalStore, SharedStore
 from globalstore.codec import format_headers
 from globalstore.localkafka import LocalKafka, free_port
+from globalstore.server import ServedStore, server
 
 HERE = Path(__file__).resolve()
 DOCS = HERE.parent.parent / "docs" / "benchmarks.md"
@@ -63,12 +81,26 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "shared, 3 readers, switch 0.5 ms": {"mode": "shared", "readers": 3, "switch": 0.0005},
     "in-process, 3 readers, idle": {"mode": "in-process", "readers": 3, "idle": True},
     "shared, 3 readers, idle": {"mode": "shared", "readers": 3, "idle": True},
+    "shared, 3 readers, readers at nice 5": {"mode": "shared", "readers": 3, "nice": 5},
     "shared, 4 reader processes": {
         "mode": "shared",
         "readers": 0,
         "processes": 4,
     },
+    "serve, 16 connections": {"mode": "serve"},
+    "serve, 16 connections, idle": {"mode": "serve", "idle": True},
+    "shared serve, 16 connections": {"mode": "shared-serve"},
+    "shared serve, 16 connections, idle": {"mode": "shared-serve", "idle": True},
+    "shared serve, 16 connections, API at nice 5": {"mode": "shared-serve", "nice": 5},
 }
+HTTP_PROBE_PAUSE_S = 0.0005
+CONNECTIONS = 16
+PINNED_READERS, PINNED_REST = {1}, {0}
+WRK_SCRIPT = """
+request = function()
+  return wrk.format("GET", string.format("/v1/keys/key-%%08d", math.random(0, %d)))
+end
+"""
 
 
 # -- children ------------------------------------------------------------------------------
@@ -121,14 +153,17 @@ def contestant(settings: dict[str, Any]) -> dict[str, Any]:
         time.sleep(0.05)
     probes = Probes(store, settings["prefix"])
     stop, reads = threading.Event(), [0] * max(1, settings["readers"])
+    cpu = [0.0] * len(reads)
 
     def read(slot: int) -> None:
         rng, get, keys = random.Random(slot), store.get, settings["keys"]
+        began = time.thread_time()
         while not stop.is_set():
             for _ in range(100):
                 get(key_of(rng.randrange(keys)))
             reads[slot] += 100
             probes.look()
+        cpu[slot] = time.thread_time() - began
 
     def poll(slot: int) -> None:
         while not stop.is_set():
@@ -144,7 +179,8 @@ def contestant(settings: dict[str, Any]) -> dict[str, Any]:
     for thread in threads:
         thread.join()
     store.close()
-    return {"seen": probes.seen, "reads_per_s": sum(reads) / settings["seconds"]}
+    seconds = settings["seconds"]
+    return {"seen": probes.seen, "reads_per_s": sum(reads) / seconds, "cpu": sum(cpu) / seconds}
 
 
 class Probes:
@@ -167,53 +203,229 @@ class Probes:
                 self.next = n + 1
 
 
+def shared_server(path: str, port: str) -> None:
+    """The shared serve variant's HTTP process: the API on a SharedStore, one uvicorn process."""
+    served = ServedStore.of(SharedStore(path))
+    server(served, port=int(port)).run()
+
+
+def http_prober(port: str, prefix: str, stop: str) -> None:
+    """GET the next probe every HTTP_PROBE_PAUSE_S until `stop` exists; prints the
+    produce→visible seconds of each probe seen, as JSON."""
+    pool = urllib3.HTTPConnectionPool("127.0.0.1", int(port), maxsize=1)
+    seen, n = [], 0
+    while not os.path.exists(stop):
+        response = pool.request("GET", f"/v1/keys/{prefix}-{n}", retries=False)
+        if response.status == 200:
+            seen.append(time.time() - orjson.loads(response.data)["value"]["sent"])
+            n += 1
+        else:
+            time.sleep(HTTP_PROBE_PAUSE_S)
+    print(json.dumps(seen))
+
+
 # -- one round of one variant --------------------------------------------------------------
 
 
-def child(args: list[str], out: Path | None = None) -> subprocess.Popen[bytes]:
+def child(
+    args: list[str], out: Path | None = None, cpus: set[int] | None = None, nice: int = 0
+) -> subprocess.Popen[bytes]:
+    """This script in a child process (on `cpus` when given, at `nice`), its stdout in `out`."""
     command = [sys.executable, str(HERE), *args]
+    return spawn(command, out, cpus, nice)
+
+
+def spawn(
+    command: list[str], out: Path | None = None, cpus: set[int] | None = None, nice: int = 0
+) -> subprocess.Popen[bytes]:
+    if nice:
+        command = ["nice", "-n", str(nice), *command]
+    if cpus is not None:
+        command = ["taskset", "-c", ",".join(map(str, sorted(cpus))), *command]
     if out is None:
         return subprocess.Popen(command)
     with out.open("wb") as stdout:  # the child holds its own copy of the descriptor
         return subprocess.Popen(command, stdout=stdout)
 
 
-def run_variant(
-    name: str, bootstrap: str, topic: str, workdir: Path, keys: int, rate: int, seconds: float
-) -> dict[str, Any]:
+def busy_share(before: list[int], after: list[int]) -> float:
+    """The machine's busy share between two /proc/stat "cpu" lines (idle and iowait idle)."""
+    delta = [b - a for a, b in zip(before, after, strict=True)]
+    return 1 - (delta[3] + delta[4]) / sum(delta)
+
+
+def cpu_times() -> list[int]:
+    with open("/proc/stat", encoding="ascii") as stat:
+        return [int(x) for x in stat.readline().split()[1:]]
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What every round of every variant shares."""
+
+    bootstrap: str
+    topic: str
+    workdir: Path
+    keys: int
+    rate: int
+    seconds: float
+    pin: bool
+
+    def cpus(self, readers: bool) -> set[int] | None:
+        if not self.pin:
+            return None
+        return PINNED_READERS if readers else PINNED_REST
+
+
+def run_variant(name: str, bench: Bench) -> dict[str, Any]:
+    """One round of one variant: the probes seen (s), reads/s, the readers' CPU (cores) and
+    the machine's busy share."""
     variant, tag = VARIANTS[name], f"{time.time_ns():x}"
-    stop = workdir / f"stop-{tag}"
-    path = workdir / f"store-{tag}"
-    written = f"{topic}-idle" if variant.get("idle") else topic
-    writer = [sys.executable, str(HERE.parent / "bench_store.py"), "--writer", bootstrap]
-    helpers = [subprocess.Popen([*writer, written, str(keys), str(rate), str(stop)])]
+    stop = bench.workdir / f"stop-{tag}"
+    written = f"{bench.topic}-idle" if variant.get("idle") else bench.topic
+    writer = [sys.executable, str(HERE.parent / "bench_store.py"), "--writer", bench.bootstrap]
+    helpers = [subprocess.Popen([*writer, written, str(bench.keys), str(bench.rate), str(stop)])]
+    try:
+        if variant["mode"] in ("serve", "shared-serve"):
+            return run_server(variant, bench, tag, helpers)
+        return run_readers(variant, bench, tag, helpers)
+    finally:
+        stop.touch()
+        for proc in helpers:
+            proc.wait(120)
+
+
+def run_readers(
+    variant: dict[str, Any], bench: Bench, tag: str, helpers: list[subprocess.Popen[bytes]]
+) -> dict[str, Any]:
+    """The variants whose readers are threads (or processes) of this script."""
+    workdir, stop, path = (
+        bench.workdir,
+        bench.workdir / f"stop-{tag}",
+        bench.workdir / f"store-{tag}",
+    )
     if variant["mode"] == "shared":
-        helpers.append(child(["--store-writer", bootstrap, topic, str(path), str(stop)]))
-    settings = {**variant, "bootstrap": bootstrap, "topic": topic, "path": str(path)}
-    settings.update(keys=keys, seconds=seconds, prefix=f"probe-{tag}", poll_pause=0.0002)
+        helpers.append(
+            child(["--store-writer", bench.bootstrap, bench.topic, str(path), str(stop)])
+        )
+    settings = {**variant, "bootstrap": bench.bootstrap, "topic": bench.topic, "path": str(path)}
+    settings.update(keys=bench.keys, seconds=bench.seconds, prefix=f"probe-{tag}")
+    settings.update(poll_pause=0.0002)
     outs = [workdir / f"out-{tag}-{i}.json" for i in range(variant.get("processes", 1))]
     go = workdir / f"go-{tag}"
     settings["go"] = str(go)
-    stores = [child(["--contestant", json.dumps(settings)], out) for out in outs]
+    nice = variant.get("nice", 0)
+    cpus = bench.cpus(readers=True)
+    stores = [child(["--contestant", json.dumps(settings)], out, cpus, nice) for out in outs]
     while len(list(workdir.glob(f"store-{tag}.ready-*"))) < len(stores):
         if any(proc.poll() is not None for proc in stores):
-            raise RuntimeError(f"{name}: a store process ended before it was ready")
+            raise RuntimeError("a store process ended before it was ready")
         time.sleep(0.1)
     if not variant.get("idle"):
-        helpers.append(child(["--probes", bootstrap, topic, settings["prefix"], str(stop)]))
+        probes = ["--probes", bench.bootstrap, bench.topic, settings["prefix"], str(stop)]
+        helpers.append(child(probes))
+    before = cpu_times()
     go.touch()
     for proc in stores:
-        proc.wait(seconds + 600)
-    stop.touch()
+        proc.wait(bench.seconds + 600)
+    busy = busy_share(before, cpu_times())
+    results = [json.loads(out.read_text()) for out in outs]
+    return {
+        "seen": sorted(s for r in results for s in r["seen"]),
+        "reads_per_s": sum(r["reads_per_s"] for r in results),
+        "cpu": sum(r["cpu"] for r in results),
+        "busy": busy,
+    }
+
+
+def run_server(
+    variant: dict[str, Any], bench: Bench, tag: str, helpers: list[subprocess.Popen[bytes]]
+) -> dict[str, Any]:
+    """The serve variants: wrk reads over HTTP, a prober process looks for the probes."""
+    workdir, stop, path = (
+        bench.workdir,
+        bench.workdir / f"stop-{tag}",
+        bench.workdir / f"store-{tag}",
+    )
+    port, prefix = str(free_port()), f"probe-{tag}"
+    if variant["mode"] == "serve":
+        cli = str(Path(sys.executable).parent / "globalstore")
+        where = [
+            "--topic",
+            bench.topic,
+            "--bootstrap-servers",
+            bench.bootstrap,
+            "--path",
+            str(path),
+        ]
+        api = spawn([cli, "serve", *where, "--port", port], cpus=bench.cpus(readers=True))
+    else:
+        helpers.append(
+            child(["--store-writer", bench.bootstrap, bench.topic, str(path), str(stop)])
+        )
+        api_cpus, nice = bench.cpus(readers=True), variant.get("nice", 0)
+        api = child(["--shared-server", str(path), port], cpus=api_cpus, nice=nice)
+    try:
+        wait_steady(port, api)
+        seen_out = workdir / f"seen-{tag}.json"
+        if not variant.get("idle"):
+            helpers.append(child(["--probes", bench.bootstrap, bench.topic, prefix, str(stop)]))
+            helpers.append(child(["--http-prober", port, prefix, str(stop)], seen_out))
+        script = workdir / f"wrk-{tag}.lua"
+        script.write_text(WRK_SCRIPT % (bench.keys - 1))
+        before, api_before = cpu_times(), process_cpu_s(api.pid)
+        load = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{bench.seconds:.0f}s", "-s", str(script)]
+        wrk = subprocess.run(
+            [*load, f"http://127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        busy = busy_share(before, cpu_times())
+        cpu = (process_cpu_s(api.pid) - api_before) / bench.seconds
+    finally:
+        stop.touch()
+        api.terminate()
+        api.wait(60)
     for proc in helpers:
         proc.wait(120)
-    results = [json.loads(out.read_text()) for out in outs]
-    seen = sorted(s for r in results for s in r["seen"])
-    return {"seen": seen, "reads_per_s": sum(r["reads_per_s"] for r in results)}
+    # wrk (like every helper) runs on the CPUs this script was pinned to.
+    found = re.search(r"Requests/sec:\s+([\d.]+)", wrk.stdout)
+    if found is None or "Non-2xx" in wrk.stdout:
+        raise RuntimeError(f"wrk: {wrk.stdout}")
+    seen = json.loads(seen_out.read_text()) if not variant.get("idle") else []
+    return {"seen": sorted(seen), "reads_per_s": float(found[1]), "cpu": cpu, "busy": busy}
+
+
+def wait_steady(port: str, api: subprocess.Popen[bytes]) -> None:
+    """Until the API is ready and its store no more than STEADY_LAG records behind."""
+    pool = urllib3.HTTPConnectionPool("127.0.0.1", int(port), maxsize=1)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if api.poll() is not None:
+            raise RuntimeError("the API process ended before it was ready")
+        try:
+            status = pool.request("GET", "/v1/status", retries=False)
+        except urllib3.exceptions.HTTPError:
+            status = None
+        if status is not None and status.status == 200:
+            report = orjson.loads(status.data)
+            if report["ready"] and sum(report["lag"].values()) <= STEADY_LAG:
+                return
+        time.sleep(0.2)
+    raise RuntimeError("the API's store did not get steady within 600 s")
 
 
 def summarise(rounds: list[dict[str, Any]]) -> dict[str, float]:
-    """Medians over rounds of each round's p50, p99 and max (ms) and reads/s."""
+    """Medians over rounds of each round's p50, p99 and max (ms), reads/s, the readers' CPU
+    (cores), reads per CPU second and the machine's busy share."""
 
     def med(f: Any) -> float:
         return statistics.median(f(r) for r in rounds)
@@ -227,17 +439,22 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, float]:
         "max": med(lambda r: max(r["seen"], default=float("nan")) * 1000),
         "samples": med(lambda r: len(r["seen"])),
         "reads_per_s": med(lambda r: r["reads_per_s"]),
+        "cpu": med(lambda r: r["cpu"]),
+        "reads_per_cpu_s": med(lambda r: r["reads_per_s"] / r["cpu"] if r["cpu"] else 0.0),
+        "busy": med(lambda r: r["busy"]),
     }
 
 
-def table(results: dict[str, dict[str, float]], rate: int, seconds: float) -> str:
+def table(results: dict[str, dict[str, float]], args: argparse.Namespace) -> str:
+    pinned = "; readers pinned to CPU 1, the rest to CPU 0" if args.pin else ""
     lines = [
-        f"Background writes {rate:,} records/s; one probe every 20 ms; {seconds:.0f} s per "
-        f"round; {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-        f"{time.strftime('%Y-%m-%d')}.",
+        f"Background writes {args.rate:,} records/s; one probe every 20 ms; {args.seconds:.0f} "
+        f"s per round; {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
+        f"{time.strftime('%Y-%m-%d')}{pinned}.",
         "",
-        "| variant | produce→visible p50 | p99 | max | probes | reads/s |",
-        "|---|---|---|---|---|---|",
+        "| variant | produce→visible p50 | p99 | max | probes | reads/s | readers' CPU | "
+        "reads/CPU s | machine busy |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         reads = f"{r['reads_per_s']:,.0f}" if r["reads_per_s"] else "—"
@@ -245,7 +462,8 @@ def table(results: dict[str, dict[str, float]], rate: int, seconds: float) -> st
             p50 = p99 = top = "—"
         else:
             p50, p99, top = f"{r['p50']:.1f} ms", f"{r['p99']:.1f} ms", f"{r['max']:.0f} ms"
-        lines.append(f"| {name} | {p50} | {p99} | {top} | {r['samples']:.0f} | {reads} |")
+        cpu = f"{r['cpu']:.2f} | {r['reads_per_cpu_s']:,.0f} | {r['busy']:.0%}"
+        lines.append(f"| {name} | {p50} | {p99} | {top} | {r['samples']:.0f} | {reads} | {cpu} |")
     return "\n".join(lines)
 
 
@@ -256,6 +474,12 @@ def main() -> None:
     if sys.argv[1:2] == ["--store-writer"]:
         store_writer(*sys.argv[2:6])
         return
+    if sys.argv[1:2] == ["--shared-server"]:
+        shared_server(*sys.argv[2:4])
+        return
+    if sys.argv[1:2] == ["--http-prober"]:
+        http_prober(*sys.argv[2:5])
+        return
     if sys.argv[1:2] == ["--contestant"]:
         print(json.dumps(contestant(json.loads(sys.argv[2]))))
         return
@@ -264,9 +488,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--rate", type=int, default=15_000)
-    parser.add_argument("--variants", help="comma-separated names (default: all)")
+    parser.add_argument("--variants", help="names separated by semicolons (default: all)")
+    parser.add_argument("--pin", action="store_true", help="readers on CPU 1, the rest on 0")
     args = parser.parse_args()
-    names = args.variants.split(",") if args.variants else list(VARIANTS)
+    if any(VARIANTS[name]["mode"].endswith("serve") for name in names(args)) and not shutil.which(
+        "wrk"
+    ):
+        parser.error("the serve variants need wrk on the PATH (apt-get install wrk)")
+    if args.pin:
+        os.sched_setaffinity(0, PINNED_REST)  # the broker and every helper inherit it
     with tempfile.TemporaryDirectory(prefix="bench-fresh-") as tmp:
         workdir = Path(tmp)
         broker = LocalKafka(port=free_port(), data_dir=workdir / "kafka", heap="1g")
@@ -275,16 +505,21 @@ def main() -> None:
             create_topic(broker.bootstrap, topic)
             create_topic(broker.bootstrap, f"{topic}-idle")  # the idle variant's writes
             fill_topic(broker.bootstrap, topic, args.keys, "small batches")
-            rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+            bench = Bench(
+                broker.bootstrap, topic, workdir, args.keys, args.rate, args.seconds, args.pin
+            )
+            rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in names(args)}
             for r in range(args.rounds):
-                for name in names:
+                for name in names(args):
                     log(f"round {r + 1}: {name}")
-                    result = run_variant(
-                        name, broker.bootstrap, topic, workdir, args.keys, args.rate, args.seconds
-                    )
+                    result = run_variant(name, bench)
                     rounds[name].append(result)
                     log(f"  {summarise([result])}")
-    print(table({name: summarise(rs) for name, rs in rounds.items()}, args.rate, args.seconds))
+    print(table({name: summarise(rs) for name, rs in rounds.items()}, args))
+
+
+def names(args: argparse.Namespace) -> list[str]:
+    return args.variants.split(";") if args.variants else list(VARIANTS)
 
 
 if __name__ == "__main__":

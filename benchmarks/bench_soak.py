@@ -78,7 +78,7 @@ def rss_mb() -> float:
 def sample(store: GlobalStore, began: float, reads: list[int]) -> dict[str, float]:
     """One row: RSS and its likely fillers, in MB; lag in records."""
     # The benchmark reaches into the live storage for RocksDB's memory properties.
-    db = store._live.current.storage._db  # type: ignore[union-attr]  # noqa: SLF001
+    db = store._live.current.storage._db  # type: ignore[union-attr]
     prop = db.property_int_value
     mb = 1 << 20
     return {
@@ -171,25 +171,32 @@ def report(
     half = [s for s in samples if s["minute"] >= args.minutes / 2]
     slope = _slope([s["minute"] for s in half], [s["rss"] for s in half])
     rss = [s["rss"] for s in half]
-    print(f"\n{args.minutes:.0f} min at {args.rate:,} records/s, {READERS} readers, "
-          f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n")
-    print("| minute | RSS MB | block cache | memtables | table readers | Python heap | lag | reads/s |")
+    print(
+        f"\n{args.minutes:.0f} min at {args.rate:,} records/s, {READERS} readers, "
+        f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n"
+    )
+    columns = "minute | RSS MB | block cache | memtables | table readers | Python heap | lag"
+    print(f"| {columns} | reads/s |")
     print("|---|---|---|---|---|---|---|---|")
     marks = [m for m in (1, 5, 10, 20, 30, 40, 50, 60) if m < args.minutes] + [args.minutes]
     shown = {min(range(len(samples)), key=lambda i: abs(samples[i]["minute"] - m)) for m in marks}
     for i in sorted(shown):
         s, previous = samples[i], samples[i - 1] if i else {"minute": 0.0, "reads": 0.0}
         rate = (s["reads"] - previous["reads"]) / ((s["minute"] - previous["minute"]) * 60)
-        print(f"| {s['minute']:.0f} | {s['rss']:.0f} | {s['block_cache']:.0f} | "
-              f"{s['memtables']:.0f} | {s['table_readers']:.1f} | "
-              f"{s['python_blocks']:.0f} | {s['lag']:.0f} | {rate:,.0f} |")
+        print(
+            f"| {s['minute']:.0f} | {s['rss']:.0f} | {s['block_cache']:.0f} | "
+            f"{s['memtables']:.0f} | {s['table_readers']:.1f} | "
+            f"{s['python_blocks']:.0f} | {s['lag']:.0f} | {rate:,.0f} |"
+        )
     print(f"\nlast half: RSS {min(rss):.0f}-{max(rss):.0f} MB, slope {slope:+.3f} MB/min")
     missing = expected.keys() - actual.keys()
     extra = actual.keys() - expected.keys()
     wrong = [k for k in expected.keys() & actual.keys() if expected[k] != actual[k]]
     exact = not (missing or extra or wrong)
-    print(f"store {'EXACT' if exact else 'NOT EXACT'}: {len(actual):,} keys against "
-          f"{len(expected):,}; missing {len(missing)}, extra {len(extra)}, wrong {len(wrong)}")
+    print(
+        f"store {'EXACT' if exact else 'NOT EXACT'}: {len(actual):,} keys against "
+        f"{len(expected):,}; missing {len(missing)}, extra {len(extra)}, wrong {len(wrong)}"
+    )
 
 
 def _slope(xs: list[float], ys: list[float]) -> float:
