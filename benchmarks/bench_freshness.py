@@ -24,13 +24,13 @@ Variants:
     serve             `globalstore serve` (its follower in the server's process) answering
                       GET by key from wrk with 16 connections as fast as it can; a prober
                       process GETs the next probe over HTTP every 0.5 ms
-    shared serve      the same API on a SharedStore (create_app(ServedStore.of(SharedStore)))
-                      in one uvicorn process, beside `globalstore follow`
-    nice 5            the readers' (or the API's) process at nice 5, so the writer process
-                      gets a CPU first when records arrive: the causal test of CPU waits
+    serve --workers 1 the same API answered by one worker process reading (SharedStore) the
+                      store the serve process writes
+    nice 5            the readers' process at nice 5, so the writer process gets a CPU first
+                      when records arrive: the causal test of CPU waits
 
 Every variant also reports the CPU its readers used (the reader threads' own thread time; for
-the serve variants the server process's CPU) and the machine's busy share during the run:
+the serve variants the CPU of the server's processes, its follower and workers included) and the machine's busy share during the run:
 reads per CPU second tell a read that got dearer from a reader that got less CPU. --pin runs
 the readers' processes on CPU 1 and everything else on CPU 0, as if the readers had a core of
 their own. The serve variants need wrk on the PATH (apt-get install wrk).
@@ -63,7 +63,6 @@ from confluent_kafka import Producer
 from globalstore import GlobalStore, SharedStore
 from globalstore.codec import format_headers
 from globalstore.localkafka import LocalKafka, free_port
-from globalstore.server import ServedStore, server
 
 HERE = Path(__file__).resolve()
 DOCS = HERE.parent.parent / "docs" / "benchmarks.md"
@@ -89,9 +88,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "serve, 16 connections": {"mode": "serve"},
     "serve, 16 connections, idle": {"mode": "serve", "idle": True},
-    "shared serve, 16 connections": {"mode": "shared-serve"},
-    "shared serve, 16 connections, idle": {"mode": "shared-serve", "idle": True},
-    "shared serve, 16 connections, API at nice 5": {"mode": "shared-serve", "nice": 5},
+    "serve --workers 1, 16 connections": {"mode": "serve", "workers": 1},
+    "serve --workers 1, 16 connections, idle": {"mode": "serve", "workers": 1, "idle": True},
 }
 HTTP_PROBE_PAUSE_S = 0.0005
 CONNECTIONS = 16
@@ -203,12 +201,6 @@ class Probes:
                 self.next = n + 1
 
 
-def shared_server(path: str, port: str) -> None:
-    """The shared serve variant's HTTP process: the API on a SharedStore, one uvicorn process."""
-    served = ServedStore.of(SharedStore(path))
-    server(served, port=int(port)).run()
-
-
 def http_prober(port: str, prefix: str, stop: str) -> None:
     """GET the next probe every HTTP_PROBE_PAUSE_S until `stop` exists; prints the
     produce→visible seconds of each probe seen, as JSON."""
@@ -260,10 +252,12 @@ def cpu_times() -> list[int]:
 
 
 def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far."""
+    """User + system CPU seconds so far of a process and its children (serve's workers)."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as children:
+        return own + sum(process_cpu_s(int(child)) for child in children.read().split())
 
 
 @dataclass(frozen=True)
@@ -293,7 +287,7 @@ def run_variant(name: str, bench: Bench) -> dict[str, Any]:
     writer = [sys.executable, str(HERE.parent / "bench_store.py"), "--writer", bench.bootstrap]
     helpers = [subprocess.Popen([*writer, written, str(bench.keys), str(bench.rate), str(stop)])]
     try:
-        if variant["mode"] in ("serve", "shared-serve"):
+        if variant["mode"] == "serve":
             return run_server(variant, bench, tag, helpers)
         return run_readers(variant, bench, tag, helpers)
     finally:
@@ -349,29 +343,12 @@ def run_server(
     variant: dict[str, Any], bench: Bench, tag: str, helpers: list[subprocess.Popen[bytes]]
 ) -> dict[str, Any]:
     """The serve variants: wrk reads over HTTP, a prober process looks for the probes."""
-    workdir, stop, path = (
-        bench.workdir,
-        bench.workdir / f"stop-{tag}",
-        bench.workdir / f"store-{tag}",
-    )
+    workdir, stop, path = bench.workdir, bench.workdir / f"stop-{tag}", bench.workdir / tag
     port, prefix = str(free_port()), f"probe-{tag}"
-    if variant["mode"] == "serve":
-        cli = str(Path(sys.executable).parent / "globalstore")
-        where = [
-            "--topic",
-            bench.topic,
-            "--bootstrap-servers",
-            bench.bootstrap,
-            "--path",
-            str(path),
-        ]
-        api = spawn([cli, "serve", *where, "--port", port], cpus=bench.cpus(readers=True))
-    else:
-        helpers.append(
-            child(["--store-writer", bench.bootstrap, bench.topic, str(path), str(stop)])
-        )
-        api_cpus, nice = bench.cpus(readers=True), variant.get("nice", 0)
-        api = child(["--shared-server", str(path), port], cpus=api_cpus, nice=nice)
+    cli = str(Path(sys.executable).parent / "globalstore")
+    command = [cli, "serve", "--topic", bench.topic, "--bootstrap-servers", bench.bootstrap]
+    command += ["--path", str(path), "--workers", str(variant.get("workers", 0)), "--port", port]
+    api = spawn(command, cpus=bench.cpus(readers=True))
     try:
         wait_steady(port, api)
         seen_out = workdir / f"seen-{tag}.json"
@@ -474,9 +451,6 @@ def main() -> None:
     if sys.argv[1:2] == ["--store-writer"]:
         store_writer(*sys.argv[2:6])
         return
-    if sys.argv[1:2] == ["--shared-server"]:
-        shared_server(*sys.argv[2:4])
-        return
     if sys.argv[1:2] == ["--http-prober"]:
         http_prober(*sys.argv[2:5])
         return
@@ -491,9 +465,7 @@ def main() -> None:
     parser.add_argument("--variants", help="names separated by semicolons (default: all)")
     parser.add_argument("--pin", action="store_true", help="readers on CPU 1, the rest on 0")
     args = parser.parse_args()
-    if any(VARIANTS[name]["mode"].endswith("serve") for name in names(args)) and not shutil.which(
-        "wrk"
-    ):
+    if any(VARIANTS[name]["mode"] == "serve" for name in names(args)) and not shutil.which("wrk"):
         parser.error("the serve variants need wrk on the PATH (apt-get install wrk)")
     if args.pin:
         os.sched_setaffinity(0, PINNED_REST)  # the broker and every helper inherit it

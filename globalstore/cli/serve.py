@@ -40,6 +40,15 @@ from globalstore.cli.store import StoreTarget, store_options
     type=click.IntRange(0, 3600),
     help="On SIGTERM, how long in-flight requests may take before they are cut.",
 )
+@click.option(
+    "--workers",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 64),
+    help="Answer HTTP from this many worker processes reading the store this process "
+    "writes (SharedStore); 0: one process does both. Under heavy reads, workers keep the "
+    "store fresh: the follower no longer waits for the GIL behind the requests.",
+)
 def serve(
     target: StoreTarget,
     host: str,
@@ -48,6 +57,7 @@ def serve(
     max_wait: float,
     bootstrap_from: str | None,
     graceful_seconds: int,
+    workers: int,
 ) -> None:
     """Serve the store at --path over HTTP while it restores and follows --topic.
 
@@ -68,5 +78,17 @@ def serve(
         lambda listener: target.build(listener, bootstrap_from), start_timeout=target.timeout
     )
     settings = server.ServerSettings(token=token, max_wait=max_wait)
-    click.echo(f"serving {target.config.topic} on http://{host}:{port}", err=True)
+    config = target.config
+    if workers:
+        from globalstore.server import workers as pool  # noqa: PLC0415 - only with --workers
+
+        spec = pool.WorkerSpec.of(
+            config.path, config.value_format, config.converters, token_file, settings
+        )
+        click.echo(
+            f"serving {config.topic} on http://{host}:{port} with {workers} workers", err=True
+        )
+        pool.run_workers(served, spec, workers, host, port, graceful_seconds)
+        return
+    click.echo(f"serving {config.topic} on http://{host}:{port}", err=True)
     server.server(served, settings, host, port, graceful_seconds).run()

@@ -168,3 +168,44 @@ def test_four_uvicorn_workers_serve_one_store(
         writer.send_signal(signal.SIGTERM)
         writer.wait(30)
     assert os.listdir(writer_path / READERS) == [BATCHES]  # each worker removed its own
+
+
+def test_serve_with_workers_writes_once_and_answers_from_every_worker(
+    kafka_bootstrap: str, make_topic, writer_path: Path, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=3)
+    produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(500)])
+    token_file = tmp_path / "token"
+    token_file.write_text("t0ken\n")
+    command = [str(Path(sys.executable).parent / "globalstore"), "serve", "--topic", topic]
+    command += ["--bootstrap-servers", kafka_bootstrap, "--path", str(writer_path)]
+    command += ["--workers", "2", "--token-file", str(token_file)]
+    server, base = serving_process(command, dict(os.environ))
+    auth = {"Authorization": "Bearer t0ken"}
+    try:
+        # The serve process writes; each worker reads with a SharedStore of its own.
+        eventually(
+            lambda: len(os.listdir(writer_path / READERS)) == 1 + 2,
+            30,
+            lambda: f"not 2 readers: {os.listdir(writer_path / READERS)}",
+            0.01,
+        )
+        assert httpx.get(f"{base}/v1/keys/k1").status_code == 401
+        for round_ in range(10):
+            written = produce(kafka_bootstrap, topic, [("k7", round_)])
+            wanted = ",".join(f"{p}:{o}" for p, o in written.items())
+            for _ in range(6):  # a new connection each: the workers take turns accepting
+                answer = httpx.get(
+                    f"{base}/v1/keys/k7", params={"min_position": wanted}, headers=auth
+                )
+                assert answer.status_code == 200 and answer.json()["value"] == round_
+        assert httpx.get(f"{base}/v1/count", headers=auth).json()["count"] == 500
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(30)
+    errors = server.stderr.read()  # type: ignore[union-attr]
+    assert code == 0 and "Traceback" not in errors, errors
+    assert os.listdir(writer_path / READERS) == [BATCHES]  # each worker removed its own
+    # The writer closed the store: the directory opens again, with every write.
+    with GlobalStore(topic, kafka_bootstrap, writer_path) as store:
+        assert store.get("k7") == 9 and store.count() == 500

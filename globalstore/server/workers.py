@@ -1,0 +1,102 @@
+"""`globalstore serve --workers N`: this process writes the store (it restores and follows
+the topic, and nothing else), N uvicorn worker processes answer HTTP from SharedStore readers
+of the same directory.
+
+Why: in one process the follower thread waits for the GIL behind the request handlers, one
+switch interval (5 ms) at a time, so a server answering at its full rate falls tens of
+milliseconds behind (docs/benchmarks.md, "Fresh under load"). Here the writer's process is
+idle but for following, and each worker catches up with it as it reads.
+
+uvicorn starts the workers by importing `worker_app` (a factory) in fresh processes; what they
+need to open the store travels in an environment variable, never the token itself (a token
+file is read again by each worker; $GLOBALSTORE_TOKEN is inherited).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from uvicorn.supervisors import Multiprocess
+
+from globalstore.converters import import_converter
+from globalstore.server.app import ServerSettings, create_app
+from globalstore.server.guard import Guard, load_token
+from globalstore.server.served import ServedStore
+from globalstore.shared import SharedStore
+
+_SPEC_ENV = "GLOBALSTORE_SERVE_WORKER"
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSpec:
+    """What a worker needs to open the store and the API as the writer's process was told."""
+
+    path: str
+    value_format: int
+    converters: dict[int, str]  # {from_version: "module:function"}
+    token_file: str | None
+    settings: dict[str, Any]  # ServerSettings without the token
+
+    @classmethod
+    def of(
+        cls,
+        path: Path,
+        value_format: int,
+        converters: Mapping[int, Callable[[Any], Any]],
+        token_file: Path | None,
+        settings: ServerSettings,
+    ) -> WorkerSpec:
+        fields = dataclasses.asdict(settings)
+        fields.pop("token")
+        return cls(
+            str(path),
+            value_format,
+            {v: f"{fn.__module__}:{fn.__qualname__}" for v, fn in converters.items()},
+            None if token_file is None else str(token_file),
+            fields,
+        )
+
+
+def run_workers(
+    served: ServedStore,
+    spec: WorkerSpec,
+    workers: int,
+    host: str,
+    port: int,
+    graceful_seconds: int,
+) -> None:
+    """Start the writer, then serve with `workers` processes until SIGTERM or SIGINT; the
+    workers stop first (in-flight requests finish), then the writer closes the store."""
+    os.environ[_SPEC_ENV] = json.dumps(dataclasses.asdict(spec))
+    config = uvicorn.Config(
+        f"{__name__}:worker_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        lifespan="on",
+        access_log=False,
+        log_config=None,  # keep the application's logging set-up
+        timeout_graceful_shutdown=graceful_seconds,
+    )
+    served.start()
+    try:
+        socket = config.bind_socket()
+        Multiprocess(config, sockets=[socket]).run()
+    finally:
+        served.close()
+
+
+def worker_app() -> Guard:
+    """The API of one worker process: a SharedStore of the writer's directory."""
+    spec = WorkerSpec(**json.loads(os.environ[_SPEC_ENV]))
+    converters = {int(v): import_converter(name) for v, name in spec.converters.items()}
+    store = SharedStore(spec.path, value_format=spec.value_format, converters=converters)
+    token = load_token(None if spec.token_file is None else Path(spec.token_file))
+    return create_app(ServedStore.of(store), ServerSettings(token=token, **spec.settings))
