@@ -30,8 +30,9 @@ Variants:
                       when records arrive: the causal test of CPU waits
 
 Every variant also reports the CPU its readers used (the reader threads' own thread time; for
-the serve variants the CPU of the server's processes, its follower and workers included) and the machine's busy share during the run:
-reads per CPU second tell a read that got dearer from a reader that got less CPU. --pin runs
+the serve variants the CPU of the server's processes, its follower and workers included) and
+the machine's busy share during the run: reads per CPU second tell a read that got dearer
+from a reader that got less CPU. --pin runs
 the readers' processes on CPU 1 and everything else on CPU 0, as if the readers had a core of
 their own. The serve variants need wrk on the PATH (apt-get install wrk).
 """
