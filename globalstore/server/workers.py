@@ -85,9 +85,9 @@ def run_workers(
         log_config=None,  # keep the application's logging set-up
         timeout_graceful_shutdown=graceful_seconds,
     )
+    socket = config.bind_socket()  # a port in use ends the command before the store starts
     served.start()
     try:
-        socket = config.bind_socket()
         Multiprocess(config, sockets=[socket]).run()
     finally:
         served.close()
