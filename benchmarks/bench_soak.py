@@ -7,7 +7,7 @@ value each time (a sequence number), and deletes about 2 % of the keys it picks;
 are new. In this process a GlobalStore follows the topic while 3 threads call `get` on
 random keys as fast as they can. Every 10 s a sample records the process's RSS beside what
 can fill it: RocksDB's block cache, its memtables and table readers, the Python heap's
-allocated blocks, the store's lag.
+allocated blocks, what glibc's malloc has in use and what it holds free, the store's lag.
 
 At the end the writer stops, the store catches up with the topic's end, and its items are
 compared with an independent read of the topic (a plain consumer from the beginning, the
@@ -19,6 +19,7 @@ not a test.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import random
@@ -75,12 +76,42 @@ def rss_mb() -> float:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
+class MallInfo2(ctypes.Structure):
+    """glibc's mallinfo2(): what malloc holds from the system and how much of it is in use."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def malloc_mb() -> tuple[float, float]:
+    """(in use, held but free) by glibc's malloc, in MB: RocksDB's caches and memtables and
+    librdkafka's queues are in the first; the second is what freed memory kept resident."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = MallInfo2
+    info = libc.mallinfo2()
+    return (info.uordblks + info.hblkhd) / (1 << 20), info.fordblks / (1 << 20)
+
+
 def sample(store: GlobalStore, began: float, reads: list[int]) -> dict[str, float]:
     """One row: RSS and its likely fillers, in MB; lag in records."""
     # The benchmark reaches into the live storage for RocksDB's memory properties.
     db = store._live.current.storage._db  # type: ignore[union-attr]
     prop = db.property_int_value
     mb = 1 << 20
+    in_use, held_free = malloc_mb()
     return {
         "minute": (time.perf_counter() - began) / 60,
         "rss": rss_mb(),
@@ -88,6 +119,8 @@ def sample(store: GlobalStore, began: float, reads: list[int]) -> dict[str, floa
         "memtables": prop("rocksdb.cur-size-all-mem-tables") / mb,
         "table_readers": prop("rocksdb.estimate-table-readers-mem") / mb,
         "python_blocks": sys.getallocatedblocks() * 64 / mb,  # ~64 B a block: an estimate
+        "malloc_in_use": in_use,
+        "malloc_free_held": held_free,
         "lag": sum(store.lag().values()),
         "reads": sum(reads),
     }
@@ -175,9 +208,9 @@ def report(
         f"\n{args.minutes:.0f} min at {args.rate:,} records/s, {READERS} readers, "
         f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}\n"
     )
-    columns = "minute | RSS MB | block cache | memtables | table readers | Python heap | lag"
-    print(f"| {columns} | reads/s |")
-    print("|---|---|---|---|---|---|---|---|")
+    columns = "minute | RSS MB | block cache | memtables | table readers | Python heap"
+    print(f"| {columns} | malloc in use | malloc free, held | lag | reads/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     marks = [m for m in (1, 5, 10, 20, 30, 40, 50, 60) if m < args.minutes] + [args.minutes]
     shown = {min(range(len(samples)), key=lambda i: abs(samples[i]["minute"] - m)) for m in marks}
     for i in sorted(shown):
@@ -186,7 +219,8 @@ def report(
         print(
             f"| {s['minute']:.0f} | {s['rss']:.0f} | {s['block_cache']:.0f} | "
             f"{s['memtables']:.0f} | {s['table_readers']:.1f} | "
-            f"{s['python_blocks']:.0f} | {s['lag']:.0f} | {rate:,.0f} |"
+            f"{s['python_blocks']:.0f} | {s['malloc_in_use']:.0f} | "
+            f"{s['malloc_free_held']:.0f} | {s['lag']:.0f} | {rate:,.0f} |"
         )
     print(f"\nlast half: RSS {min(rss):.0f}-{max(rss):.0f} MB, slope {slope:+.3f} MB/min")
     missing = expected.keys() - actual.keys()
