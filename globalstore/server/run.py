@@ -3,6 +3,9 @@ accepting, let in-flight requests finish (up to `graceful_seconds`), then close 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import uvicorn
 
 from globalstore.server.app import ServerSettings, create_app
@@ -20,13 +23,23 @@ def server(
     graceful_seconds: int = 30,
 ) -> uvicorn.Server:
     """A uvicorn Server for the API; call .run() (blocks, handles signals in the main thread)."""
-    config = uvicorn.Config(
-        create_app(served, settings),
+    return uvicorn.Server(
+        uvicorn_config(create_app(served, settings), host, port, graceful_seconds)
+    )
+
+
+def uvicorn_config(
+    app: Callable[..., Any] | str, host: str, port: int, graceful_seconds: int, **more: Any
+) -> uvicorn.Config:
+    """How every server of the API runs: lifespan on, no access log, the application's own
+    logging set-up, in-flight requests given `graceful_seconds` on SIGTERM."""
+    return uvicorn.Config(
+        app,
         host=host,
         port=port,
         lifespan="on",
         access_log=False,
-        log_config=None,  # keep the application's logging set-up
+        log_config=None,
         timeout_graceful_shutdown=graceful_seconds,
+        **more,
     )
-    return uvicorn.Server(config)

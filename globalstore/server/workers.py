@@ -21,12 +21,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from uvicorn.supervisors import Multiprocess
 
 from globalstore.converters import import_converter
 from globalstore.server.app import ServerSettings, create_app
 from globalstore.server.guard import Guard, load_token
+from globalstore.server.run import uvicorn_config
 from globalstore.server.served import ServedStore
 from globalstore.shared import SharedStore
 
@@ -74,17 +74,8 @@ def run_workers(
     """Start the writer, then serve with `workers` processes until SIGTERM or SIGINT; the
     workers stop first (in-flight requests finish), then the writer closes the store."""
     os.environ[_SPEC_ENV] = json.dumps(dataclasses.asdict(spec))
-    config = uvicorn.Config(
-        f"{__name__}:worker_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        lifespan="on",
-        access_log=False,
-        log_config=None,  # keep the application's logging set-up
-        timeout_graceful_shutdown=graceful_seconds,
-    )
+    app = f"{__name__}:worker_app"
+    config = uvicorn_config(app, host, port, graceful_seconds, factory=True, workers=workers)
     socket = config.bind_socket()  # a port in use ends the command before the store starts
     served.start()
     try:
