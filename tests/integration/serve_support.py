@@ -74,15 +74,17 @@ def wait_position(client: httpx.Client, wanted: Mapping[int, int], headers: Any 
     assert response.status_code == 200, response.text
 
 
-def serving_process(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    """`command --port N` (a `globalstore serve` command line) started and ready; its base
-    URL. N was free a moment ago: if another process took it before serve bound it, serve
-    says so and exits; try another."""
+def serving_process(
+    command: list[str],
+    env: dict[str, str],
+    bind: Callable[[int], list[str]] = lambda port: ["--port", str(port)],
+) -> tuple[subprocess.Popen[str], str]:
+    """`command --port N` (a `globalstore serve` command line; `bind` says how another server
+    takes its port) started and ready; its base URL. N was free a moment ago: if another
+    process took it before the server bound it, the server says so and exits; try another."""
 
     def start(port: int) -> tuple[subprocess.Popen[str], str]:
-        proc = subprocess.Popen(
-            [*command, "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True
-        )
+        proc = subprocess.Popen([*command, *bind(port)], env=env, stderr=subprocess.PIPE, text=True)
         base = f"http://127.0.0.1:{port}"
         if _ready(proc, base):
             return proc, base

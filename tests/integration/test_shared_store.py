@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -136,15 +136,30 @@ def test_readers_follow_their_writer_to_a_healed_copy(
     assert set(reader.seen[:first_new]) == {"old"} and set(reader.seen[first_new:]) == {"new"}
 
 
-def test_four_uvicorn_workers_serve_one_store(
-    kafka_bootstrap: str, make_topic, writer_path: Path
+# docs/operations.md's two command lines, each with 4 workers, and how each binds a port.
+ASGI_SERVERS: dict[str, tuple[list[str], Callable[[int], list[str]]]] = {
+    "uvicorn": (
+        ["uvicorn", "--workers", "4", "--host", "127.0.0.1"],
+        lambda port: ["--port", str(port)],
+    ),
+    "gunicorn": (
+        ["gunicorn", "-w", "4", "-k", "uvicorn_worker.UvicornWorker"],
+        lambda port: ["--bind", f"127.0.0.1:{port}"],
+    ),
+}
+
+
+@pytest.mark.parametrize("asgi_server", sorted(ASGI_SERVERS))
+def test_four_workers_serve_one_store(
+    kafka_bootstrap: str, make_topic, writer_path: Path, asgi_server: str
 ) -> None:
     topic = make_topic(partitions=3)
     produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(2000)])
     writer = follow_process(kafka_bootstrap, topic, writer_path)
-    uvicorn = [str(Path(sys.executable).parent / "uvicorn"), "tests.integration.shared_app:app"]
+    (program, *options), bind = ASGI_SERVERS[asgi_server]
+    command = [str(Path(sys.executable).parent / program), *options]
     env = {**os.environ, "ORDERS_STORE": str(writer_path)}
-    server, base = serving_process([*uvicorn, "--workers", "4", "--host", "127.0.0.1"], env)
+    server, base = serving_process([*command, "tests.integration.shared_app:app"], env, bind)
     try:
         eventually(
             lambda: len(os.listdir(writer_path / READERS)) == 1 + 4,
