@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from globalstore.config import RocksDBOptions
+from globalstore.meta import Meta
 from globalstore.snapshot_manifest import MANIFEST, FileEntry, Manifest, Staging
 from globalstore.storage import Storage
 
@@ -129,11 +130,11 @@ def _padding(size: int) -> bytes:
     return bytes(-size % _BLOCK)
 
 
-def _checkpoint_meta(checkpoint: Path) -> Any:
+def _checkpoint_meta(checkpoint: Path) -> Meta:
     """The meta a checkpoint holds (its offsets, not the live store's: those moved on). Storage
     opens <path>/db, so a view directory names the checkpoint `db`; read-only mode writes
     nothing into the checkpoint."""
-    with tempfile.TemporaryDirectory(prefix="view-", dir=checkpoint.parent) as view:
+    with tempfile.TemporaryDirectory(prefix="globalstore-view-") as view:
         (Path(view) / DB_DIR).symlink_to(checkpoint.resolve(), target_is_directory=True)
         storage = Storage(view, read_only=True)
         try:
@@ -187,7 +188,7 @@ def install(
         log.info("store %s is not empty: snapshot %s not used", store, source)
         return False
     store.mkdir(parents=True, exist_ok=True)
-    budget = _Budget(timeout, cancel)
+    began, budget = time.monotonic(), _Budget(timeout, cancel)
     with tempfile.TemporaryDirectory(prefix=_STAGING_PREFIX, dir=store) as tmp:
         staging = Staging(Path(tmp) / DB_DIR, budget.check)
         try:
@@ -218,7 +219,7 @@ def install(
         manifest.topic,
         manifest.offsets,
         store,
-        budget.timeout - budget.remaining(),
+        time.monotonic() - began,
     )
     return True
 
@@ -291,9 +292,9 @@ class _Received:
         self.received = 0
         self.tail = b""
 
-    def read(self, size: int = -1) -> bytes:
+    def read(self, size: int) -> bytes:
         self._budget.check()
-        data = self._raw.read(_CHUNK if size < 0 else size)
+        data = self._raw.read(size)
         self.received += len(data)
         self.tail = (self.tail[-len(_END) :] + data)[-len(_END) :]
         if self._progress is not None:
