@@ -81,7 +81,7 @@ class Preparation:
                 stopped.wait(_BROKER_RETRY_PAUSE)
                 continue
             self.health.reached()
-            return self._prepare(info, marks)
+            return self._prepare(info, marks, stopped)
         return None
 
     def _refuse_if_unauthenticated(self, consumer: Any) -> None:
@@ -92,10 +92,13 @@ class Preparation:
         if not self.health.ever_connected:
             self.health.refusals.check()
 
-    def _prepare(self, info: topic.TopicInfo, marks: Mapping[int, topic.Marks]) -> Prepared:
+    def _prepare(
+        self, info: topic.TopicInfo, marks: Mapping[int, topic.Marks], stopped: threading.Event
+    ) -> Prepared:
         """Resume, or wipe and start over (WARNING) when resuming could leave the store
         different from the topic: from the peer snapshot if one was given (checked like any
-        store, so an unfit one is wiped in turn), else from the beginning of the topic."""
+        store, so an unfit one is wiped in turn), else from the beginning of the topic.
+        Stopping the thread stops a snapshot install (then the store restores from Kafka)."""
         storage, config = self.storage, self.config
         self._refuse_if_unreadable()
         snapshots = [] if self.bootstrap_from is None else [self.bootstrap_from]
@@ -109,7 +112,11 @@ class Preparation:
                 rebuild.reason,
             )
             reason = rebuild.reason
-            storage.wipe(None if source is None else functools.partial(snapshot.install, source))
+            storage.wipe(
+                None
+                if source is None
+                else functools.partial(snapshot.install, source, cancel=stopped)
+            )
         meta = storage.read_meta()
         if meta.layout is None:  # a new (or just wiped) store
             storage.initialise(config.topic, info.topic_id, int(time.time() * 1000))

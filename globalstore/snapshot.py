@@ -7,39 +7,54 @@ Installing only puts the files in place; the restore plan that runs next at star
 them like any store it finds (topic and topic id, layout, offsets inside the topic's range,
 younger than delete.retention.ms) and rebuilds from Kafka with a WARNING if they do not fit.
 
-    <snapshot dir>/db/...      what `globalstore snapshot create DIR` writes
-    tar stream: db/...         what GET /v1/snapshot sends (no compression: SSTs are compressed)
+    <snapshot dir>/db/...           what `globalstore snapshot create DIR` writes
+    <snapshot dir>/manifest.json    every file's name, size and SHA-256, topic, offsets
+    tar stream: db/..., then manifest.json, then the end-of-archive marker
+                                    what GET /v1/snapshot sends (no compression: SSTs are)
+
+Nothing is moved into place before every file is there with the size and hash the manifest
+gives, nothing else is there, and (in a tar) the end-of-archive marker arrived: a snapshot
+cut short, corrupted or hostile is refused, and the store restores from Kafka.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
 import tarfile
 import tempfile
+import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from globalstore.config import RocksDBOptions
+from globalstore.meta import Meta
+from globalstore.snapshot_manifest import MANIFEST, FileEntry, Manifest, Staging
 from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
 
 DB_DIR = "db"  # the RocksDB directory inside a store directory and inside a snapshot
 TOKEN_ENV = "GLOBALSTORE_TOKEN"  # bearer token sent when fetching a snapshot over HTTP
+INSTALL_TIMEOUT_S = 600.0  # how long an install may take when the caller does not say
 _CHUNK = 1 << 20
 _BLOCK = 512
+_END = bytes(2 * _BLOCK)  # a tar's end-of-archive marker: two zero blocks
+_READ_TIMEOUT_S = 60.0  # the longest a silent peer may keep one read waiting
 
 Progress = Callable[[int], None]  # bytes received so far
 
 
 _CHECKPOINT_PREFIX = "checkpoint-"
+_STAGING_PREFIX = "snapshot-"
 
 
 def checkpoint_dir(store_path: Path) -> Path:
@@ -49,16 +64,19 @@ def checkpoint_dir(store_path: Path) -> Path:
 
 
 def remove_stale_checkpoints(store_path: Path) -> None:
-    """Remove checkpoints a previous process left behind (killed while sending one): their
-    hard links would keep old table files on disk. Call it while holding the store."""
-    for leftover in store_path.glob(f"{_CHECKPOINT_PREFIX}*"):
-        log.info("removing stale checkpoint %s", leftover)
-        shutil.rmtree(leftover, ignore_errors=True)
+    """Remove what a previous process left behind when killed: checkpoints it was sending
+    (their hard links would keep old table files on disk) and snapshots it was installing.
+    Call it while holding the store's lock."""
+    for prefix in (_CHECKPOINT_PREFIX, _STAGING_PREFIX):
+        for leftover in store_path.glob(f"{prefix}*"):
+            log.info("removing stale %s", leftover)
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def create(store_path: str | Path, dest: str | Path, rocksdb: RocksDBOptions | None = None) -> Path:
-    """Write a snapshot of the (not running) store at `store_path` into `dest`/db. StoreLocked
-    if another process runs the store: ask that one for GET /v1/snapshot instead."""
+    """Write a snapshot of the (not running) store at `store_path` into `dest`/db, with its
+    manifest beside. StoreLocked if another process runs the store: ask that one for GET
+    /v1/snapshot instead."""
     target = Path(dest) / DB_DIR
     if target.exists():
         raise FileExistsError(f"{target} already exists")
@@ -66,32 +84,63 @@ def create(store_path: str | Path, dest: str | Path, rocksdb: RocksDBOptions | N
     storage = Storage(store_path, rocksdb)
     try:
         storage.checkpoint(target)
+        meta = storage.read_meta()  # nothing writes meanwhile: this process holds the lock
     finally:
         storage.close()
+    files = [FileEntry.of_file(path) for path in sorted(target.iterdir())]
+    (Path(dest) / MANIFEST).write_bytes(Manifest.of(files, meta).to_bytes())
     return target
 
 
 def tar_chunks(directory: Path, arcroot: str = DB_DIR) -> Iterator[bytes]:
     """The files of a flat directory (a RocksDB checkpoint) as an uncompressed tar stream, in
-    chunks of at most 1 MiB, so a snapshot of any size streams in bounded memory."""
+    chunks of at most 1 MiB, so a snapshot of any size streams in bounded memory. The files
+    are hashed as they are sent; the manifest follows them, then the end-of-archive marker."""
+    files = []
     for path in sorted(directory.iterdir()):
-        info = tarfile.TarInfo(f"{arcroot}/{path.name}")
-        stat = path.stat()
-        info.size = stat.st_size
-        info.mtime = int(stat.st_mtime)
-        info.mode = 0o644
-        yield info.tobuf(tarfile.PAX_FORMAT)
+        size = path.stat().st_size
+        digest = hashlib.sha256()
+        yield _header(f"{arcroot}/{path.name}", size)
         with path.open("rb") as f:
             sent = 0
-            while sent < info.size:
-                chunk = f.read(min(_CHUNK, info.size - sent))
+            while sent < size:
+                chunk = f.read(min(_CHUNK, size - sent))
                 if not chunk:
                     raise OSError(f"{path} shrank while being sent")
+                digest.update(chunk)
                 sent += len(chunk)
                 yield chunk
-        if info.size % _BLOCK:
-            yield b"\0" * (_BLOCK - info.size % _BLOCK)
-    yield b"\0" * (2 * _BLOCK)
+        yield _padding(size)
+        files.append(FileEntry(path.name, size, digest.hexdigest()))
+    manifest = Manifest.of(files, _checkpoint_meta(directory)).to_bytes()
+    yield _header(MANIFEST, len(manifest))
+    yield manifest + _padding(len(manifest))
+    yield _END
+
+
+def _header(name: str, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = int(time.time())
+    info.mode = 0o644
+    return info.tobuf(tarfile.PAX_FORMAT)
+
+
+def _padding(size: int) -> bytes:
+    return bytes(-size % _BLOCK)
+
+
+def _checkpoint_meta(checkpoint: Path) -> Meta:
+    """The meta a checkpoint holds (its offsets, not the live store's: those moved on). Storage
+    opens <path>/db, so a view directory names the checkpoint `db`; read-only mode writes
+    nothing into the checkpoint."""
+    with tempfile.TemporaryDirectory(prefix="globalstore-view-") as view:
+        (Path(view) / DB_DIR).symlink_to(checkpoint.resolve(), target_is_directory=True)
+        storage = Storage(view, read_only=True)
+        try:
+            return storage.read_meta()
+        finally:
+            storage.close()
 
 
 def is_empty(store_path: str | Path) -> bool:
@@ -99,28 +148,62 @@ def is_empty(store_path: str | Path) -> bool:
     return not (Path(store_path) / DB_DIR / "CURRENT").exists()
 
 
-def install(source: str | Path, store_path: str | Path, progress: Progress | None = None) -> bool:
+class _ClosingError(Exception):
+    """The install was stopped from outside (the store is closing)."""
+
+
+class _Budget:
+    """What may end an install early: its deadline, and `cancel` (set by close())."""
+
+    def __init__(self, timeout: float, cancel: threading.Event | None) -> None:
+        self.timeout = timeout
+        self._deadline = time.monotonic() + timeout
+        self._cancel = cancel
+
+    def check(self) -> None:
+        if self._cancel is not None and self._cancel.is_set():
+            raise _ClosingError("the store is closing")
+        if time.monotonic() > self._deadline:
+            raise TimeoutError(f"the install took longer than {self.timeout:g}s")
+
+    def remaining(self) -> float:
+        return max(0.001, self._deadline - time.monotonic())
+
+
+def install(
+    source: str | Path,
+    store_path: str | Path,
+    progress: Progress | None = None,
+    *,
+    timeout: float = INSTALL_TIMEOUT_S,
+    cancel: threading.Event | None = None,
+) -> bool:
     """Put the snapshot at `source` (a snapshot directory, or an http(s) URL of GET
-    /v1/snapshot) in place as the store at `store_path`, if that store is empty. Returns True
-    when installed; on any failure logs a WARNING saying why and returns False, and the store
+    /v1/snapshot) in place as the store at `store_path`, if that store is empty. Call it
+    while holding the store's lock. Returns True when installed; on any failure, after
+    `timeout` seconds, or once `cancel` is set, logs why and returns False, and the store
     restores from Kafka as if no snapshot had been given."""
     store = Path(store_path)
     if not is_empty(store):
         log.info("store %s is not empty: snapshot %s not used", store, source)
         return False
     store.mkdir(parents=True, exist_ok=True)
-    began = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="snapshot-", dir=store) as tmp:
-        staged = Path(tmp) / DB_DIR
+    began, budget = time.monotonic(), _Budget(timeout, cancel)
+    with tempfile.TemporaryDirectory(prefix=_STAGING_PREFIX, dir=store) as tmp:
+        staging = Staging(Path(tmp) / DB_DIR, budget.check)
         try:
             if _is_url(source):
-                _fetch(str(source), Path(tmp), progress)
+                manifest = _fetch(str(source), staging, budget, progress)
             else:
-                shutil.copytree(Path(source) / DB_DIR, staged)
-            if not (staged / "CURRENT").exists():
+                manifest = _copy_directory(Path(source), staging)
+            staging.verify(manifest)
+            if not (staging.directory / "CURRENT").exists():
                 raise ValueError("it holds no RocksDB database (db/CURRENT is missing)")
             shutil.rmtree(store / DB_DIR, ignore_errors=True)  # an empty leftover, if any
-            os.replace(staged, store / DB_DIR)
+            os.replace(staging.directory, store / DB_DIR)
+        except _ClosingError as exc:
+            log.info("snapshot %s not installed into %s: %s", source, store, exc)
+            return False
         except Exception as exc:
             log.warning(
                 "snapshot %s refused (%s: %s); restoring %s from Kafka instead",
@@ -130,7 +213,14 @@ def install(source: str | Path, store_path: str | Path, progress: Progress | Non
                 store,
             )
             return False
-    log.info("installed snapshot %s into %s in %.2fs", source, store, time.monotonic() - began)
+    log.info(
+        "installed snapshot %s (topic %s, offsets %s) into %s in %.2fs",
+        source,
+        manifest.topic,
+        manifest.offsets,
+        store,
+        time.monotonic() - began,
+    )
     return True
 
 
@@ -138,30 +228,103 @@ def _is_url(source: str | Path) -> bool:
     return isinstance(source, str) and source.startswith(("http://", "https://"))
 
 
-def _fetch(url: str, into: Path, progress: Progress | None) -> None:
+def _copy_directory(source: Path, staging: Staging) -> Manifest:
+    """Copy `source`/db into the staging directory, each file hashed as it is copied."""
+    manifest = Manifest.parse((source / MANIFEST).read_bytes())
+    for path in sorted((source / DB_DIR).iterdir()):
+        if path.is_symlink() or not path.is_file():
+            raise ValueError(f"{path} is not a regular file")
+        with path.open("rb") as f:
+            staging.add(path.name, f)
+    return manifest
+
+
+def _fetch(url: str, staging: Staging, budget: _Budget, progress: Progress | None) -> Manifest:
     request = urllib.request.Request(url)
     token = os.environ.get(TOKEN_ENV)
     if token:
+        if urllib.parse.urlsplit(url).scheme == "http":
+            log.warning("sending %s to %s over plain http: anyone on the path can read it",
+                        TOKEN_ENV, url)  # fmt: skip
         request.add_header("Authorization", f"Bearer {token}")
-    with contextlib.closing(urllib.request.urlopen(request, timeout=60)) as response:
-        stream: Any = _Counting(response, progress) if progress else response
-        with tarfile.open(fileobj=stream, mode="r|") as tar:
-            for member in tar:
-                if not member.isfile() or not member.name.startswith(f"{DB_DIR}/"):
-                    raise ValueError(f"unexpected entry {member.name!r} in the snapshot")
-                tar.extract(member, into, filter="data")
+    opener = urllib.request.build_opener(_SameOriginRedirects())
+    timeout = min(_READ_TIMEOUT_S, budget.remaining())
+    with contextlib.closing(opener.open(request, timeout=timeout)) as response:
+        return _read_tar(_Received(response, budget, progress), staging)
 
 
-class _Counting:
-    """A read-only stream that reports how many bytes went through."""
+def _read_tar(stream: _Received, staging: Staging) -> Manifest:
+    """Extract the db/ files into staging and return the manifest, which must be the last
+    entry, followed by the end-of-archive marker and nothing else."""
+    manifest: Manifest | None = None
+    end = 0  # where the manifest's data ends
+    with tarfile.open(fileobj=cast(IO[bytes], stream), mode="r|") as tar:
+        for member in tar:
+            if manifest is not None:
+                raise ValueError(f"entry {member.name!r} after the manifest")
+            tarfile.data_filter(member, str(staging.directory.parent))  # no links, no escapes
+            data = tar.extractfile(member) if member.isfile() else None
+            if data is None:
+                raise ValueError(f"entry {member.name!r} is not a regular file")
+            if member.name == MANIFEST:
+                manifest = Manifest.parse(data.read(Manifest.MAX_BYTES + 1))
+                end = member.offset_data + member.size + len(_padding(member.size))
+            elif member.name.startswith(f"{DB_DIR}/"):
+                staging.add(member.name.removeprefix(f"{DB_DIR}/"), data)
+            else:
+                raise ValueError(f"unexpected entry {member.name!r} in the snapshot")
+    if manifest is None:
+        raise ValueError("the snapshot ends before its manifest: it was cut short")
+    stream.drain(end + len(_END))
+    if stream.received != end + len(_END) or stream.tail != _END:
+        raise ValueError("the end-of-archive marker is missing: the snapshot was cut short")
+    return manifest
 
-    def __init__(self, raw: IO[bytes], progress: Progress) -> None:
+
+class _Received:
+    """The response as tarfile reads it: counts the bytes, keeps the last 1 KiB (to see the
+    end-of-archive marker), reports progress, and stops at the install's deadline or close()."""
+
+    def __init__(self, raw: IO[bytes], budget: _Budget, progress: Progress | None) -> None:
         self._raw = raw
+        self._budget = budget
         self._progress = progress
         self.received = 0
+        self.tail = b""
 
-    def read(self, size: int = -1) -> bytes:
+    def read(self, size: int) -> bytes:
+        self._budget.check()
         data = self._raw.read(size)
         self.received += len(data)
-        self._progress(self.received)
+        self.tail = (self.tail[-len(_END) :] + data)[-len(_END) :]
+        if self._progress is not None:
+            self._progress(self.received)
         return data
+
+    def drain(self, limit: int) -> None:
+        """Read to the end of the response; ValueError once past `limit` bytes in all."""
+        while self.read(_CHUNK):
+            if self.received > limit:
+                raise ValueError("data follows the end of the snapshot")
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects, but sends the token only to the origin (scheme, host, port) it
+    was meant for: urllib would carry the Authorization header anywhere."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+        headers: Any, newurl: str,
+    ) -> urllib.request.Request | None:  # fmt: skip
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(new.full_url) != _origin(req.full_url):
+            if new.has_header("Authorization"):
+                log.warning("snapshot redirected to %s: not sending the token there", newurl)
+            new.remove_header("Authorization")
+        return new
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or default

@@ -27,7 +27,7 @@ from globalstore.listeners import StoreListener
 from globalstore.queries import StoreQueries
 from globalstore.reader import StoreStatus, behind, reaches
 from globalstore.state import State
-from globalstore.storage import Storage, StorageState
+from globalstore.storage import DirLock, Storage, StorageState
 from globalstore.thread import StoreThread, ThreadStatus
 from globalstore.waiting import wait_until
 
@@ -82,6 +82,7 @@ class GlobalStore(StoreQueries):
         self._applied = threading.Condition()
         self._lifecycle = threading.Lock()
         self._closed = False
+        self._closing = threading.Event()  # close() was called: stops a snapshot install
         self._lookup = self._lookup_unavailable
         self._decode = decoder(config.value_formats())
 
@@ -115,11 +116,8 @@ class GlobalStore(StoreQueries):
                 raise StoreClosed("store was closed; create a new GlobalStore")
             if self._live is not None:
                 raise StoreAlreadyStarted("start() was already called")
-            if self._bootstrap_from is not None:
-                snapshot.install(self._bootstrap_from, self.config.path)
-            storage = Storage(self.config.path, self.config.rocksdb)
+            storage = self._open_storage(timeout)
             heal.adopt_rebuilt(storage)
-            snapshot.remove_stale_checkpoints(self.config.path)  # the lock says none is in use
             # Short broker requests while planning, so a failed start() returns near its
             # timeout.
             rpc_timeout = min(5.0, max(0.5, timeout / 2))
@@ -153,6 +151,25 @@ class GlobalStore(StoreQueries):
             f"{timeout}s (state {status.state.value})"
         )
 
+    def _open_storage(self, timeout: float) -> Storage:
+        """Lock the directory first (then no other process installs into it or runs it),
+        drop what a killed process left there, install the snapshot into an empty store
+        (within `timeout`, or until close()) and open the database. The lock is released if
+        any of it fails."""
+        lock = DirLock(self.config.path)
+        try:
+            snapshot.remove_stale_checkpoints(self.config.path)  # the lock says none is in use
+            if self._bootstrap_from is not None:
+                snapshot.install(
+                    self._bootstrap_from, self.config.path, timeout=timeout, cancel=self._closing
+                )
+            if self._closing.is_set():
+                raise StoreClosed(f"store for {self.topic!r} was closed while starting")
+            return Storage(self.config.path, self.config.rocksdb, lock=lock)
+        except BaseException:
+            lock.release()
+            raise
+
     def wait_until_ready(self, timeout: float | None = None) -> bool:
         """True once the restore is complete (also after a later failure: the store keeps
         serving its last state), False on timeout. Raises the error that stopped the thread
@@ -169,7 +186,8 @@ class GlobalStore(StoreQueries):
 
     def close(self) -> None:
         """Stop following and close RocksDB. Idempotent; safe from any thread, also while
-        start() waits (which then raises StoreClosed)."""
+        start() waits (which then raises StoreClosed), or installs a snapshot."""
+        self._closing.set()  # first: start() holds the lifecycle lock while installing
         self._closed = True
         self._shutdown()
 

@@ -11,6 +11,7 @@ import click
 
 from globalstore import snapshot as snapshots
 from globalstore.cli.errors import UserError
+from globalstore.storage import DirLock
 
 
 @click.group()
@@ -37,9 +38,14 @@ def create(path: Path, dest: Path) -> None:
 
 def install_snapshot(source: str, path: Path, out: TextIO) -> bool:
     """snapshot.install with the bytes received shown on `out` (redrawn on a terminal, a line
-    every few seconds otherwise) and the outcome said in one line."""
+    every few seconds otherwise) and the outcome said in one line. It holds the store's lock
+    meanwhile: StoreLocked if another process runs the store."""
     tty = out.isatty()
-    installed = snapshots.install(source, path, progress=_received(out, tty))
+    lock = DirLock(path)
+    try:
+        installed = snapshots.install(source, path, progress=_received(out, tty))
+    finally:
+        lock.release()
     if tty:
         out.write("\r\x1b[K")
     if installed:

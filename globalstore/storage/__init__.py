@@ -14,7 +14,7 @@ failures.py   what an error RocksDB raised means: locked, damaged or the environ
 """
 
 from globalstore.storage.database import Storage
-from globalstore.storage.lock import LOCK_FILE
+from globalstore.storage.lock import LOCK_FILE, DirLock
 from globalstore.storage.options import rocksdb_options
 from globalstore.storage.records import Applied, Record, Records
 from globalstore.storage.state import StorageState
@@ -22,6 +22,7 @@ from globalstore.storage.state import StorageState
 __all__ = [
     "LOCK_FILE",
     "Applied",
+    "DirLock",
     "Record",
     "Records",
     "Storage",

@@ -63,19 +63,24 @@ class Storage:
         *,
         read_only: bool = False,
         secondary: Path | None = None,
+        lock: DirLock | None = None,
     ) -> None:
         """Lock and open (creating) the store at `path`. read_only=True opens an existing
         store without its lock, as RocksDB's read-only mode: it sees what was written up to
         now, even while another process runs the store, and can never write. `secondary`
         (a directory of its own) opens it read-only as a RocksDB secondary instance, which
-        catch_up() then brings up to what the writing process has written since."""
+        catch_up() then brings up to what the writing process has written since. `lock`,
+        the directory's lock already taken (GlobalStore.start installs a snapshot under it),
+        is then the storage's own, released by close()."""
         self.path = Path(path)
         self._options = options or RocksDBOptions()
         self._secondary = secondary
         self.read_only = read_only or secondary is not None
         if self.read_only and not (self.path / "db" / "CURRENT").exists():
             raise StorageError(f"no store at {self.path}")
-        self._lock = NoLock() if self.read_only else DirLock(self.path)
+        self._lock = (
+            lock if lock is not None else NoLock() if self.read_only else DirLock(self.path)
+        )
         self.state = StorageState()  # only this thread-safe reference is ever replaced
         self._recount: Recount | None = None
         try:

@@ -1,11 +1,12 @@
 """Child process of test_store_crash: open a GlobalStore, restore, follow until SIGKILLed.
 
-    python crash_follower.py BOOTSTRAP TOPIC PATH RESTORE_BATCH PAUSE
+    python crash_follower.py BOOTSTRAP TOPIC PATH RESTORE_BATCH PAUSE [BOOTSTRAP_FROM]
 
 Prints one line per phase on stdout ("restoring", "batch", "restored", "following") so the
 test knows what it interrupted. The restore reads at most RESTORE_BATCH records per batch and
 sleeps PAUSE seconds after each one, so a restore of N records takes at least
 N / RESTORE_BATCH * PAUSE seconds however fast the machine is: the test can kill it mid-restore.
+BOOTSTRAP_FROM, a snapshot URL or directory, is installed first if PATH is empty.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ def main() -> None:
     config = StoreConfig(
         topic=topic, bootstrap_servers=bootstrap, path=Path(path), restore_batch_size=int(batch)
     )
-    store = GlobalStore.from_config(config, listeners=[Phases(float(pause))])
+    bootstrap_from = sys.argv[6] if len(sys.argv) > 6 else None
+    store = GlobalStore.from_config(
+        config, listeners=[Phases(float(pause))], bootstrap_from=bootstrap_from
+    )
     store.start(timeout=120)
     print("following", flush=True)
     while True:

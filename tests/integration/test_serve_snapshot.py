@@ -174,7 +174,7 @@ def test_unfit_snapshots_are_refused_and_the_store_restores_from_kafka(
 
     cases = [
         ("foreign", tmp_path / "foreign", f"store holds topic {other!r}"),
-        ("corrupt", tmp_path / "corrupt", "is damaged"),
+        ("corrupt", tmp_path / "corrupt", "bytes, the manifest says"),
         ("missing", tmp_path / "nothing-here", "snapshot"),
     ]
     for label, source, why in cases:

@@ -195,14 +195,14 @@ def check_offline(path: Path, oracle: TopicLog) -> tuple[dict[int, int], int]:
 class Child:
     """crash_follower.py in its own process; its phase lines are collected by a thread."""
 
-    def __init__(self, bootstrap: str, topic: str, path: Path, stderr: Path) -> None:
+    def __init__(self, bootstrap: str, topic: str, path: Path, stderr: Path, *extra: str) -> None:
         env = dict(
             os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
         )
         self.stderr = stderr
         self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), bootstrap, topic, str(path), str(RESTORE_BATCH),
-             str(RESTORE_PAUSE)],
+             str(RESTORE_PAUSE), *extra],
             stdout=subprocess.PIPE, stderr=stderr.open("wb"), text=True, env=env,
         )  # fmt: skip
         self.lines: list[str] = []

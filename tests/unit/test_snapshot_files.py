@@ -1,33 +1,42 @@
-"""The snapshot file formats without a broker: the streamed tar, installation, leftovers."""
+"""The snapshot file formats without a broker: the streamed tar and its manifest,
+installation, leftovers."""
 
 from __future__ import annotations
 
+import hashlib
 import io
-import os
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from globalstore import snapshot
+from globalstore import meta, snapshot
+from globalstore.snapshot_manifest import MANIFEST, FileEntry, Manifest
 from globalstore.storage import Storage
+from tests.snapshot_peer import checkpoint_of_a_store
 
 
-def test_tar_stream_holds_every_file_byte_for_byte(tmp_path: Path) -> None:
-    source = tmp_path / "cp"
-    source.mkdir()
-    sizes = {"empty": 0, "short": 511, "block": 512, "over": 513, "big": (1 << 20) * 2 + 7}
-    for name, size in sizes.items():
-        (source / name).write_bytes(os.urandom(size))
-    chunks = list(snapshot.tar_chunks(source))
+def test_tar_stream_holds_every_file_byte_for_byte_then_the_manifest(tmp_path: Path) -> None:
+    checkpoint = checkpoint_of_a_store(tmp_path, values=5_000)  # table files over 1 MiB
+    chunks = list(snapshot.tar_chunks(checkpoint))
     assert max(len(c) for c in chunks) <= 1 << 20
-    with tarfile.open(fileobj=io.BytesIO(b"".join(chunks)), mode="r|") as tar:
+    body = b"".join(chunks)
+    assert body.endswith(bytes(1024))
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r|") as tar:
         seen = {}
         for member in tar:
             data = tar.extractfile(member)
             assert data is not None
             seen[member.name] = data.read()
-    assert seen == {f"db/{n}": (source / n).read_bytes() for n in sizes}
+    files = {f"db/{p.name}": p.read_bytes() for p in checkpoint.iterdir()}
+    assert list(seen)[-1] == MANIFEST, "the manifest is the last entry"
+    assert max(len(data) for data in files.values()) > 1 << 20
+    assert {n: d for n, d in seen.items() if n != MANIFEST} == files
+    manifest = Manifest.parse(seen[MANIFEST])
+    assert (manifest.topic, manifest.layout, manifest.offsets) == ("topic-a", 1, {0: 5_000})
+    assert {f"db/{f.name}": (f.size, f.sha256) for f in manifest.files} == {
+        name: (len(data), hashlib.sha256(data).hexdigest()) for name, data in files.items()
+    }
 
 
 def test_a_checkpoint_installs_into_an_empty_store_and_nowhere_else(tmp_path: Path) -> None:
@@ -53,6 +62,8 @@ def test_a_snapshot_without_a_database_is_refused(
 ) -> None:
     (tmp_path / "snap" / "db").mkdir(parents=True)
     (tmp_path / "snap" / "db" / "OPTIONS-1").write_text("x")
+    files = [FileEntry.of_file(tmp_path / "snap" / "db" / "OPTIONS-1")]
+    (tmp_path / "snap" / MANIFEST).write_bytes(Manifest.of(files, meta.Meta(None)).to_bytes())
     assert not snapshot.install(tmp_path / "snap", tmp_path / "b")
     assert "db/CURRENT is missing" in caplog.text
     assert snapshot.is_empty(tmp_path / "b")
@@ -66,8 +77,11 @@ def test_snapshot_create_refuses_a_running_store_and_stale_checkpoints_go(tmp_pa
             snapshot.create(tmp_path / "a", tmp_path / "snap")
         leftover = snapshot.checkpoint_dir(tmp_path / "a")
         running.checkpoint(leftover)
+        staging = tmp_path / "a" / "snapshot-x1y2" / "db"  # a kill -9 during an install
+        staging.mkdir(parents=True)
+        (staging / "000001.sst").write_bytes(b"half")
         snapshot.remove_stale_checkpoints(tmp_path / "a")
-        assert not leftover.exists()
+        assert not leftover.exists() and not staging.parent.exists()
         assert (tmp_path / "a" / "db" / "CURRENT").exists()
     finally:
         running.close()

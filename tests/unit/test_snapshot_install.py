@@ -1,0 +1,203 @@
+"""Installing a snapshot, without a broker: only a whole one, as its manifest describes it,
+is moved into place; a cut, corrupted or hostile one is refused with a WARNING and leaves
+the store directory empty. The token never follows a redirect to another origin; the install
+has a deadline and close() stops it."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from globalstore import GlobalStore, StoreClosed, snapshot
+from globalstore.snapshot_manifest import MANIFEST
+from globalstore.storage import DirLock, Storage
+from tests.snapshot_peer import (
+    Peer,
+    Route,
+    checkpoint_of_a_store,
+    hostile_tars,
+    members,
+    snapshot_bytes,
+)
+
+
+@pytest.fixture
+def body(tmp_path: Path) -> bytes:
+    """A snapshot of 3,000 keys as GET /v1/snapshot sends it (table files over 1 MiB)."""
+    return snapshot_bytes(checkpoint_of_a_store(tmp_path, values=3_000))
+
+
+@pytest.fixture
+def peer() -> Peer:
+    with Peer() as running:
+        yield running  # type: ignore[misc]
+
+
+def _refused(source: str | Path, store: Path, caplog: pytest.LogCaptureFixture) -> str:
+    """Install `source` into `store`, which must stay empty; the WARNING's text."""
+    caplog.clear()
+    assert not snapshot.install(source, store)
+    assert snapshot.is_empty(store)
+    assert [p.name for p in store.iterdir()] == [], "something was left behind"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "refused" in warnings[0], warnings
+    return warnings[0]
+
+
+def _installed_keys(store: Path) -> int:
+    opened = Storage(store)
+    try:
+        return sum(1 for _ in opened.scan(None, None, False))
+    finally:
+        opened.close()
+
+
+def test_a_whole_snapshot_installs(tmp_path: Path, body: bytes, peer: Peer) -> None:
+    peer.serve(body, pieces=7)
+    assert snapshot.install(peer.url(), tmp_path / "b")
+    assert _installed_keys(tmp_path / "b") == 3_000
+
+
+def test_a_cut_corrupted_or_padded_tar_is_refused(
+    tmp_path: Path, body: bytes, peer: Peer, caplog: pytest.LogCaptureFixture
+) -> None:
+    entries = list(members(body))
+    manifest = entries[-1]
+    assert manifest.name == MANIFEST
+    biggest = max(entries[:-1], key=lambda m: m.size)
+    assert biggest.size > 1 << 20
+    flipped = bytearray(body)
+    flipped[biggest.offset_data + biggest.size // 2] ^= 0x01
+    cases = {
+        "before the manifest": (body[: manifest.offset], "ends before its manifest"),
+        "between two files": (body[: entries[2].offset], "ends before its manifest"),
+        "in a file": (body[: biggest.offset_data + biggest.size // 2], "unexpected end of data"),
+        "in the end marker": (body[:-1024], "end-of-archive marker is missing"),
+        "a flipped byte": (bytes(flipped), f"{biggest.name[3:]} does not match its SHA-256"),
+        "data after the end": (body + b"\0" * 4096, "data follows the end"),
+        "an entry after it": (body[:-1024] + body[: entries[1].offset], "after the manifest"),
+    }  # fmt: skip
+    for label, (crafted, why) in cases.items():
+        peer.serve(crafted, pieces=3)
+        warning = _refused(peer.url(), tmp_path / "b", caplog)
+        assert why in warning, (label, warning)
+
+
+def test_hostile_tars_are_refused_and_write_nothing_outside(
+    tmp_path: Path, peer: Peer, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = tmp_path / "deep" / "b"
+    reasons = {
+        "climbs out": "'../escaped' is not a plain file name",
+        "climbs out of db": "OutsideDestinationError",
+        "absolute": "unexpected entry '/tmp/globalstore-escaped'",
+        "symlink": "AbsoluteLinkError",
+        "hard link": "'db/CURRENT' is not a regular file",
+    }
+    for label, crafted in hostile_tars().items():
+        peer.serve(crafted)
+        warning = _refused(peer.url(), store, caplog)
+        assert reasons[label] in warning, (label, warning)
+        assert "escaped" not in {p.name for p in store.parent.iterdir()}, label
+        assert not Path("/tmp/globalstore-escaped").exists(), label
+
+
+def test_a_directory_snapshot_is_checked_against_its_manifest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    checkpoint_of_a_store(tmp_path)  # the store at tmp_path/a
+    snapshot.create(tmp_path / "a", tmp_path / "snap")
+    assert (tmp_path / "snap" / MANIFEST).is_file()
+
+    def variant(label: str) -> Path:
+        copy = tmp_path / label
+        shutil.copytree(tmp_path / "snap", copy, symlinks=True)
+        return copy
+
+    no_manifest, extra, tampered, linked = (variant(n) for n in ("m", "e", "t", "l"))
+    (no_manifest / MANIFEST).unlink()
+    (extra / "db" / "000099.sst").write_bytes(b"extra")
+    table = sorted((tampered / "db").glob("*.sst"))[0]
+    table.write_bytes(table.read_bytes()[:-1] + b"?")
+    current = linked / "db" / "CURRENT"
+    current.unlink()
+    current.symlink_to(tmp_path / "snap" / "db" / "CURRENT")
+    cases = {
+        no_manifest: "manifest.json",
+        extra: "000099.sst is in the snapshot but not in the manifest",
+        tampered: f"{table.name} does not match its SHA-256",
+        linked: "CURRENT is not a regular file",
+    }
+    for source, why in cases.items():
+        warning = _refused(source, tmp_path / "b", caplog)
+        assert why in warning, warning
+    assert snapshot.install(tmp_path / "snap", tmp_path / "b")
+    assert _installed_keys(tmp_path / "b") == 3
+
+
+def test_the_token_never_follows_a_redirect_to_another_origin(
+    tmp_path: Path,
+    body: bytes,
+    peer: Peer,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(snapshot.TOKEN_ENV, "s3cret")
+    with Peer() as other:  # another port: another origin
+        other.serve(body)
+        peer.routes["/moved"] = peer.routes["/v1/snapshot"] = Route(redirect=other.url())
+        peer.routes["/old"] = Route(redirect=peer.url("/here"))  # same origin
+        peer.serve(body, path="/here")
+        assert snapshot.install(peer.url(), tmp_path / "b")
+        assert snapshot.install(peer.url("/old"), tmp_path / "c")
+    authorized = {path: headers.get("Authorization") for path, headers in peer.requests}
+    assert authorized == {"/v1/snapshot": "Bearer s3cret", "/old": "Bearer s3cret",
+                          "/here": "Bearer s3cret"}  # fmt: skip
+    assert [headers.get("Authorization") for _, headers in other.requests] == [None]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("not sending the token" in w for w in warnings), warnings
+    assert any("over plain http" in w for w in warnings), warnings
+
+
+def test_an_install_past_its_deadline_is_refused(
+    tmp_path: Path, body: bytes, peer: Peer, caplog: pytest.LogCaptureFixture
+) -> None:
+    peer.serve(body, pieces=60, pause=0.5)  # 30 s
+    began = time.monotonic()
+    assert not snapshot.install(peer.url(), tmp_path / "b", timeout=1.0)
+    assert time.monotonic() - began < 5
+    assert "took longer than 1s" in caplog.text
+    assert [p.name for p in (tmp_path / "b").iterdir()] == []
+
+
+def test_close_stops_an_install_and_releases_the_directory(
+    tmp_path: Path, body: bytes, peer: Peer
+) -> None:
+    peer.serve(body, pieces=60, pause=0.5)  # 30 s
+    store = GlobalStore("t", "127.0.0.1:1", tmp_path / "b", bootstrap_from=peer.url())
+    raised: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            store.start(timeout=60)
+        except BaseException as exc:
+            raised.append(exc)
+
+    starting = threading.Thread(target=start)
+    starting.start()
+    while peer.sent == 0:
+        time.sleep(0.01)
+    with pytest.raises(Exception, match="in use by another process"):
+        DirLock(tmp_path / "b")  # the install runs under the store's lock
+    began = time.monotonic()
+    store.close()
+    starting.join(10)
+    assert not starting.is_alive() and time.monotonic() - began < 5
+    assert len(raised) == 1 and isinstance(raised[0], StoreClosed), raised
+    DirLock(tmp_path / "b").release()  # released
+    assert snapshot.is_empty(tmp_path / "b")
