@@ -26,8 +26,12 @@ class DirLock:
             raise StoreLocked(
                 f"store directory {directory} is in use by another process (pid {holder or '?'})"
             ) from None
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, str(os.getpid()).encode("ascii"), 0)
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, str(os.getpid()).encode("ascii"), 0)
+        except BaseException:  # a full disk has no room even for the pid
+            self.release()
+            raise
 
     def release(self) -> None:
         if self._fd >= 0:
