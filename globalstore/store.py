@@ -349,7 +349,8 @@ class GlobalStore(StoreQueries):
         )
 
     def status(self) -> StoreStatus:
-        """State, position, lag, key count, layout, last restore, staleness, last error."""
+        """State, position, lag, key count, layout, last restore, staleness, last error, and
+        the error type that stopped the store (state failed)."""
         live, healer = self._live, self._healer
         replica = None if live is None else live.current
         t = ThreadStatus(state=State.CLOSED) if replica is None else replica.thread.status
@@ -362,10 +363,11 @@ class GlobalStore(StoreQueries):
             in_sync = t.connected and not any(lag.values())
             staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
         healing = healer is not None and healer.rebuilding
+        state = State.REBUILDING if healing else t.state
         return StoreStatus(
             topic=self.topic,
             path=str(self.path if replica is None else replica.storage.path),
-            state=State.REBUILDING if healing else t.state,
+            state=state,
             ready=t.state is State.RUNNING,
             position=position,
             lag=lag,
@@ -381,6 +383,7 @@ class GlobalStore(StoreQueries):
             migrated_values=t.migrated_values,
             conversion_failures=t.conversion_failures,
             self_heals=0 if healer is None else healer.heals,
+            failure=type(t.error).__name__ if state is State.FAILED and t.error else None,
         )
 
 
