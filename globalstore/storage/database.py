@@ -27,7 +27,7 @@ from globalstore.codec import (
     LAYOUT_VERSION,
 )
 from globalstore.config import RocksDBOptions
-from globalstore.errors import ConfigurationError, StorageError, StoreLocked
+from globalstore.errors import StorageError
 from globalstore.meta import (
     I64,
     K_APPLIED_AT,
@@ -44,13 +44,7 @@ from globalstore.meta import (
     offset_key,
     parse_meta,
 )
-from globalstore.storage.failures import (
-    Failure,
-    classify,
-    close_when_unborrowed,
-    reported,
-    storage_error,
-)
+from globalstore.storage.failures import close_when_unborrowed, open_refusal, reported
 from globalstore.storage.lock import DirLock, NoLock
 from globalstore.storage.options import rocksdb_options
 from globalstore.storage.records import Applied, NativeBatch, Records, fill
@@ -82,8 +76,7 @@ class Storage:
         self.read_only = read_only or secondary is not None
         if self.read_only and not (self.path / "db" / "CURRENT").exists():
             raise StorageError(f"no store at {self.path}")
-        with reported(f"locking the store directory {self.path}", self.path):
-            self._lock = NoLock() if self.read_only else DirLock(self.path)
+        self._lock = NoLock() if self.read_only else DirLock(self.path)
         self.state = StorageState()  # only this thread-safe reference is ever replaced
         self._recount: Recount | None = None
         try:
@@ -101,17 +94,9 @@ class Storage:
         try:
             self._db = self._open_rdict()
         except Exception as exc:
-            failure = classify(exc)
-            if failure is Failure.LOCKED:
-                raise StoreLocked(f"RocksDB in {self.path} is locked: {exc}") from exc
-            if failure is Failure.REFUSED:
-                raise ConfigurationError(
-                    f"RocksDB refused to open the store at {self.path}: {exc}. The settings "
-                    "(RocksDBOptions) or this build of RocksDB do not fit its files, which "
-                    "are left as they are: a store is never wiped for this"
-                ) from exc
-            if failure is not Failure.DAMAGED or self.read_only:
-                raise storage_error(f"opening RocksDB in {self.path}", exc, self.path) from exc
+            refusal = open_refusal(exc, self.path, wipe=not self.read_only)
+            if refusal is not None:
+                raise refusal from exc
             # RocksDB cannot make sense of its own files: the topic is the source of truth.
             log.warning("store %s is damaged (%s); wiping it to rebuild", self.path, exc)
             shutil.rmtree(self._db_dir(), ignore_errors=True)
@@ -342,8 +327,7 @@ class Storage:
         return n
 
     def _writing(self) -> contextlib.AbstractContextManager[None]:
-        """Around every call that writes: RocksDB's errors become one StorageError, which
-        names the disk and its free space when it is full or failing (failures.py)."""
+        """Around every call that writes: RocksDB's errors become one StorageError."""
         return reported(f"writing to the store at {self.path}", self.path)
 
     def _write(

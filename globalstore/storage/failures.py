@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from globalstore.errors import GlobalStoreError, StorageError
+from globalstore.errors import ConfigurationError, GlobalStoreError, StorageError, StoreLocked
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,23 @@ def classify(exc: BaseException) -> Failure:
     if code == "IO error" and "No such file or directory" in detail:
         return Failure.DAMAGED  # a table file the manifest lists is gone
     return Failure.ENVIRONMENT
+
+
+def open_refusal(exc: BaseException, path: Path, wipe: bool) -> GlobalStoreError | None:
+    """What to raise when opening the store at `path` failed with `exc`; None when RocksDB's
+    files are damaged and `wipe` allows a rebuild from the topic, the source of truth."""
+    failure = classify(exc)
+    if failure is Failure.LOCKED:
+        return StoreLocked(f"RocksDB in {path} is locked: {exc}")
+    if failure is Failure.REFUSED:
+        return ConfigurationError(
+            f"RocksDB refused to open the store at {path}: {exc}. The settings "
+            "(RocksDBOptions) or this build of RocksDB do not fit its files, which are "
+            "left as they are: a store is never wiped for this"
+        )
+    if failure is not Failure.DAMAGED or not wipe:
+        return storage_error(f"opening RocksDB in {path}", exc, path)
+    return None
 
 
 def storage_error(doing: str, exc: BaseException, path: Path) -> StorageError:
