@@ -8,7 +8,6 @@ import errno
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import rocksdict
@@ -18,9 +17,7 @@ from globalstore.meta import K_IN_SYNC_AT, META_CF
 from globalstore.storage import Storage
 from globalstore.storage.failures import Failure, classify, disk_report, is_borrowed
 from globalstore.storage.lock import DirLock
-from tests.unit.store_fakes import batch
-
-NO_SPACE = "IO error: No space left on device: While appending to file: /s/db/000004.log"
+from tests.unit.store_fakes import NO_SPACE, FullDisk, batch
 
 
 @pytest.mark.parametrize(
@@ -76,26 +73,6 @@ def mount_point(path: Path) -> Path:
 def test_the_disk_report_names_the_mount_point_and_its_free_space(tmp_path: Path) -> None:
     report = disk_report(tmp_path / "not" / "made" / "yet")
     assert report.startswith(f"disk {mount_point(tmp_path)}: ") and " MiB free of " in report
-
-
-class FullDisk:
-    """A RocksDB handle on a full disk: every write raises what rocksdict raises then, reads
-    pass through, and close() closes and then reports its failed flush, as rocksdict does."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def _full(self, *args: object, **kwargs: object) -> None:
-        raise Exception(NO_SPACE)  # rocksdict raises a bare Exception
-
-    put = delete = write = flush = _full
-
-    def close(self) -> None:
-        self._real.close()
-        self._full()
 
 
 @pytest.fixture
