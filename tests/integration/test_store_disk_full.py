@@ -1,9 +1,9 @@
 """A store on a real full disk: a 12 MB tmpfs that the topic's values do not fit in.
 
 Mounting needs root (CI runs as root). Without it these tests cannot make a real full disk
-and are skipped; tests/unit/test_storage_failures.py then still injects RocksDB's own
-ENOSPC error into every write, and tests/unit/test_serve_probes.py a stopped store into
-the probes.
+and are skipped; the unit tests still inject RocksDB's own ENOSPC error: into every write
+of Storage (test_storage_failures.py), under a following store thread
+(test_store_thread.py), and a store it stopped into the probes (test_serve_probes.py).
 """
 
 from __future__ import annotations
