@@ -383,7 +383,7 @@ class GlobalStore(StoreQueries):
             migrated_values=t.migrated_values,
             conversion_failures=t.conversion_failures,
             self_heals=0 if healer is None else healer.heals,
-            failure=type(t.error).__name__ if state is State.FAILED and t.error else None,
+            failure=_failure(state, t.error),
         )
 
 
@@ -393,6 +393,11 @@ class _Taken(NamedTuple):
     live: heal.Live[heal.Replica] | None
     healer: heal.Healer | None
     announcer: Announcer | None
+
+
+def _failure(state: State, error: BaseException | None) -> str | None:
+    """The type of the error that stopped the store, while it is reported failed."""
+    return type(error).__name__ if state is State.FAILED and error is not None else None
 
 
 def _seconds(ms: int | None) -> float | None:
