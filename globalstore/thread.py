@@ -140,6 +140,9 @@ class StoreThread(threading.Thread):
             _drop_locals(exc)
             self._error = exc
             self._health.last_error = f"{type(exc).__name__}: {exc}"
+            # It reads nothing from now on: not connected, its staleness grows from the last
+            # time it held the topic's end (else a stopped store would report itself fresh).
+            self._health.connected = False
             self._enter(State.FAILED)
             if not isinstance(exc, GlobalStoreError):
                 log.exception("store thread for %s died", self.config.topic)

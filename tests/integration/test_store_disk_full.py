@@ -134,6 +134,7 @@ def test_a_disk_filled_while_following_keeps_reads_and_fails_the_probes(
             time.sleep(0.2)  # let the follower apply it: the disk, not the broker, must fill
         status = store.status()
         assert status.failure == "StorageError", status
+        assert not status.connected and (status.staleness_seconds or 0) > 0, status
         assert_names_the_disk(status.last_error or "", disk)
         key, value = first[0]
         assert store[key] == value  # reads answer from what is stored

@@ -135,6 +135,7 @@ def test_a_full_disk_fails_the_thread_keeps_reads_and_lets_go_of_the_database(
     assert isinstance(thread.status.error, StorageError)
     assert NO_SPACE in str(thread.status.error) and " MiB free of " in str(thread.status.error)
     assert storage.get(b"a") is not None  # reads answer from what is stored
+    assert not thread.status.connected  # it follows nothing now: its staleness grows
     storage.close()
     # The error is kept for status(), and no frame it passed through holds RocksDB open.
     Storage(tmp_path).close()
