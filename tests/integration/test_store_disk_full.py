@@ -9,6 +9,7 @@ of Storage (test_storage_failures.py), under a following store thread
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import subprocess
 import time
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from globalstore import GlobalStore, StorageError
+from globalstore import GlobalStore, StorageError, StoreFailed
 from globalstore.state import State
 from tests.integration.serve_support import running_server, served_store, wait_ready
 from tests.integration.store_support import produce
@@ -128,10 +129,11 @@ def test_a_disk_filled_while_following_keeps_reads_and_fails_the_probes(
         wait_ready(client)
         produced = len(first)
         while store.status().state is not State.FAILED:
-            assert produced < 3000, f"60 MB followed on a 12 MB disk: {store.status()}"
-            produce(kafka_bootstrap, topic, records(produced, 50))
+            assert produced < 1000, f"20 MB followed on a 12 MB disk: {store.status()}"
+            written = produce(kafka_bootstrap, topic, records(produced, 50))
             produced += 50
-            time.sleep(0.2)  # let the follower apply it: the disk, not the broker, must fill
+            with contextlib.suppress(StoreFailed):  # the follower stopped: the loop ends
+                assert store.wait_for(written, timeout=60), "the follower fell behind"
         status = store.status()
         assert status.failure == "StorageError", status
         assert not status.connected and (status.staleness_seconds or 0) > 0, status
