@@ -164,3 +164,19 @@ def test_invalid_argument_is_a_configuration_error_and_never_wipes(tmp_path: Pat
     finally:
         db.close()
     DirLock(tmp_path / "s").release()  # the failed open let go of the store directory
+
+
+class DamagedOnAFullDisk(Storage):
+    """A store whose files RocksDB finds damaged, on a disk with no room for the new database
+    the wipe makes way for."""
+
+    def _open_rdict(self) -> rocksdict.Rdict:
+        first = not getattr(self, "_wiped", False)
+        self._wiped = True
+        raise Exception("Corruption: block checksum mismatch" if first else NO_SPACE)
+
+
+def test_the_open_after_wiping_a_damaged_store_is_wrapped_too(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match=r"after wiping it failed: .*No space left.*MiB free"):
+        DamagedOnAFullDisk(tmp_path / "s")
+    DirLock(tmp_path / "s").release()  # the failed open let go of the store directory
