@@ -86,7 +86,9 @@ class BatchCounter:
         fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         try:
             if os.fstat(fd).st_size < 8:
-                os.ftruncate(fd, 8)
+                # Written, not truncated: the disk must hold the page now, or a full disk
+                # would kill the process (SIGBUS) at the first raise_() through the map.
+                os.pwrite(fd, bytes(8), 0)
             self._map = mmap.mmap(fd, 8)  # shared: every process sees each store at once
         finally:
             os.close(fd)

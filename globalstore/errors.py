@@ -13,7 +13,8 @@
         │                         ready or while following
         ├── TopicNotFound         the topic does not exist
         ├── TopicNotCompacted     the topic is not compacted and allow_uncompacted is False
-        ├── ConfigurationError    a setting is refused: by a Kafka client, or because the
+        ├── ConfigurationError    a setting is refused: by a Kafka client, by RocksDB (its
+        │                         options, or a feature its build lacks), or because the
         │                         store relies on its own value (names it)
         ├── AuthenticationError   the broker refused the client's credentials or certificate
         │                         (wrong password, unknown user, untrusted certificate)
@@ -27,7 +28,8 @@
         │                         format it was in; the stored record is kept as it was)
         ├── UnreadableStore       the store was written in a layout or value format this
         │                         version cannot read, and unreadable_store="refuse"
-        └── StorageError          RocksDB failed (disk full, I/O error, ...)
+        └── StorageError          RocksDB failed (disk full, I/O error, ...); for a full or
+            │                     failing disk it names the disk and its free space
             └── DamagedLayoutError the store's meta entries cannot be parsed: at start the
                                   store is rebuilt (never raised then); a read-only view
                                   raises it
@@ -93,8 +95,10 @@ class TopicNotCompacted(FatalError):  # noqa: N818 - public names fixed by the A
 
 
 class ConfigurationError(FatalError):
-    """A setting is refused: a Kafka client's (unknown name or bad value), or one the store
-    relies on that kafka_config tried to change."""
+    """A setting is refused: a Kafka client's (unknown name or bad value), RocksDB's ("Invalid
+    argument": its options, or a column family or compression this build does not know; the
+    store's files are left as they are), or one the store relies on that kafka_config tried
+    to change."""
 
 
 class AuthenticationError(FatalError):
@@ -127,7 +131,9 @@ class OffsetsOutOfRange(FatalError):  # noqa: N818 - public names fixed by the A
 
 
 class StorageError(FatalError):
-    """RocksDB reported an error."""
+    """RocksDB (or a file operation in the store directory) failed. When the disk is full or
+    failing the message names the disk, the store's path and the free space; the store is
+    never wiped for it and resumes where it stopped once space returns."""
 
 
 class DamagedLayoutError(StorageError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -9,7 +10,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from globalstore import codec, heal, snapshot
 from globalstore.announce import Announcer, WriterNote, new_writer_id
@@ -28,6 +29,7 @@ from globalstore.queries import StoreQueries
 from globalstore.reader import StoreStatus, behind, reaches
 from globalstore.state import State
 from globalstore.storage import DirLock, Storage, StorageState
+from globalstore.storage.failures import reported
 from globalstore.thread import StoreThread, ThreadStatus
 from globalstore.waiting import wait_until
 
@@ -117,19 +119,14 @@ class GlobalStore(StoreQueries):
             if self._live is not None:
                 raise StoreAlreadyStarted("start() was already called")
             storage = self._open_storage(timeout)
-            heal.adopt_rebuilt(storage)
-            # Short broker requests while planning, so a failed start() returns near its
-            # timeout.
-            rpc_timeout = min(5.0, max(0.5, timeout / 2))
-            thread = self._make_thread(self.config, storage, rpc_timeout, self._bootstrap_from)
-            self._live = heal.Live(heal.Replica(storage, thread))
-            self._announcer = Announcer(self.config.path, self._writer_note)
-            thread.start()
-            if self.config.out_of_range is OnOutOfRange.REBUILD:
-                self._healer = heal.Healer(
-                    self.config, self._live, self._make_thread, self._notify_applied
-                )
-                self._healer.start()
+            try:
+                thread = self._launch(storage, timeout)
+            except BaseException:  # release all it took: a new start() may follow at once
+                taken = self._detach()
+                if taken.live is None:
+                    storage.close()
+                self._release(taken)
+                raise
         if not wait:
             return self
         try:
@@ -170,6 +167,25 @@ class GlobalStore(StoreQueries):
             lock.release()
             raise
 
+    def _launch(self, storage: Storage, timeout: float) -> StoreThread:
+        """Start the thread filling `storage` (locked and open), the announcer and the healer,
+        each one kept in self as soon as it exists, so that _release() finds it."""
+        path = self.config.path
+        heal.adopt_rebuilt(storage)
+        # Short broker requests while planning, so a failed start() returns near its timeout.
+        rpc_timeout = min(5.0, max(0.5, timeout / 2))
+        thread = self._make_thread(self.config, storage, rpc_timeout, self._bootstrap_from)
+        self._live = heal.Live(heal.Replica(storage, thread))
+        with reported(f"announcing the store at {path} to reader processes", path):
+            self._announcer = Announcer(path, self._writer_note)
+        thread.start()
+        if self.config.out_of_range is OnOutOfRange.REBUILD:
+            self._healer = heal.Healer(
+                self.config, self._live, self._make_thread, self._notify_applied
+            )
+            self._healer.start()
+        return thread
+
     def wait_until_ready(self, timeout: float | None = None) -> bool:
         """True once the restore is complete (also after a later failure: the store keeps
         serving its last state), False on timeout. Raises the error that stopped the thread
@@ -193,18 +209,30 @@ class GlobalStore(StoreQueries):
 
     def _shutdown(self) -> None:
         with self._lifecycle:
-            self._lookup = self._lookup_unavailable
-            live, self._live = self._live, None
-            healer, self._healer = self._healer, None
-            announcer, self._announcer = self._announcer, None
-        if healer is not None:  # first: it may be about to swap
-            healer.stop()
-            healer.join()
-        if live is not None:
-            live.current.close()
-        if announcer is not None and live is not None:
-            farewell = dataclasses.replace(self._note_of(live.current), state=State.CLOSED)
-            announcer.close(farewell)
+            taken = self._detach()
+        self._release(taken)
+
+    def _detach(self) -> _Taken:
+        """With the lifecycle lock held: take what start() took out of self."""
+        self._lookup = self._lookup_unavailable
+        taken = _Taken(self._live, self._healer, self._announcer)
+        self._live, self._healer, self._announcer = None, None, None
+        return taken
+
+    def _release(self, taken: _Taken) -> None:
+        """Stop and close what start() took, each part even if one before it failed."""
+        live = taken.live
+        with contextlib.ExitStack() as stack:  # its callbacks run last in, first out
+            if taken.announcer is not None and live is not None:
+                stack.callback(self._farewell, taken.announcer, live.current)
+            if live is not None:
+                stack.callback(live.current.close)
+            if taken.healer is not None:  # first: it may be about to swap
+                stack.callback(taken.healer.join)
+                stack.callback(taken.healer.stop)
+
+    def _farewell(self, announcer: Announcer, replica: heal.Replica) -> None:
+        announcer.close(dataclasses.replace(self._note_of(replica), state=State.CLOSED))
 
     def __enter__(self) -> GlobalStore:
         # Both `with GlobalStore(...) as s:` and `with GlobalStore(...).start(t) as s:` work.
@@ -339,7 +367,8 @@ class GlobalStore(StoreQueries):
         )
 
     def status(self) -> StoreStatus:
-        """State, position, lag, key count, layout, last restore, staleness, last error."""
+        """State, position, lag, key count, layout, last restore, staleness, last error, and
+        the error type that stopped the store (state failed)."""
         live, healer = self._live, self._healer
         replica = None if live is None else live.current
         t = ThreadStatus(state=State.CLOSED) if replica is None else replica.thread.status
@@ -352,10 +381,11 @@ class GlobalStore(StoreQueries):
             in_sync = t.connected and not any(lag.values())
             staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
         healing = healer is not None and healer.rebuilding
+        state = State.REBUILDING if healing else t.state
         return StoreStatus(
             topic=self.topic,
             path=str(self.path if replica is None else replica.storage.path),
-            state=State.REBUILDING if healing else t.state,
+            state=state,
             ready=t.state is State.RUNNING,
             position=position,
             lag=lag,
@@ -371,7 +401,21 @@ class GlobalStore(StoreQueries):
             migrated_values=t.migrated_values,
             conversion_failures=t.conversion_failures,
             self_heals=0 if healer is None else healer.heals,
+            failure=_failure(state, t.error),
         )
+
+
+class _Taken(NamedTuple):
+    """What a started store holds, apart from its settings."""
+
+    live: heal.Live[heal.Replica] | None
+    healer: heal.Healer | None
+    announcer: Announcer | None
+
+
+def _failure(state: State, error: BaseException | None) -> str | None:
+    """The type of the error that stopped the store, while it is reported failed."""
+    return type(error).__name__ if state is State.FAILED and error is not None else None
 
 
 def _seconds(ms: int | None) -> float | None:

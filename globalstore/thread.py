@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,8 +137,12 @@ class StoreThread(threading.Thread):
                 self._loop(consumer, prepared)
             self._enter(State.CLOSED)
         except BaseException as exc:  # surfaced through start()/status(), never swallowed
+            _drop_locals(exc)
             self._error = exc
             self._health.last_error = f"{type(exc).__name__}: {exc}"
+            # It reads nothing from now on: not connected, its staleness grows from the last
+            # time it held the topic's end (else a stopped store would report itself fresh).
+            self._health.connected = False
             self._enter(State.FAILED)
             if not isinstance(exc, GlobalStoreError):
                 log.exception("store thread for %s died", self.config.topic)
@@ -258,6 +263,17 @@ class StoreThread(threading.Thread):
             for p in new:
                 self._health.high[p] = 0
             follow.add_partitions(new)
+
+
+def _drop_locals(exc: BaseException) -> None:
+    """Clear the locals of the finished frames `exc` (and its causes) passed through. The
+    error is kept for status() as long as the store lives, and a RocksDB handle in one of
+    those frames (a column family, an iterator) would keep the database's LOCK after close:
+    a new start in this process would then be told the store is locked."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        traceback.clear_frames(seen.__traceback__)
+        seen = seen.__cause__ or seen.__context__
 
 
 def _migration_status(migration: Migration) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from globalstore.errors import GlobalStoreError, InvalidValue, StoreClosed, Stor
 from globalstore.reader import reaches
 from globalstore.server import openapi, params
 from globalstore.server.guard import Guard
-from globalstore.server.metrics import Metrics
+from globalstore.server.metrics import Metrics, stopped_by
 from globalstore.server.params import BadRequest
 from globalstore.server.served import ServedStore
 from globalstore.state import State
@@ -238,9 +238,12 @@ class Api:
     # -- probes and documents ----------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
-        error = self.served.error
-        if error is not None:
-            return _json({"status": "failed", "error": f"{type(error).__name__}: {error}"}, 503)
+        """503 once the store can no longer follow (it never started, or its thread stopped
+        on an error): a restart is the way on. Open without a token, so it names the error's
+        type only; its message (paths, brokers, user names) is in /v1/status."""
+        failure = stopped_by(self.served, self.served.store.status())
+        if failure is not None:
+            return _json({"status": "failed", "error": failure}, 503)
         return _json({"status": "alive"})
 
     async def readyz(self, request: Request) -> Response:

@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from globalstore.reader import StoreStatus
 from globalstore.server.served import ServedStore
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
@@ -28,6 +29,14 @@ class _StoreCollector(Collector):
             float(status.ready),
         )
         yield _gauge("globalstore_connected", "1 while the broker answers", float(status.connected))
+        failure = stopped_by(self.served, status)
+        failed = GaugeMetricFamily(
+            "globalstore_failed",
+            "1 once the store stopped on an error (of the type named; /v1/status says why)",
+            labels=["error"],
+        )
+        failed.add_metric([failure or ""], float(failure is not None))
+        yield failed
         if status.key_count is not None:
             yield _gauge("globalstore_keys", "Live keys in the store", status.key_count)
         if status.staleness_seconds is not None:
@@ -72,6 +81,12 @@ class _StoreCollector(Collector):
         yield _gauge(
             "globalstore_restore_rate", "Records per second of the last restore", progress.rate
         )
+
+
+def stopped_by(served: ServedStore, status: StoreStatus) -> str | None:
+    """The type of the error that stopped the served store: at start (served.error) or
+    while following (status.failure); None while it starts or runs."""
+    return type(served.error).__name__ if served.error is not None else status.failure
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

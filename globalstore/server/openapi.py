@@ -212,7 +212,10 @@ def document(max_limit: int, default_limit: int, token: bool) -> dict[str, Any]:
             },
             "/healthz": {
                 "get": {
-                    "summary": "Alive (503 only when the store cannot start at all)",
+                    "summary": (
+                        "Alive (503 once the store cannot follow: it could not start, or it "
+                        "stopped on an error; the body names the error's type only)"
+                    ),
                     "security": [],
                     "responses": {"200": _json(probe, "Alive"), "503": _json(_ERROR, "Failed")},
                 }

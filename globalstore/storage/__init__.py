@@ -10,7 +10,8 @@ scan.py       scans over one point-in-time view, and the background key count
 records.py    Record; records into put/delete operations (the Python hot loop), Applied
 options.py    RocksDBOptions as rocksdict Options
 lock.py       the directory lock (one process per store directory)
-failures.py   what an error RocksDB raised means: locked, damaged or the environment's
+failures.py   what an error RocksDB raised means (locked, damaged, refused, a full or failing
+              disk, ...), and the one wrapper that makes it a StorageError
 """
 
 from globalstore.storage.database import Storage

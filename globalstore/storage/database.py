@@ -13,6 +13,7 @@ message: the consumer and its messages belong to sources.py.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -26,7 +27,7 @@ from globalstore.codec import (
     LAYOUT_VERSION,
 )
 from globalstore.config import RocksDBOptions
-from globalstore.errors import GlobalStoreError, StorageError, StoreLocked
+from globalstore.errors import StorageError
 from globalstore.meta import (
     I64,
     K_APPLIED_AT,
@@ -43,7 +44,7 @@ from globalstore.meta import (
     offset_key,
     parse_meta,
 )
-from globalstore.storage.failures import Failure, classify, close_when_unborrowed
+from globalstore.storage.failures import close_when_unborrowed, open_refusal, reported
 from globalstore.storage.lock import DirLock, NoLock
 from globalstore.storage.options import rocksdb_options
 from globalstore.storage.records import Applied, NativeBatch, Records, fill
@@ -98,15 +99,14 @@ class Storage:
         try:
             self._db = self._open_rdict()
         except Exception as exc:
-            failure = classify(exc)
-            if failure is Failure.LOCKED:
-                raise StoreLocked(f"RocksDB in {self.path} is locked: {exc}") from exc
-            if failure is not Failure.DAMAGED or self.read_only:
-                raise StorageError(f"cannot open RocksDB in {self.path}: {exc}") from exc
+            refusal = open_refusal(exc, self.path, wipe=not self.read_only)
+            if refusal is not None:
+                raise refusal from exc
             # RocksDB cannot make sense of its own files: the topic is the source of truth.
             log.warning("store %s is damaged (%s); wiping it to rebuild", self.path, exc)
             shutil.rmtree(self._db_dir(), ignore_errors=True)
-            self._db = self._open_rdict()
+            with reported(f"opening RocksDB in {self.path} after wiping it", self.path):
+                self._db = self._open_rdict()
         self._meta_cf = self._db.get_column_family_handle(META_CF)
         self._meta = self._db.get_column_family(META_CF)
         self._get = self._db.get
@@ -133,8 +133,10 @@ class Storage:
         )
 
     def close(self) -> None:
-        self._close_db()
-        self._lock.release()
+        try:
+            self._close_db()
+        finally:
+            self._lock.release()
 
     def _close_db(self) -> None:
         # Every handle on the database must go before close(), or RocksDB keeps its LOCK.
@@ -143,16 +145,17 @@ class Storage:
         for name in ("_meta", "_meta_cf", "_get"):
             self.__dict__.pop(name, None)
         if db is not None:
-            close_when_unborrowed(db.close)
+            close_when_unborrowed(db.close, self.path)
 
     def wipe(self, refill: Callable[[Path], object] | None = None) -> None:
         """Drop every key and all meta; the caller restores from the beginning. `refill`,
         given the store directory while the database is closed and gone, may put another
         database in its place (a snapshot): that one is opened instead."""
         self._close_db()
-        shutil.rmtree(self._db_dir(), ignore_errors=True)
-        if refill is not None:
-            refill(self.path)
+        with reported(f"wiping the store at {self.path}", self.path):
+            shutil.rmtree(self._db_dir(), ignore_errors=True)
+            if refill is not None:
+                refill(self.path)
         self._open()
         self.state = StorageState()
 
@@ -172,13 +175,9 @@ class Storage:
     def catch_up(self) -> None:
         """A secondary instance: read what the writer logged since the last call (its
         write-ahead log and manifest), and adopt the meta it now holds as the state."""
-        try:
+        with reported(f"catching up with the writer of {self.path}", self.path):
             self._db.try_catch_up_with_primary()
             meta = self.read_meta()
-        except GlobalStoreError:
-            raise
-        except Exception as exc:
-            raise StorageError(f"catching up with the writer of {self.path} failed: {exc}") from exc
         self.load(meta)
 
     def mark_restored(self, now_ms: int) -> None:
@@ -208,13 +207,14 @@ class Storage:
         self.state = dataclasses.replace(self.state, count=0, layout=LAYOUT_VERSION)
 
     def put_meta(self, key: bytes, value: bytes | None) -> None:
-        if value is None:
-            self._meta.delete(key)
-        else:
-            self._meta.put(key, value)
+        with self._writing():
+            if value is None:
+                self._meta.delete(key)
+            else:
+                self._meta.put(key, value)
 
     def put_meta_int(self, key: bytes, value: int) -> None:
-        self._meta.put(key, I64.pack(value))
+        self.put_meta(key, I64.pack(value))
 
     def get_meta(self, key: bytes) -> bytes | None:
         value: bytes | None = self._meta.get(key)
@@ -327,26 +327,26 @@ class Storage:
         n = recount.step(chunk)
         if n is not None:
             self._recount = None
-            self._meta.put(K_COUNT, I64.pack(n))
+            self.put_meta_int(K_COUNT, n)
             self.state = dataclasses.replace(self.state, count=n)
         return n
+
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        """Around every call that writes: RocksDB's errors become one StorageError."""
+        return reported(f"writing to the store at {self.path}", self.path)
 
     def _write(
         self, wb: rocksdict.WriteBatch, options: rocksdict.WriteOptions | None = None
     ) -> None:
-        try:
+        with self._writing():
             self._db.write(wb, options or self._logged)
-        except Exception as exc:
-            raise StorageError(f"RocksDB write failed in {self.path}: {exc}") from exc
 
     def _flush(self) -> None:
         """Persist both memtables, data first: even without atomic flush the stored offsets
         could then never run ahead of the stored data."""
-        try:
+        with self._writing():
             self._db.flush()
             self._meta.flush()
-        except Exception as exc:
-            raise StorageError(f"RocksDB flush failed in {self.path}: {exc}") from exc
 
     def write_values(
         self, pairs: Iterable[tuple[bytes, bytes]], meta: dict[bytes, bytes | None] | None = None
@@ -399,7 +399,5 @@ class Storage:
         """A consistent copy of the database (data and meta, so its offsets) in `dest`, which
         must not exist: RocksDB flushes the memtables and hard-links the table files (copies
         them across file systems). Writers pause only for the flush."""
-        try:
+        with reported(f"checkpoint of {self.path} into {dest}", dest):
             rocksdict.Checkpoint(self._db).create_checkpoint(str(dest))
-        except Exception as exc:
-            raise StorageError(f"checkpoint of {self.path} into {dest} failed: {exc}") from exc

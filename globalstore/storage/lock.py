@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from globalstore.errors import StoreLocked
+from globalstore.storage.failures import reported
 
 LOCK_FILE = "globalstore.lock"
 
@@ -15,9 +16,10 @@ class DirLock:
     """An fcntl lock on a file in the store directory, holding the owner's pid for messages."""
 
     def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self._path = directory / LOCK_FILE
-        self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        locking = f"locking the store directory {directory}"
+        with reported(locking, directory):
+            directory.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -26,8 +28,13 @@ class DirLock:
             raise StoreLocked(
                 f"store directory {directory} is in use by another process (pid {holder or '?'})"
             ) from None
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, str(os.getpid()).encode("ascii"), 0)
+        try:
+            with reported(locking, directory):  # a full disk has no room even for the pid
+                os.ftruncate(self._fd, 0)
+                os.pwrite(self._fd, str(os.getpid()).encode("ascii"), 0)
+        except BaseException:
+            self.release()
+            raise
 
     def release(self) -> None:
         if self._fd >= 0:

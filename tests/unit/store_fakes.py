@@ -1,5 +1,6 @@
 """Records for unit tests of the storage layer, and stand-ins for consumed Kafka messages and
-for the consumer itself, for unit tests of the sources and the store thread (no broker)."""
+for the consumer itself, for unit tests of the sources and the store thread (no broker), and
+for a RocksDB handle on a full disk."""
 
 from __future__ import annotations
 
@@ -129,3 +130,26 @@ class FakeConsumer:
 
     def close(self) -> None:
         self.closed = True
+
+
+NO_SPACE = "IO error: No space left on device: While appending to file: /s/db/000004.log"
+
+
+class FullDisk:
+    """A RocksDB handle on a full disk: every write raises what rocksdict raises then, reads
+    pass through, and close() closes and then reports its failed flush, as rocksdict does."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def _full(self, *args: object, **kwargs: object) -> None:
+        raise Exception(NO_SPACE)  # rocksdict raises a bare Exception
+
+    put = delete = write = flush = _full
+
+    def close(self) -> None:
+        self._real.close()
+        self._full()

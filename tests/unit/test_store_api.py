@@ -14,6 +14,7 @@ from globalstore import (
     ReadOnlyStore,
     StorageError,
 )
+from globalstore.announce import BATCHES, READERS
 from globalstore.storage import Storage
 from tests.unit.store_fakes import batch
 
@@ -67,6 +68,24 @@ def test_a_read_only_view_of_no_store_is_a_storage_error(tmp_path: Path) -> None
     with pytest.raises(StorageError, match="no store"):
         ReadOnlyStore(tmp_path / "nothing")
     assert not (tmp_path / "nothing").exists()
+
+
+def test_a_start_that_fails_after_opening_the_store_releases_it(tmp_path: Path) -> None:
+    """The announcer's counter cannot be made (a directory is in its way), after the storage
+    is open and the thread made: start() raises one StorageError and lets go of all it took,
+    so the same store, then another in this process, start on the same path."""
+    obstacle = tmp_path / "s" / READERS / BATCHES
+    obstacle.mkdir(parents=True)
+    store = GlobalStore("t", "127.0.0.1:1", tmp_path / "s")
+    with pytest.raises(StorageError, match=r"announcing the store at .* to reader processes"):
+        store.start(timeout=5)
+    assert store.status().state == "closed"
+    obstacle.rmdir()
+    store.start(timeout=5, wait=False)  # the lock was released: the same store starts again
+    assert store.status().state != "closed"
+    store.close()
+    other = GlobalStore("t", "127.0.0.1:1", tmp_path / "s").start(timeout=5, wait=False)
+    other.close()
 
 
 @pytest.mark.parametrize(

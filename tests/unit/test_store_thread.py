@@ -1,6 +1,6 @@
 """The store thread's loop, driven by a fake consumer (no broker): restore to the planned end
 offsets, then follow; new partitions picked up; a lost position fails the thread and leaves
-the data it holds."""
+the data it holds; so does a full disk, whose error then holds no handle on the database."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from globalstore.config import StoreConfig
-from globalstore.errors import OffsetsOutOfRange
+from globalstore.errors import OffsetsOutOfRange, StorageError
 from globalstore.migrate import Migration
 from globalstore.plan import Plan
 from globalstore.prepare import Prepared
 from globalstore.state import State
 from globalstore.storage import Storage
 from globalstore.thread import StoreThread
-from tests.unit.store_fakes import FakeConsumer, messages
+from tests.unit.store_fakes import NO_SPACE, FakeConsumer, FullDisk, messages
 
 TOPIC = "t"
 
@@ -119,3 +119,23 @@ def test_a_lost_position_fails_the_thread_and_keeps_the_data(storage: Storage) -
     assert not thread.is_alive() and thread.status.state is State.FAILED
     assert isinstance(thread.status.error, OffsetsOutOfRange)
     assert thread.status.restored_at_ms is not None and storage.get(b"a") is not None
+
+
+def test_a_full_disk_fails_the_thread_keeps_reads_and_lets_go_of_the_database(
+    storage: Storage, tmp_path: Path
+) -> None:
+    consumer = FakeConsumer(TOPIC, {0: messages(("a", "1"))})
+    thread = _thread(storage, consumer, {0: 1})
+    thread.start()
+    assert thread.ready.wait(10)
+    storage._db = FullDisk(storage._db)  # type: ignore[assignment]  # the disk is full now
+    consumer.partitions[0] += messages(("b", "2"), start=1)
+    thread.join(10)
+    assert not thread.is_alive() and thread.status.state is State.FAILED
+    assert isinstance(thread.status.error, StorageError)
+    assert NO_SPACE in str(thread.status.error) and " MiB free of " in str(thread.status.error)
+    assert storage.get(b"a") is not None  # reads answer from what is stored
+    assert not thread.status.connected  # it follows nothing now: its staleness grows
+    storage.close()
+    # The error is kept for status(), and no frame it passed through holds RocksDB open.
+    Storage(tmp_path).close()

@@ -1,0 +1,105 @@
+"""The probes and the status of the HTTP API on a store that stopped on an error: /healthz
+and /readyz 503, the metric set, /healthz naming the error's type only. The store here is a
+small fake reporting a status; tests/integration/test_store_disk_full.py fills a real disk
+under a real one."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from globalstore.errors import StorageError
+from globalstore.reader import StoreStatus
+from globalstore.server import ServedStore, ServerSettings, create_app
+from globalstore.state import State
+
+with warnings.catch_warnings():  # starlette's notice about the httpx it uses
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+SECRET_MESSAGE = "writing to the store at /srv/secret-path failed: IO error: No space left"
+
+
+class ReportingStore:
+    """A started store as the API sees it: it only reports `report` as its status."""
+
+    topic = "t"
+    path = Path("/srv/secret-path")
+
+    def __init__(self, report: StoreStatus) -> None:
+        self.report = report
+
+    def status(self) -> StoreStatus:
+        return self.report
+
+    def start(self, timeout: float = 60.0, *, wait: bool = True) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def status(state: State, failure: str | None = None) -> StoreStatus:
+    return StoreStatus(
+        topic="t",
+        path="/srv/secret-path",
+        state=state,
+        ready=state is State.RUNNING,
+        position={0: 5},
+        lag={0: 0},
+        key_count=5,
+        layout_version=1,
+        last_restore_at=1.0,
+        connected=True,
+        staleness_seconds=0.0,
+        last_error=None if failure is None else f"{failure}: {SECRET_MESSAGE}",
+        failure=failure,
+    )
+
+
+def client_for(served: ServedStore, token: str | None = None) -> Iterator[TestClient]:
+    with TestClient(create_app(served, ServerSettings(token=token))) as client:
+        yield client
+
+
+@pytest.fixture
+def failed() -> Iterator[TestClient]:
+    """The API, with a token, on a store whose thread stopped on a full disk."""
+    store = ReportingStore(status(State.FAILED, "StorageError"))
+    yield from client_for(ServedStore.of(store), token="tok")  # type: ignore[arg-type]
+
+
+def test_a_stopped_store_fails_both_probes_naming_the_error_type_only(failed: TestClient) -> None:
+    assert failed.get("/readyz").status_code == 503
+    health = failed.get("/healthz")  # no token: it is open to load balancers
+    assert health.status_code == 503
+    assert health.json() == {"status": "failed", "error": "StorageError"}
+
+
+def test_status_says_why_and_the_metric_is_set(failed: TestClient) -> None:
+    auth = {"Authorization": "Bearer tok"}
+    report = failed.get("/v1/status", headers=auth).json()
+    assert report["state"] == "failed" and report["failure"] == "StorageError"
+    assert report["last_error"] == f"StorageError: {SECRET_MESSAGE}"
+    metrics = failed.get("/metrics", headers=auth).text
+    assert 'globalstore_failed{error="StorageError"} 1.0' in metrics
+
+
+def test_a_running_store_is_alive_and_not_failed() -> None:
+    store = ReportingStore(status(State.RUNNING))
+    for client in client_for(ServedStore.of(store)):  # type: ignore[arg-type]
+        assert client.get("/healthz").json() == {"status": "alive"}
+        assert client.get("/readyz").status_code == 200
+        assert 'globalstore_failed{error=""} 0.0' in client.get("/metrics").text
+
+
+def test_a_store_that_could_not_start_names_the_error_type_only() -> None:
+    served = ServedStore.of(ReportingStore(status(State.CLOSED)))  # type: ignore[arg-type]
+    served.error = StorageError(SECRET_MESSAGE)
+    for client in client_for(served):
+        health = client.get("/healthz")
+        assert health.status_code == 503
+        assert health.json() == {"status": "failed", "error": "StorageError"}
