@@ -10,6 +10,7 @@ byte or halfway, dropped as idle, or the task cancelled by the server's shutdown
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Generator, Iterable, Mapping
 
 import anyio
@@ -92,6 +93,9 @@ class LimitedStream(Response):
         self.background = None
         self.init_headers(headers)
         self._chunks = chunks
+        # The server's shutdown cancels a request without waiting for the worker thread
+        # producing its chunk: closing the generator must wait for that thread to finish.
+        self._turn = threading.Lock()
         self._slots: Slots | None = slots
         self._route = slots.route
         self._idle_timeout = idle_timeout
@@ -110,7 +114,7 @@ class LimitedStream(Response):
                 group.cancel_scope.cancel()  # the client is gone: stop producing for nobody
         finally:
             with anyio.CancelScope(shield=True):  # also when cancelled: release, then go
-                await anyio.to_thread.run_sync(self._chunks.close)
+                await anyio.to_thread.run_sync(self._close)
             self._release()
 
     async def _body(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -139,7 +143,15 @@ class LimitedStream(Response):
             )
 
     async def _next(self) -> object:
-        return await anyio.to_thread.run_sync(next, self._chunks, _DONE)
+        return await anyio.to_thread.run_sync(self._pull)
+
+    def _pull(self) -> object:
+        with self._turn:
+            return next(self._chunks, _DONE)
+
+    def _close(self) -> None:
+        with self._turn:
+            self._chunks.close()
 
     async def _send(self, send: Send, message: Message) -> None:
         """Send, unless the client stops reading for the idle timeout (the send then waits
