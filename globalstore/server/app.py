@@ -114,7 +114,8 @@ class Api:
                     raise
                 response = answer
             latency.observe(time.perf_counter() - began)
-            requests.labels(name, response.status_code).inc()
+            if not isinstance(response, LimitedStream):  # a stream counts itself (below)
+                requests.labels(name, response.status_code).inc()
             return response
 
         return endpoint
@@ -225,8 +226,13 @@ class Api:
         began = time.monotonic()
         await self._await_position(query, wait)
         await slots.take(wait - (time.monotonic() - began))
+        requests = self.metrics.requests
+
+        def count(status: int) -> None:  # 200, or the error that kept the stream from opening
+            requests.labels(slots.route, status).inc()
+
         idle = self.settings.idle_timeout
-        return LimitedStream(chunks, slots, idle, self._error_answer, media_type, headers)
+        return LimitedStream(chunks, slots, idle, self._error_answer, count, media_type, headers)
 
     async def count(self, request: Request) -> Response:
         query = request.query_params

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 ErrorAnswer = Callable[[Exception], Response | None]  # the route's answer to an error, if any
 
 _DONE = object()
+_CLIENT_GONE = 499  # counted for a client that left before its status was sent (as nginx does)
 
 
 class NoFreeSlot(Exception):  # noqa: N818 - reads as the condition it reports
@@ -85,6 +86,7 @@ class LimitedStream(Response):
         slots: Slots,
         idle_timeout: float,
         answer_error: ErrorAnswer,
+        count: Callable[[int], None],
         media_type: str,
         headers: Mapping[str, str] | None = None,
     ) -> None:
@@ -100,6 +102,7 @@ class LimitedStream(Response):
         self._route = slots.route
         self._idle_timeout = idle_timeout
         self._answer_error = answer_error
+        self._count: Callable[[int], None] | None = count  # the status, once known
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -116,6 +119,7 @@ class LimitedStream(Response):
             with anyio.CancelScope(shield=True):  # also when cancelled: release, then go
                 await anyio.to_thread.run_sync(self._close)
             self._release()
+            self._counted(_CLIENT_GONE)
 
     async def _body(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -124,8 +128,10 @@ class LimitedStream(Response):
             answer = self._answer_error(exc)
             if answer is None:
                 raise
+            self._counted(answer.status_code)
             await answer(scope, receive, send)
             return
+        self._counted(200)
         start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
         try:
             await self._send(send, start)
@@ -161,6 +167,11 @@ class LimitedStream(Response):
                 await send(message)
         except TimeoutError:
             raise _ClientIdle from None
+
+    def _counted(self, status: int) -> None:
+        if self._count is not None:
+            self._count(status)
+            self._count = None
 
     def _release(self) -> None:
         if self._slots is not None:

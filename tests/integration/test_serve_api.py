@@ -466,3 +466,5 @@ def test_exports_beyond_the_cap_get_503_and_a_client_that_stops_reading_is_dropp
         assert "export: dropped a client that read nothing for 5s" in caplog.text
         whole = client.get("/v1/export")  # the slot is free again
         assert whole.status_code == 200 and len(whole.text.splitlines()) == 3000
+        counted = 'globalstore_http_requests_total{route="export",status="%d"}'
+        assert metric(client, counted % 200) == 2 and metric(client, counted % 503) == 2

@@ -252,7 +252,7 @@ def test_a_snapshot_abandoned_before_its_first_byte_halfway_or_at_shutdown_leave
     settings = ServerSettings(idle_timeout=120)  # only hang-ups and the shutdown end these
     with running_server(served_store(topic, kafka_bootstrap, path), settings) as client:
         wait_ready(client)
-        answered = 'globalstore_http_requests_total{route="snapshot",status="200"}'
+        answered = 'globalstore_http_request_seconds_count{route="snapshot"}'
         running = 'globalstore_http_streams{route="snapshot"}'
 
         raw_get(client, "/v1/snapshot").close()  # hangs up before any answer
