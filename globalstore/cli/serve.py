@@ -25,7 +25,29 @@ from globalstore.cli.store import StoreTarget, store_options
     default=10.0,
     show_default=True,
     type=click.FloatRange(0, 300),
-    help="Longest wait, in seconds, for a query's min_position.",
+    help="Longest wait, in seconds, for a query's min_position and for a free stream slot.",
+)
+@click.option(
+    "--max-snapshots",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="GET /v1/snapshot streams at once (each flushes and checkpoints); more get 503.",
+)
+@click.option(
+    "--max-exports",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="GET /v1/export streams at once; more get 503.",
+)
+@click.option(
+    "--idle-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 3600),
+    help="Seconds an export or snapshot stream waits on a client that stopped reading "
+    "before dropping it.",
 )
 @click.option(
     "--bootstrap-from",
@@ -55,6 +77,9 @@ def serve(
     port: int,
     token_file: Path | None,
     max_wait: float,
+    max_snapshots: int,
+    max_exports: int,
+    idle_timeout: float,
     bootstrap_from: str | None,
     graceful_seconds: int,
     workers: int,
@@ -77,7 +102,13 @@ def serve(
     served = server.ServedStore(
         lambda listener: target.build(listener, bootstrap_from), start_timeout=target.timeout
     )
-    settings = server.ServerSettings(token=token, max_wait=max_wait)
+    settings = server.ServerSettings(
+        token=token,
+        max_wait=max_wait,
+        max_snapshots=max_snapshots,
+        max_exports=max_exports,
+        idle_timeout=idle_timeout,
+    )
     config = target.config
     if workers:
         from globalstore.server import workers as pool  # noqa: PLC0415 - only with --workers

@@ -1,10 +1,11 @@
 """The HTTP API of a served store (the optional `serve` extra): queries, probes, metrics,
 snapshots. `globalstore serve` runs it; create_app() embeds it in another ASGI server."""
 
-from globalstore.server.app import ServerSettings, create_app
+from globalstore.server.app import create_app
 from globalstore.server.guard import load_token
 from globalstore.server.run import DEFAULT_HOST, DEFAULT_PORT, server
 from globalstore.server.served import RestoreProgress, ServedStore
+from globalstore.server.settings import ServerSettings
 
 __all__ = [
     "DEFAULT_HOST",

@@ -1,18 +1,16 @@
 """The HTTP API on one served store: routes, error mapping, and the ASGI app.
 
-Point lookups and pages run on the event loop (microseconds to a millisecond of RocksDB);
-anything that blocks or streams — waits for min_position, counting, export and snapshot
-chunks — runs in worker threads, so the loop keeps answering.
+Point lookups run on the event loop (microseconds of RocksDB); anything that blocks, scans or
+streams — waits for min_position, counting, pages, export and snapshot chunks — runs in worker
+threads, so the loop keeps answering. Streams hold a slot of a bounded pool (streams.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from typing import Any
 
 import anyio
@@ -22,17 +20,18 @@ from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
-from globalstore import snapshot
 from globalstore.errors import GlobalStoreError, InvalidValue, StoreClosed, StoreNotReady
 from globalstore.reader import reaches
-from globalstore.server import openapi, params
+from globalstore.server import bodies, openapi, params
 from globalstore.server.guard import Guard
 from globalstore.server.metrics import Metrics, stopped_by
 from globalstore.server.params import BadRequest
 from globalstore.server.served import ServedStore
+from globalstore.server.settings import ServerSettings
+from globalstore.server.streams import LimitedStream, NoFreeSlot, Slots, drained
 from globalstore.state import State
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
@@ -53,16 +52,7 @@ class _KeyConvertor(Convertor[str]):
 register_url_convertor("key", _KeyConvertor())
 
 
-@dataclass(frozen=True)
-class ServerSettings:
-    """Limits and protection of the API; the bind address is the runner's business."""
-
-    token: str | None = None
-    max_wait: float = 10.0  # seconds a min_position query may wait
-    default_limit: int = 100
-    max_limit: int = 1000  # hard bound on a page
-    export_chunk: int = 1000  # items per streamed chunk of /v1/export
-    max_waiting: int = 100  # min_position waits in flight at once (each holds a thread)
+_DRAIN_SECONDS = 10.0  # at shutdown, how long streams may take to let go of the store
 
 
 class PositionNotReached(Exception):  # noqa: N818 - reads as the condition it reports
@@ -89,9 +79,11 @@ class Api:
         self.settings = settings
         self.metrics = metrics
         self._waiters = anyio.CapacityLimiter(settings.max_waiting)
-        self._openapi = orjson.dumps(
-            openapi.document(settings.max_limit, settings.default_limit, settings.token is not None)
-        )
+        streams = metrics.streams
+        self.exports = Slots("export", settings.max_exports, 1, streams.labels("export"))
+        # A snapshot runs for minutes: retrying every second would only add load.
+        self.snapshots = Slots("snapshot", settings.max_snapshots, 5, streams.labels("snapshot"))
+        self._openapi = orjson.dumps(openapi.document(settings))
 
     def routes(self) -> list[Route]:
         table: list[tuple[str, str, Handler]] = [
@@ -116,33 +108,48 @@ class Api:
             began = time.perf_counter()
             try:
                 response = await handler(request)
-            except BadRequest as exc:
-                response = _json({"error": str(exc)}, 400)
-            except StoreNotReady as exc:
-                response = self._unavailable(str(exc))
-            except StoreClosed as exc:
-                response = self._unavailable(f"{exc} (the store does not follow the topic)")
-            except PositionNotReached as exc:
-                body = {"error": str(exc), "position": exc.current, "min_position": exc.wanted}
-                response = _json(body, 503, {"Retry-After": "1"})
-            except InvalidValue as exc:
-                self.metrics.decode_errors.inc()
-                response = _json({"error": f"InvalidValue: {exc}"}, 500)
-            except GlobalStoreError as exc:  # StorageError and the like: say what failed
-                response = _json({"error": f"{type(exc).__name__}: {exc}"}, 500)
+            except Exception as exc:
+                answer = self._error_answer(exc)
+                if answer is None:
+                    raise
+                response = answer
             latency.observe(time.perf_counter() - began)
-            requests.labels(name, response.status_code).inc()
+            if not isinstance(response, LimitedStream):  # a stream counts itself (below)
+                requests.labels(name, response.status_code).inc()
             return response
 
         return endpoint
+
+    def _error_answer(self, exc: Exception) -> Response | None:
+        """The answer to an error a route raises; None for one that is a bug (a 500)."""
+        if isinstance(exc, BadRequest):
+            return _json({"error": str(exc)}, 400)
+        if isinstance(exc, StoreNotReady):
+            return self._unavailable(str(exc))
+        if isinstance(exc, StoreClosed):
+            return self._unavailable(f"{exc} (the store does not follow the topic)")
+        if isinstance(exc, PositionNotReached):
+            body = {"error": str(exc), "position": exc.current, "min_position": exc.wanted}
+            return _json(body, 503, {"Retry-After": "1"})
+        if isinstance(exc, NoFreeSlot):
+            return _json({"error": str(exc)}, 503, {"Retry-After": str(exc.retry_after)})
+        if isinstance(exc, InvalidValue):
+            self.metrics.decode_errors.inc()
+            return _json({"error": f"InvalidValue: {exc}"}, 500)
+        if isinstance(exc, GlobalStoreError):  # StorageError and the like: say what failed
+            return _json({"error": f"{type(exc).__name__}: {exc}"}, 500)
+        return None
 
     def _unavailable(self, message: str) -> Response:
         state = self.served.store.status().state
         return _json({"error": message, "state": state}, 503, {"Retry-After": "1"})
 
-    async def _await_position(self, query: Mapping[str, str]) -> None:
+    def _wait(self, query: Mapping[str, str]) -> float:
+        """The request's own `wait`: the longest it may wait before its answer starts."""
+        return params.seconds(query, "wait", self.settings.max_wait, self.settings.max_wait)
+
+    async def _await_position(self, query: Mapping[str, str], wait: float) -> None:
         wanted = params.min_position(query)
-        wait = params.seconds(query, "wait", self.settings.max_wait, self.settings.max_wait)
         if not wanted:
             return
         store = self.served.store
@@ -163,7 +170,7 @@ class Api:
     async def get_key(self, request: Request) -> Response:
         query = request.query_params
         if query:
-            await self._await_position(query)
+            await self._await_position(query, self._wait(query))
         key = params.text(request.path_params, "key") or ""
         entry = self.served.store.get_entry(key)
         if entry is None:
@@ -177,36 +184,59 @@ class Api:
             query, "limit", self.settings.default_limit, 1, self.settings.max_limit
         )
         after = params.cursor(query)
-        await self._await_position(query)
+        await self._await_position(query, self._wait(query))
         start = span.start
         if after is not None:
             # Resume just past the last key returned: keys are compared as UTF-8 bytes, which
             # order like code points, and "\0" appended is the next possible key.
             following = after + "\0"
             start = following if start is None or following > start else start
-        found = list(
-            self.served.store.items(prefix=span.prefix, start=start, end=span.end, limit=limit + 1)
-        )
-        more = len(found) > limit
-        page = found[:limit]
-        return _json(
-            {
-                "items": [{"key": k, "value": v} for k, v in page],
-                "cursor": params.encode_cursor(page[-1][0]) if more else None,
-            }
-        )
+        store, max_bytes = self.served.store, self.settings.max_page_bytes
+
+        def build() -> bytes:
+            items = store.items(prefix=span.prefix, start=start, end=span.end, limit=limit + 1)
+            return bodies.page(items, limit, max_bytes)
+
+        return Response(await anyio.to_thread.run_sync(build), media_type="application/json")
 
     async def export(self, request: Request) -> Response:
+        span = params.key_range(request.query_params)
+        store, size = self.served.store, self.settings.export_chunk
+
+        def chunks() -> Generator[bytes, None, None]:
+            # The view is fixed at the first chunk, before the first byte is sent: one point in
+            # time for the whole stream.
+            items = store.items(prefix=span.prefix, start=span.start, end=span.end)
+            yield from bodies.ndjson_chunks(items, size)
+
+        return await self._stream(request, self.exports, chunks(), "application/x-ndjson")
+
+    async def _stream(
+        self,
+        request: Request,
+        slots: Slots,
+        chunks: Generator[bytes, None, None],
+        media_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response:
+        """A stream of `chunks` once min_position is reached and a slot is free, both within
+        the request's own `wait`."""
         query = request.query_params
-        span = params.key_range(query)
-        await self._await_position(query)
-        # The view is fixed here, before the first byte: one point in time for the whole stream.
-        items = self.served.store.items(prefix=span.prefix, start=span.start, end=span.end)
-        chunks = _ndjson_chunks(items, self.settings.export_chunk)
-        return StreamingResponse(_in_threads(chunks), media_type="application/x-ndjson")
+        wait = self._wait(query)
+        began = time.monotonic()
+        await self._await_position(query, wait)
+        await slots.take(wait - (time.monotonic() - began))
+        requests = self.metrics.requests
+
+        def count(status: int) -> None:  # 200, or the error that kept the stream from opening
+            requests.labels(slots.route, status).inc()
+
+        idle = self.settings.idle_timeout
+        return LimitedStream(chunks, slots, idle, self._error_answer, count, media_type, headers)
 
     async def count(self, request: Request) -> Response:
-        await self._await_position(request.query_params)
+        query = request.query_params
+        await self._await_position(query, self._wait(query))
         n = await anyio.to_thread.run_sync(self.served.store.count)
         return _json({"count": n})
 
@@ -219,21 +249,10 @@ class Api:
 
     async def snapshot(self, request: Request) -> Response:
         store = self.served.store
-        dest = snapshot.checkpoint_dir(store.path)
-        await anyio.to_thread.run_sync(store.checkpoint, dest)
         name = f"{store.topic}.snapshot.tar".replace('"', "")
-
-        def chunks() -> Iterator[bytes]:
-            try:
-                yield from snapshot.tar_chunks(dest)
-            finally:
-                shutil.rmtree(dest, ignore_errors=True)
-
-        return StreamingResponse(
-            _in_threads(chunks()),
-            media_type="application/x-tar",
-            headers={"Content-Disposition": f'attachment; filename="{name}"'},
-        )
+        disposition = {"Content-Disposition": f'attachment; filename="{name}"'}
+        chunks = bodies.snapshot_chunks(store)  # the checkpoint is taken inside the response
+        return await self._stream(request, self.snapshots, chunks, "application/x-tar", disposition)
 
     # -- probes and documents ----------------------------------------------------------------
 
@@ -258,44 +277,6 @@ class Api:
         return Response(self._openapi, media_type="application/json")
 
 
-def _ndjson_chunks(items: Iterator[tuple[str, Any]], size: int) -> Iterator[bytes]:
-    """NDJSON lines in chunks of `size` items. A value that cannot be decoded ends the stream
-    (after the lines before it) with an {"error": ...} line: the 200 status is already sent."""
-    dumps = orjson.dumps
-    lines: list[bytes] = []
-    try:
-        for key, value in items:
-            lines.append(dumps({"key": key, "value": value}))
-            if len(lines) == size:
-                lines.append(b"")
-                yield b"\n".join(lines)
-                lines = []
-    except (InvalidValue, StoreClosed) as exc:
-        lines.append(dumps({"error": f"{type(exc).__name__}: {exc}"}))
-    finally:
-        with contextlib.suppress(Exception):
-            items.close()  # type: ignore[attr-defined]  # a generator: releases the iterator
-    if lines:
-        lines.append(b"")
-        yield b"\n".join(lines)
-
-
-async def _in_threads(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
-    """Pull each chunk in a worker thread. If the client goes away the generator is closed
-    after the chunk in progress, releasing its RocksDB iterator or checkpoint."""
-    done = object()
-    try:
-        while True:
-            chunk = await anyio.to_thread.run_sync(next, chunks, done)
-            if chunk is done:
-                return
-            yield chunk  # type: ignore[misc]
-    finally:
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            close()
-
-
 def create_app(served: ServedStore, settings: ServerSettings | None = None) -> Guard:
     """The ASGI app: the API on `served`, which it starts on startup and closes on shutdown."""
     settings = settings or ServerSettings()
@@ -307,6 +288,8 @@ def create_app(served: ServedStore, settings: ServerSettings | None = None) -> G
         try:
             yield
         finally:
+            # Streams cancelled by the shutdown release their views and checkpoints first.
+            await drained([api.exports, api.snapshots], _DRAIN_SECONDS)
             await anyio.to_thread.run_sync(served.close)
 
     async def http_error(request: Request, exc: Exception) -> Response:

@@ -117,6 +117,12 @@ class Metrics:
             "Queries waiting for the store to reach their min_position",
             registry=self.registry,
         )
+        self.streams = Gauge(
+            "globalstore_http_streams",
+            "Export and snapshot streams in flight, by route (each holds a slot)",
+            ["route"],
+            registry=self.registry,
+        )
         self.decode_errors = Counter(
             "globalstore_decode_errors",
             "Stored values a query could not decode (InvalidValue)",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from globalstore.server.settings import ServerSettings
+
 PATH = "/openapi.json"
 
 _ERROR = {
@@ -50,7 +52,9 @@ _WAIT_PARAMS = [
     ),
     _query(
         "wait",
-        "Seconds to wait for min_position (at most the server's maximum).",
+        "Seconds the request may wait before its answer starts: for min_position and, on "
+        "export and snapshot, for a free stream slot (default and maximum: the server's "
+        "max wait).",
         type="number",
         minimum=0,
     ),
@@ -60,14 +64,32 @@ _RANGE_PARAMS = [
     _query("start", "First key (inclusive)."),
     _query("end", "Key to stop before (exclusive)."),
 ]
+_RETRY_AFTER = {
+    "Retry-After": {"description": "Seconds to wait before retrying", "schema": {"type": "integer"}}
+}
 _QUERY_ERRORS = {
     "400": _json(_ERROR, "A malformed parameter; the message names it."),
     "401": _json(_ERROR, "Missing or wrong bearer token (when the server has one)."),
-    "503": _json(_UNAVAILABLE, "Not restored yet, or min_position not reached in time."),
+    "503": {
+        **_json(_UNAVAILABLE, "Not restored yet, or min_position not reached in time."),
+        "headers": _RETRY_AFTER,
+    },
 }
 
 
-def document(max_limit: int, default_limit: int, token: bool) -> dict[str, Any]:
+def _stream_errors(route: str, limit: int) -> dict[str, Any]:
+    busy = {
+        **_json(
+            _UNAVAILABLE,
+            f"Not restored yet, min_position not reached in time, or {limit} {route} streams "
+            "already running and none ended within `wait`.",
+        ),
+        "headers": _RETRY_AFTER,
+    }
+    return {**_QUERY_ERRORS, "503": busy}
+
+
+def document(settings: ServerSettings) -> dict[str, Any]:
     item = {
         "type": "object",
         "required": ["key", "value"],
@@ -127,14 +149,17 @@ def document(max_limit: int, default_limit: int, token: bool) -> dict[str, Any]:
             "/v1/keys": {
                 "get": {
                     "summary": "One page of keys and values in key order",
+                    "description": f"A page stops at `limit` items or at about "
+                    f"{settings.max_page_bytes} bytes of items, whichever comes first (one "
+                    "item always fits); `cursor` continues where it stopped.",
                     "parameters": [
                         *_RANGE_PARAMS,
                         _query(
                             "limit",
-                            f"Items per page (default {default_limit}).",
+                            f"Items per page (default {settings.default_limit}).",
                             type="integer",
                             minimum=1,
-                            maximum=max_limit,
+                            maximum=settings.max_limit,
                         ),
                         _query("cursor", "The cursor of the previous page."),
                         *_WAIT_PARAMS,
@@ -151,7 +176,7 @@ def document(max_limit: int, default_limit: int, token: bool) -> dict[str, Any]:
                             "description": "NDJSON stream",
                             "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
                         },
-                        **_QUERY_ERRORS,
+                        **_stream_errors("export", settings.max_exports),
                     },
                 }
             },
@@ -196,6 +221,7 @@ def document(max_limit: int, default_limit: int, token: bool) -> dict[str, Any]:
             "/v1/snapshot": {
                 "get": {
                     "summary": "A consistent RocksDB checkpoint of the store as a tar stream",
+                    "parameters": list(_WAIT_PARAMS),
                     "responses": {
                         "200": {
                             "description": "tar of db/...",
@@ -205,8 +231,7 @@ def document(max_limit: int, default_limit: int, token: bool) -> dict[str, Any]:
                                 }
                             },
                         },
-                        "401": _QUERY_ERRORS["401"],
-                        "503": _QUERY_ERRORS["503"],
+                        **_stream_errors("snapshot", settings.max_snapshots),
                     },
                 }
             },
@@ -241,7 +266,7 @@ def document(max_limit: int, default_limit: int, token: bool) -> dict[str, Any]:
             },
         },
     }
-    if token:
+    if settings.token is not None:
         doc["components"] = {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}
         doc["security"] = [{"bearer": []}]
     return doc

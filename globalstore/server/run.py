@@ -8,8 +8,9 @@ from typing import Any
 
 import uvicorn
 
-from globalstore.server.app import ServerSettings, create_app
+from globalstore.server.app import create_app
 from globalstore.server.served import ServedStore
+from globalstore.server.settings import ServerSettings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080

@@ -24,10 +24,11 @@ from typing import Any
 from uvicorn.supervisors import Multiprocess
 
 from globalstore.converters import import_converter
-from globalstore.server.app import ServerSettings, create_app
+from globalstore.server.app import create_app
 from globalstore.server.guard import Guard, load_token
 from globalstore.server.run import uvicorn_config
 from globalstore.server.served import ServedStore
+from globalstore.server.settings import ServerSettings
 from globalstore.shared import SharedStore
 
 _SPEC_ENV = "GLOBALSTORE_SERVE_WORKER"

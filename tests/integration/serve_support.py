@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import os
 import socket
 import subprocess
 import threading
@@ -16,6 +18,7 @@ import httpx
 from globalstore import GlobalStore
 from globalstore.listeners import StoreListener
 from globalstore.server import ServedStore, ServerSettings, server
+from tests.integration.store_support import produce
 from tests.ports import PortTakenError, on_a_free_port, says_port_taken
 
 
@@ -108,3 +111,44 @@ def _ready(proc: subprocess.Popen[str], base: str) -> bool:
         assert time.monotonic() < deadline, "serve not ready within 60s"
         time.sleep(0.05)
     return False
+
+
+def produce_incompressible(bootstrap: str, topic: str, count: int, size: int = 4096) -> None:
+    """`count` keys with string values of `size` random characters, which neither Kafka nor
+    RocksDB can compress: an export or a snapshot of them is bigger than what the sockets
+    between a server and a client that stops reading can hold (about 4 MB here)."""
+    raw = size * 3 // 4
+    produce(
+        bootstrap,
+        topic,
+        [(f"b{i:06d}", base64.b64encode(os.urandom(raw)).decode()) for i in range(count)],
+    )
+
+
+def raw_get(client: httpx.Client, path: str) -> socket.socket:
+    """Send GET `path` on a bare socket with a small receive buffer and return the socket, for
+    a client that hangs up at once or stops reading (httpx reads what arrives)."""
+    url = client.base_url
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((url.host, url.port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {url.host}\r\n\r\n".encode("ascii"))
+    return sock
+
+
+def read_to_end(sock: socket.socket, timeout: float = 60) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    sock.settimeout(timeout)
+    received = bytearray()
+    while chunk := sock.recv(1 << 20):
+        received += chunk
+    return bytes(received)
+
+
+def metric(client: httpx.Client, line_start: str) -> float:
+    """The value of the /metrics sample whose line starts with `line_start`; 0 before it has
+    one (a labelled series appears when first counted)."""
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(line_start + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
+import logging
 import threading
 import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from globalstore import GlobalStore
 from globalstore.listeners import StoreListener
 from globalstore.server import ServerSettings
 from tests.integration.serve_support import (
+    metric,
+    produce_incompressible,
+    raw_get,
+    read_to_end,
     running_server,
     served_store,
     wait_position,
@@ -20,6 +27,7 @@ from tests.integration.serve_support import (
 from tests.integration.store_support import produce, produce_raw
 from tests.pipelines.kafka_read import end_offsets
 from tests.ports import closed_port
+from tests.waiting import eventually
 
 
 def test_get_key_gives_value_and_record_timestamp_and_404_when_absent(
@@ -394,3 +402,69 @@ def test_no_broker_at_start_keeps_the_server_alive_not_ready_and_saying_why(
         assert client.get("/healthz").status_code == 200  # retrying, not failed
         assert client.get("/readyz").status_code == 503
         assert client.get("/v1/count").status_code == 503
+
+
+def test_pages_stop_at_the_byte_cap_and_the_cursor_continues_exactly(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=3)
+    values = {f"p{i:03d}": "v" * (500 + 37 * i) for i in range(120)}
+    values["p060"] = "w" * 50_000  # bigger than a whole page: it comes alone
+    produce(kafka_bootstrap, topic, list(values.items()))
+    cap = 20_000
+    settings = ServerSettings(max_page_bytes=cap)
+    with running_server(served_store(topic, kafka_bootstrap, tmp_path / "s"), settings) as client:
+        wait_ready(client)
+        pages: list[list[dict[str, str]]] = []
+        cursor = None
+        while True:
+            query = {"limit": 1000, **({"cursor": cursor} if cursor else {})}
+            response = client.get("/v1/keys", params=query)
+            items = response.json()["items"]
+            assert len(response.content) <= cap + 100 or len(items) == 1, len(response.content)
+            pages.append(items)
+            cursor = response.json()["cursor"]
+            if cursor is None:
+                break
+    seen = [item["key"] for page in pages for item in page]
+    assert seen == sorted(values), "a key skipped, repeated or out of order"
+    assert all(item["value"] == values[item["key"]] for page in pages for item in page)
+    assert [item["key"] for item in pages[_page_of(pages, "p060")]] == ["p060"]
+    for page, following in itertools.pairwise(pages):
+        # Each page is as full as the cap allows: the next item would not have fitted.
+        size = sum(len(orjson.dumps(item)) + 1 for item in page)
+        assert size + len(orjson.dumps(following[0])) > cap, (page[0]["key"], size)
+
+
+def _page_of(pages: list[list[dict[str, str]]], key: str) -> int:
+    return next(n for n, page in enumerate(pages) if any(item["key"] == key for item in page))
+
+
+def test_exports_beyond_the_cap_get_503_and_a_client_that_stops_reading_is_dropped(
+    kafka_bootstrap: str, make_topic, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_incompressible(kafka_bootstrap, topic, 3000)  # a 12 MB export
+    settings = ServerSettings(max_exports=1, idle_timeout=5)
+    running = 'globalstore_http_streams{route="export"}'
+    with running_server(served_store(topic, kafka_bootstrap, tmp_path / "s"), settings) as client:
+        wait_ready(client)
+        caplog.set_level(logging.WARNING, logger="globalstore")
+        held = raw_get(client, "/v1/export")  # reads nothing: the server's send blocks
+        eventually(lambda: metric(client, running) == 1, 30, lambda: metric(client, running))
+        for wait in (0.0, 0.5):
+            began = time.monotonic()
+            busy = client.get("/v1/export", params={"wait": wait})
+            waited = time.monotonic() - began
+            assert busy.status_code == 503, busy.text[:200]
+            assert busy.headers["retry-after"] == "1" and "export" in busy.json()["error"]
+            assert wait <= waited < wait + 3, (wait, waited)  # its own wait, not the maximum
+        eventually(lambda: metric(client, running) == 0, 30, lambda: metric(client, running))
+        cut = read_to_end(held)  # what the buffers held, then the server hung up
+        held.close()
+        assert not cut.endswith(b"0\r\n\r\n") and len(cut) < 6_000_000, len(cut)
+        assert "export: dropped a client that read nothing for 5s" in caplog.text
+        whole = client.get("/v1/export")  # the slot is free again
+        assert whole.status_code == 200 and len(whole.text.splitlines()) == 3000
+        counted = 'globalstore_http_requests_total{route="export",status="%d"}'
+        assert metric(client, counted % 200) == 2 and metric(client, counted % 503) == 2

@@ -4,8 +4,10 @@ restores from Kafka instead. Real broker, real stores."""
 
 from __future__ import annotations
 
+import io
 import logging
 import shutil
+import tarfile
 import threading
 import time
 from collections.abc import Mapping
@@ -19,7 +21,14 @@ from globalstore import GlobalStore, StoreListener, end_offsets
 from globalstore.cli import main
 from globalstore.server import ServerSettings
 from globalstore.storage import Storage
-from tests.integration.serve_support import running_server, served_store, wait_ready
+from tests.integration.serve_support import (
+    metric,
+    produce_incompressible,
+    raw_get,
+    running_server,
+    served_store,
+    wait_ready,
+)
 from tests.integration.store_support import produce, set_topic_config
 from tests.waiting import eventually
 
@@ -224,3 +233,104 @@ def test_a_store_that_must_be_rebuilt_rebuilds_from_the_peer_snapshot(
     assert f"from snapshot {url}" in caplog.text and "installed snapshot" in caplog.text
     total = 5_000 + len(later)
     assert starts.started_at == [total] and starts.to_read == [0], (starts.started_at, total)
+
+
+def _checkpoints(store_path: Path) -> list[str]:
+    return sorted(p.name for p in store_path.glob("checkpoint-*"))
+
+
+def _no_checkpoint_left(store_path: Path) -> None:
+    eventually(lambda: not _checkpoints(store_path), 30, lambda: _checkpoints(store_path))
+
+
+def test_a_snapshot_abandoned_before_its_first_byte_halfway_or_at_shutdown_leaves_nothing(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_incompressible(kafka_bootstrap, topic, 3000)  # a 12 MB snapshot
+    path = tmp_path / "s"
+    settings = ServerSettings(idle_timeout=120)  # only hang-ups and the shutdown end these
+    with running_server(served_store(topic, kafka_bootstrap, path), settings) as client:
+        wait_ready(client)
+        answered = 'globalstore_http_request_seconds_count{route="snapshot"}'
+        running = 'globalstore_http_streams{route="snapshot"}'
+
+        raw_get(client, "/v1/snapshot").close()  # hangs up before any answer
+        eventually(lambda: metric(client, answered) == 1, 30, lambda: metric(client, answered))
+        eventually(lambda: metric(client, running) == 0, 30, lambda: metric(client, running))
+        _no_checkpoint_left(path)
+
+        with client.stream("GET", "/v1/snapshot") as response:
+            assert response.status_code == 200, response.read()
+            received = 0
+            for chunk in response.iter_bytes():
+                received += len(chunk)
+                if received > 2 << 20:
+                    break  # hangs up halfway
+        eventually(lambda: metric(client, running) == 0, 30, lambda: metric(client, running))
+        _no_checkpoint_left(path)
+
+        held = raw_get(client, "/v1/snapshot")  # never reads: the server's send blocks
+        eventually(lambda: len(_checkpoints(path)) == 1, 30, lambda: _checkpoints(path))
+    # The server stopped with the stream still blocked (cancelled after graceful_seconds).
+    held.close()
+    assert not _checkpoints(path)
+    with GlobalStore(topic, kafka_bootstrap, path) as again:  # closed cleanly, not damaged
+        assert again.count() == 3000
+
+
+def _disk_use(store_path: Path) -> int:
+    """Bytes of every file under the store, a hard-linked file counted at each of its names:
+    what the disk would hold once RocksDB compacts the originals away."""
+    return sum(f.stat().st_size for f in store_path.rglob("*") if f.is_file())
+
+
+def test_ten_concurrent_snapshots_run_at_most_two_at_once_and_disk_use_comes_back(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_incompressible(kafka_bootstrap, topic, 3000)
+    path = tmp_path / "s"
+    with running_server(served_store(topic, kafka_bootstrap, path)) as client:  # the default cap
+        wait_ready(client)
+        assert "db/CURRENT" in _tar_names(client.get("/v1/snapshot").content)  # flushes once
+        before = _disk_use(path)
+        answers: list[tuple[int, str | None, float, list[str]]] = []
+        holding = threading.Barrier(11)  # the ten clients and this test
+
+        def ask() -> None:
+            began = time.monotonic()
+            with client.stream("GET", "/v1/snapshot", params={"wait": "0.5"}) as response:
+                waited = time.monotonic() - began
+                holding.wait(60)  # nobody reads until all ten have their answer
+                holding.wait(60)  # and the test has counted the checkpoints
+                names = _tar_names(response.read()) if response.status_code == 200 else []
+                retry_after = response.headers.get("retry-after")
+                answers.append((response.status_code, retry_after, waited, names))
+
+        askers = [threading.Thread(target=ask) for _ in range(10)]
+        for asker in askers:
+            asker.start()
+        holding.wait(60)
+        during = _checkpoints(path)
+        holding.wait(60)
+        for asker in askers:
+            asker.join(60)
+        assert len(during) == 2, during
+        served = [a for a in answers if a[0] == 200]
+        refused = [a for a in answers if a[0] != 200]
+        assert len(served) == 2 and len(refused) == 8, answers
+        assert all("db/CURRENT" in names for *_, names in served), served
+        for status, retry_after, waited, _ in refused:
+            assert status == 503 and retry_after == "5", refused
+            assert 0.5 <= waited < 5, waited  # its own wait, then the answer
+        _no_checkpoint_left(path)
+        after = _disk_use(path)
+        assert after <= before + (1 << 20), (before, after)
+        linked = [f.name for f in (path / "db").iterdir() if f.stat().st_nlink > 1]
+        assert not linked, f"table files still hard-linked elsewhere: {linked}"
+
+
+def _tar_names(body: bytes) -> list[str]:
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:") as tar:
+        return tar.getnames()
