@@ -19,11 +19,11 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-from globalstore import native_restore
+from globalstore import native_restore, transform
 from globalstore.config import StoreConfig
 from globalstore.native_restore import NativeRestorer
 from globalstore.plan import Plan
-from globalstore.storage import Applied, Record, Storage
+from globalstore.storage import Applied, Record, Records, Storage
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ class ConsumerSource:
         self.changes = changes  # list the keys each batch changed (a listener wants them)
         self.restoring = True
         self.busy = False  # following with work to do between batches: do not wait
+        self.transformer = transform.transformer(config)
 
     def assign(self, offsets: Mapping[int, int]) -> None:
         self.consumer.assign([TopicPartition(self.config.topic, p, o) for p, o in offsets.items()])
@@ -61,8 +62,13 @@ class ConsumerSource:
 
     def apply(self, storage: Storage, now_ms: int) -> Applied:
         records, ends, events = split(self._batch())
+        transformed = None if self.transformer is None else self.transformer.records(records)
+        if transformed is not None:
+            records = transformed
         applied = storage.apply(records, ends, self.exact_count, now_ms, changes=self.changes)
         applied.events = events
+        if transformed is not None:
+            applied.transform_failures = transformed.failures
         return applied
 
     def _batch(self) -> list[Any]:
@@ -79,7 +85,7 @@ class ConsumerSource:
         pass  # the consumer is the thread's, closed when the thread ends
 
 
-def split(messages: Sequence[Any]) -> tuple[MessageRecords, dict[int, int], list[Any]]:
+def split(messages: Sequence[Any]) -> tuple[Records, dict[int, int], list[Any]]:
     """A consumed batch as (its records, {partition: offset} of the partition ends it
     reached, its events: errors and ends)."""
     events = [m for m in messages if m.error() is not None]
@@ -135,9 +141,12 @@ def native_source(
     config: StoreConfig, consumer_conf: dict[str, Any], plan: Plan, changes: bool, consumer: Any
 ) -> NativeSource | None:
     """The C loop for a bulk restore, or None: the Python loop restores when the count is
-    exact, a listener wants the changes, the C loop is turned off or not built, or a setting
-    is a Python callable."""
+    exact, a listener wants the changes, the C loop is turned off or not built, a setting
+    is a Python callable, or a transform must see every record (it runs in Python)."""
     if plan.exact_count or changes or not config.native_restore:
+        return None
+    if config.transform is not None:
+        log.info("restoring %s with the Python loop: the transform runs in Python", config.topic)
         return None
     conf = native_restore.native_settings(consumer_conf)
     why = native_restore.load() if conf is not None else "a Kafka setting is a callable"
