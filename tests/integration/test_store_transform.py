@@ -16,8 +16,10 @@ from typing import Any
 
 import orjson
 import pytest
+from click.testing import CliRunner
 
 from globalstore import GlobalStore, StoreListener, snapshot
+from globalstore.cli import main
 from globalstore.codec import decode
 from globalstore.server import ServedStore
 from globalstore.storage import Storage
@@ -216,6 +218,22 @@ def test_a_changed_transform_version_rebuilds_from_the_topic_or_a_matching_snaps
             else:
                 assert starts.starts == [expected_start]
                 assert store.status().rebuild_reason is None
+
+
+def test_the_store_commands_take_the_transform_by_name(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=2)
+    records = orders(random.Random(3), 500, 100)
+    produce(kafka_bootstrap, topic, records)
+    store = ["--topic", topic, "--bootstrap-servers", kafka_bootstrap, "--path", str(tmp_path)]
+    shaped = ["--transform", f"{__name__}:by_courier", "--transform-version", "2"]
+    result = CliRunner().invoke(main, ["scan", *store, *shaped])
+    assert result.exit_code == 0, result.output
+    scanned = {line["key"]: line["value"] for line in map(orjson.loads, result.stdout.splitlines())}
+    assert scanned == fold(records, by_courier)
+    wrong = CliRunner().invoke(main, ["count", *store, "--transform", f"{__name__}:nope"])
+    assert wrong.exit_code == 2 and "--transform" in wrong.output and "nope" in wrong.output
 
 
 PARTITIONS = 4
