@@ -3,9 +3,11 @@ it is stored, while restoring and while following.
 
 The transform sees each value decoded and brought to the current value format by the
 converters (converters.py), and what it returns is stored in that format: a value in place
-of the record's, or None to delete the key. It runs where the records of a batch are read
-(`Transformed` wraps them), so storage writes its one WriteBatch per batch as it always does,
-values and offsets together.
+of the record's, or None to delete the key. It runs where a batch is written, so storage
+writes its one WriteBatch per batch as it always does, values and offsets together: on the
+Python loop's records as storage reads them (`Transformed`), and on each value the C loop
+writes (`TransformedBatch`: the loop still consumes and frames the records; only the value
+goes through Python), both writing the same bytes for the same record.
 
   * A tombstone deletes its key whatever the transform says (it is not called).
   * A value the store cannot read (not JSON, a format it does not read, a converter that
@@ -22,25 +24,34 @@ there was one), or a transform given another value format, rebuilds it (rebuild_
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
 
-from globalstore.codec import format_headers, value_format
+from globalstore.codec import HEADER, HEADER_SIZE, LAYOUT_VERSION, format_headers, value_format
 from globalstore.config import StoreConfig
 from globalstore.converters import ValueFormats
 from globalstore.meta import K_TRANSFORM, K_TRANSFORM_FORMAT, Meta
 from globalstore.storage import Record, Records
-from globalstore.storage.records import Headers
+from globalstore.storage.records import Delete, Headers, NativeBatch, Put
 
 log = logging.getLogger(__name__)
 
 Transform = Callable[[str, Any], Any]
 
 _FAILURES_LOGGED_PER_BATCH = 10  # a transform failing on every record must not flood the log
-_UNREADABLE = object()  # what _decode returns for a value the store stores as it came
+
+
+class _Unreadable(enum.Enum):
+    """What shape() returns for a value the store cannot read: it is stored as it came."""
+
+    UNREADABLE = "unreadable"
+
+
+UNREADABLE = _Unreadable.UNREADABLE
 
 
 class Transformer:
@@ -52,38 +63,61 @@ class Transformer:
         self.headers: Headers = [*format_headers(formats.current)]
 
     def records(self, records: Records) -> Transformed:
+        """The Python loop's records, transformed as storage reads them."""
         return Transformed(self, records)
 
-    def apply(self, record: Record) -> Record:
-        """The record to store in place of `record`: its value transformed, or None (delete)
-        if the transform says so. Raises what the transform raises."""
-        key, value, headers, p, o, ts = record
-        if key is None or value is None:
-            return record  # a tombstone deletes whatever the transform says
+    def native(self, batch: NativeBatch) -> TransformedBatch:
+        """The C loop's batches, transformed as the loop writes them."""
+        return TransformedBatch(self, batch)
+
+    def shape(self, key: bytes, value: bytes, version: int) -> bytes | _Unreadable | None:
+        """The JSON bytes to store for a record of this key and value (of format `version`),
+        None to delete the key, or UNREADABLE to store the record as it came. Raises what
+        the transform raises."""
+        formats = self.formats
+        if not formats.reads(version):
+            return UNREADABLE
         try:
             name = key.decode("utf-8")
-        except UnicodeDecodeError:
-            return record  # storage skips and reports it
-        decoded = self._decode(value, headers)
-        if decoded is _UNREADABLE:
-            return record
-        out = self.fn(name, decoded)
-        return key, None if out is None else orjson.dumps(out), self.headers, p, o, ts
-
-    def _decode(self, value: bytes, headers: Any) -> Any:
-        formats = self.formats
-        version = value_format(headers)
-        if not formats.reads(version):
-            return _UNREADABLE
-        try:
-            return formats.upgrade(orjson.loads(value), version)
+            decoded = formats.upgrade(orjson.loads(value), version)
         except Exception:  # not JSON, or a converter raised: reading it will say which
-            return _UNREADABLE
+            return UNREADABLE
+        out = self.fn(name, decoded)
+        return None if out is None else orjson.dumps(out)
+
+
+class _Failures:
+    """The records one batch's transform raised on: counted, the first few logged."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.count = 0
+
+    def add(self, key: bytes, partition: int, offset: int, exc: Exception) -> None:
+        self.count += 1
+        if self.count <= _FAILURES_LOGGED_PER_BATCH:
+            log.warning(
+                "transform raised on key %r of %s partition %d offset %d (%s: %s); the key "
+                "is kept as it was",
+                key.decode("utf-8"),
+                self.topic,
+                partition,
+                offset,
+                type(exc).__name__,
+                exc,
+            )
+
+    def end(self) -> int:
+        """The batch is written: say how many went unlogged; the count."""
+        more = self.count - _FAILURES_LOGGED_PER_BATCH
+        if more > 0:
+            log.warning("transform raised on %d more records of %s", more, self.topic)
+        return self.count
 
 
 class Transformed:
-    """A batch's records, each transformed as storage reads it (no list is made of them),
-    and how many the transform raised on."""
+    """A batch's records for the Python loop (storage/records.py's fill), each transformed as
+    it is read (no list is made of them), and how many the transform raised on."""
 
     __slots__ = ("_records", "_transformer", "failures")
 
@@ -95,34 +129,64 @@ class Transformed:
         return len(self._records)
 
     def __iter__(self) -> Iterator[Record]:
-        apply = self._transformer.apply
+        shape, headers = self._transformer.shape, self._transformer.headers
+        failures = _Failures(self._transformer.topic)
         for record in self._records:
+            key, value, _, p, o, ts = record
+            if key is None or value is None:
+                yield record  # a tombstone deletes whatever the transform says
+                continue
             try:
-                out = apply(record)
+                out = shape(key, value, value_format(record[2]))
             except Exception as exc:
-                out = self._failed(record, exc)
-            yield out
-        more = self.failures - _FAILURES_LOGGED_PER_BATCH
-        if more > 0:
-            log.warning("transform raised on %d more records of %s", more, self._transformer.topic)
+                failures.add(key, p, o, exc)
+                # fill() skips a record without a key but applies its offset.
+                yield None, None, None, p, o, ts
+                continue
+            yield record if out is UNREADABLE else (key, out, headers, p, o, ts)
+        self.failures = failures.end()
 
-    def _failed(self, record: Record, exc: Exception) -> Record:
-        """Count and log a record the transform raised on; what storage applies instead: a
-        record without a key, so its offset only (the key stays as it was)."""
-        key, _, _, p, o, ts = record
-        self.failures += 1
-        if self.failures <= _FAILURES_LOGGED_PER_BATCH:
-            log.warning(
-                "transform raised on key %r of %s partition %d offset %d (%s: %s); the key "
-                "is kept as it was",
-                (key or b"").decode("utf-8"),
-                self._transformer.topic,
-                p,
-                o,
-                type(exc).__name__,
-                exc,
-            )
-        return None, None, None, p, o, ts
+
+class TransformedBatch:
+    """The C loop's batches (native_restore.NativeRestorer: a bulk restore, which lists no
+    changes), transformed as the loop writes them: the loop calls put(key, stored bytes) for
+    each record, and this puts the transformed value, or deletes the key, in its place. It
+    writes the bytes the Python loop writes for the same record."""
+
+    def __init__(self, transformer: Transformer, batch: NativeBatch) -> None:
+        self._transformer, self._batch = transformer, batch
+        self.failures = 0
+
+    def fill(
+        self,
+        put: Put,
+        delete: Delete,
+        nexts: dict[int, int],
+        events: list[Any],
+        skipped: list[tuple[int, int, bytes]],
+        timeout: float,
+    ) -> int:
+        shape, current = self._transformer.shape, self._transformer.formats.current
+        failures = _Failures(self._transformer.topic)
+        unpack, pack, size = HEADER.unpack_from, HEADER.pack, HEADER_SIZE
+
+        def put_shaped(key: bytes, raw: bytes) -> None:
+            _, version, ts, p, o = unpack(raw)
+            try:
+                out = shape(key, raw[size:], version)
+            except Exception as exc:
+                failures.add(key, p, o, exc)  # nothing written: the key stays as it was
+                return
+            if out is UNREADABLE:
+                put(key, raw)
+            elif out is None:
+                delete(key)
+            else:
+                put(key, pack(LAYOUT_VERSION, current, ts, p, o) + out)
+
+        records = self._batch.fill(put_shaped, delete, nexts, events, skipped, timeout)
+        self.failures = failures.end()
+        return records
 
 
 def transformer(config: StoreConfig) -> Transformer | None:

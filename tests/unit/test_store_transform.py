@@ -11,14 +11,15 @@ import orjson
 import pytest
 
 from globalstore import transform
-from globalstore.codec import decode, format_headers, origin
+from globalstore.codec import HEADER_SIZE, decode, format_headers, origin
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError, InvalidValue
 from globalstore.meta import Meta
-from globalstore.plan import Plan, rebuild_reason
+from globalstore.plan import rebuild_reason
 from globalstore.snapshot_manifest import Manifest
-from globalstore.sources import ConsumerSource, native_source
-from globalstore.storage import Storage
+from globalstore.sources import ConsumerSource
+from globalstore.storage import Applied, Record, Storage
+from globalstore.storage.records import fill
 from globalstore.topic import Marks, TopicInfo
 from tests.unit.store_fakes import Msg, batch, messages
 
@@ -98,12 +99,13 @@ def test_the_transform_sees_the_current_format_and_its_output_declares_it() -> N
         Path("s"), lambda key, value: {"seen": value}, value_format=2,
         converters={1: lambda v: {"v2": v}},
     )  # fmt: skip
-    transformer = transform.Transformer(config.transform, config.value_formats(), TOPIC)  # type: ignore[arg-type]
-    old, current = batch(("a", "1"), fmt=1)[0], batch(("b", "2"), fmt=2)[0]
-    assert transformer.apply(old) == (
-        b"a", b'{"seen":{"v2":1}}', format_headers(2), 0, 0, 1_000,
-    )  # fmt: skip
-    assert transformer.apply(current)[1] == b'{"seen":2}'
+    transformer = transform.transformer(config)
+    assert transformer is not None
+    records = batch(("a", "1"), fmt=1) + batch(("b", "2"), fmt=2, start=1)
+    assert list(transformer.records(records)) == [
+        (b"a", b'{"seen":{"v2":1}}', format_headers(2), 0, 0, 1_000),
+        (b"b", b'{"seen":2}', format_headers(2), 0, 1, 1_000),
+    ]
 
 
 def test_values_the_store_cannot_read_are_stored_as_they_came(
@@ -218,14 +220,61 @@ def test_a_snapshot_manifest_carries_the_transform(tmp_path: Path) -> None:
     assert parsed.offsets == {0: 5}
 
 
-def test_a_store_with_a_transform_restores_with_the_python_loop(
+class _LikeTheCLoop:
+    """A NativeBatch that writes `records` as the C loop does: as storage/records.py's fill,
+    which the C loop matches record for record (test_native_restore.py)."""
+
+    def __init__(self, records: list[Record]) -> None:
+        self.records = records
+
+    def fill(self, put, delete, nexts, events, skipped, timeout) -> int:  # type: ignore[no-untyped-def]
+        fill(put, delete, self.records, Applied(skipped=skipped), nexts, False)
+        return len(self.records)
+
+
+def test_both_loops_write_the_same_transformed_bytes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    config = _config(tmp_path)
-    bulk = Plan({0: 0}, {0: 100_000}, exact_count=False)
-    with caplog.at_level(logging.INFO, logger="globalstore"):
-        assert native_source(config, {}, bulk, False, None) is None
-    assert caplog.messages == ["restoring t with the Python loop: the transform runs in Python"]
+    def shaped(key: str, value: Any) -> Any:
+        if value["tag"] == "bad":
+            raise ValueError(key)
+        return keep_even(key, value)
+
+    records: list[Record] = [
+        *batch(("a", _value(2)), ("b", _value(3)), ("a", _value(4, "bad")), ("c", _value(6))),
+        *batch(("d", _value(8)), ("c", None), ("e", "{not json"), ("\xff", _value(2)), p=1),
+        *batch(("f", _value(10)), ("g", _value(12)), p=2, fmt=2),  # unreadable here: kept
+        *batch(("b", _value(14)), ("d", _value(15, "bad")), p=2, start=2, fmt=1),
+    ]
+    records[7] = (b"\xff", *records[7][1:])  # a key that is not UTF-8
+    written = {}
+    for name, native in (("python", False), ("c", True)):
+        config = _config(tmp_path / name, shaped)
+        storage = Storage(config.path)
+        storage.initialise(TOPIC, None, 1, transform.meta_entries(config))
+        storage.load(storage.read_meta())
+        shaper = transform.transformer(config)
+        assert shaper is not None
+        with caplog.at_level(logging.WARNING, logger="globalstore"):
+            if native:
+                shaped_batch = shaper.native(_LikeTheCLoop(records))
+                applied = storage.apply_native(shaped_batch, 0.0, 1)
+                failures = shaped_batch.failures
+            else:
+                shaped_records = shaper.records(records)
+                applied = storage.apply(shaped_records, {}, False, 1, changes=False)
+                failures = shaped_records.failures
+        written[name] = (dict(storage.scan(None, None, False)), storage.read_meta().offsets)
+        assert applied.skipped == [(1, 3, b"\xff")] and failures == 2, name
+        storage.close()
+    assert written["c"] == written["python"]
+    values, offsets = written["c"]
+    assert offsets == {0: 4, 1: 4, 2: 4}
+    assert sorted(values) == [b"a", b"b", b"d", b"e", b"f", b"g"]
+    assert orjson.loads(values[b"a"][HEADER_SIZE:]) == {"n": 2, "tag": "x"}  # kept as it was
+    assert values[b"f"][1] == 2 and values[b"e"].endswith(b"{not json")  # as they came
+    failed = [m for m in caplog.messages if m.startswith("transform raised on key")]
+    assert len(failed) == 4 and "key 'd' of t partition 2 offset 3" in failed[-1]
 
 
 def test_the_transform_settings_are_checked() -> None:
