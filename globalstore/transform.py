@@ -129,21 +129,21 @@ class Transformed:
         return len(self._records)
 
     def __iter__(self) -> Iterator[Record]:
-        shape, headers = self._transformer.shape, self._transformer.headers
+        shape, current = self._transformer.shape, self._transformer.headers
         failures = _Failures(self._transformer.topic)
         for record in self._records:
-            key, value, _, p, o, ts = record
+            key, value, headers, p, o, ts = record
             if key is None or value is None:
                 yield record  # a tombstone deletes whatever the transform says
                 continue
             try:
-                out = shape(key, value, value_format(record[2]))
+                out = shape(key, value, value_format(headers))
             except Exception as exc:
                 failures.add(key, p, o, exc)
                 # fill() skips a record without a key but applies its offset.
                 yield None, None, None, p, o, ts
                 continue
-            yield record if out is UNREADABLE else (key, out, headers, p, o, ts)
+            yield record if out is UNREADABLE else (key, out, current, p, o, ts)
         self.failures = failures.end()
 
 
