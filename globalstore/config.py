@@ -92,6 +92,11 @@ class StoreConfig:
     # background, to the stored values.
     value_format: int = VALUE_FORMAT_VERSION
     converters: Mapping[int, Callable[[Any], Any]] = field(default_factory=dict)
+    # transform(key, value) -> value | None, run on every record before it is stored
+    # (transform.py): None drops the key. transform_version is stored with the data; a
+    # store written with another version (or with or without a transform) is rebuilt.
+    transform: Callable[[str, Any], Any] | None = None
+    transform_version: int = 1
     # A store in a layout or value format this version cannot read (written by a newer
     # version), and offsets out of range while following (heal.py). Their names as
     # strings ("refuse", "stop") are accepted too.
@@ -103,6 +108,11 @@ class StoreConfig:
         object.__setattr__(self, "kafka_config", ClientSettings(self.kafka_config))
         object.__setattr__(self, "path", Path(self.path))
         self.value_formats()  # ConfigurationError for a converter chain with a gap
+        if self.transform is not None and not callable(self.transform):
+            raise ConfigurationError(f"transform is not callable: {self.transform!r}")
+        version = self.transform_version
+        if type(version) is not int or version < 1:
+            raise ConfigurationError(f"transform_version must be an int >= 1, not {version!r}")
         for name, mode in (("unreadable_store", OnUnreadable), ("out_of_range", OnOutOfRange)):
             value = getattr(self, name)
             if value not in tuple(mode):

@@ -16,6 +16,8 @@ Keys (column family "meta"):
                    the delete.retention.ms rule (a new store: when it began restoring)
     restored_at    wall ms when the last restore reached its end offsets
     migrate.cursor where the chunked layout migration resumes
+    transform      the transform_version values were stored with; absent: no transform
+    transform.format  the value format that transform was given (transform.py)
     offset:<p>     next offset of partition p, written in the same batch as the data (contract 2)
 """
 
@@ -42,6 +44,8 @@ K_MIGRATE_CURSOR = b"migrate.cursor"
 K_MIGRATE_FROM = b"migrate.from"
 K_VALUE_FORMAT = b"value_format"
 K_CONVERT_CURSOR = b"convert.cursor"
+K_TRANSFORM = b"transform"
+K_TRANSFORM_FORMAT = b"transform.format"
 OFFSET_PREFIX = b"offset:"
 
 
@@ -64,6 +68,8 @@ class Meta:
     migrate_from: int | None = None  # the older layout some values may still be in
     value_format: int | None = None  # the format values were converted to, if ever
     converting: bool = False  # a value-format conversion is under way
+    transform_version: int | None = None  # of the transform values went through, if any
+    transform_format: int | None = None  # the value format that transform was given
 
 
 def _opt_int(raw: bytes | None) -> int | None:
@@ -88,6 +94,8 @@ def parse_meta(
         meta.migrate_from = _opt_int(get(K_MIGRATE_FROM))
         meta.value_format = _opt_int(get(K_VALUE_FORMAT))
         meta.converting = get(K_CONVERT_CURSOR) is not None
+        meta.transform_version = _opt_int(get(K_TRANSFORM))
+        meta.transform_format = _opt_int(get(K_TRANSFORM_FORMAT))
         meta.topic = _opt_str(get(K_TOPIC))
         meta.topic_id = _opt_str(get(K_TOPIC_ID))
         meta.count = _opt_i64(get(K_COUNT))

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from globalstore import migrate
+from globalstore import migrate, transform
 from globalstore.config import StoreConfig
 from globalstore.meta import Meta
 from globalstore.topic import Marks, TopicInfo, records_between
@@ -79,6 +79,9 @@ def _reason(
     unreadable = migrate.unreadable_reason(meta, config.value_formats())
     if unreadable is not None:
         return unreadable
+    transformed = transform.rebuild_reason(meta, config)
+    if transformed is not None:
+        return transformed
     if meta.topic is not None and meta.topic != config.topic:
         return f"store holds topic {meta.topic!r}, not {config.topic!r}"
     if meta.topic_id and info.topic_id and meta.topic_id != info.topic_id:

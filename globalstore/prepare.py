@@ -18,7 +18,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from globalstore import migrate, plan, snapshot, topic
+from globalstore import migrate, plan, snapshot, topic, transform
 from globalstore.config import OnUnreadable, StoreConfig
 from globalstore.errors import BrokerUnavailable, DamagedLayoutError, UnreadableStore
 from globalstore.health import Health
@@ -119,7 +119,9 @@ class Preparation:
             )
         meta = storage.read_meta()
         if meta.layout is None:  # a new (or just wiped) store
-            storage.initialise(config.topic, info.topic_id, int(time.time() * 1000))
+            storage.initialise(
+                config.topic, info.topic_id, int(time.time() * 1000), transform.meta_entries(config)
+            )
             meta = storage.read_meta()
         storage.load(meta)
         restore_plan = plan.plan(meta, info, marks, config)

@@ -38,6 +38,7 @@ class StoreStatus:
     migration: str | None = None  # the background conversion under way, e.g. "layout 0 -> 1"
     migrated_values: int = 0  # values it rewrote since this start
     conversion_failures: int = 0  # since this start: values a converter raised on (kept)
+    transform_failures: int = 0  # since this start: records the transform raised on (logged)
     self_heals: int = 0  # since this start: rebuilds beside the store that it switched to
     # A SharedStore: what its writer has applied that it does not show yet (else None).
     behind_writer: dict[int, int] | None = None

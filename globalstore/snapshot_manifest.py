@@ -1,12 +1,14 @@
 """A snapshot's manifest, and the staging directory an install checks against it.
 
     manifest.json   {"manifest": 1, "topic": ..., "topic_id": ..., "layout": ...,
-                     "value_format": ..., "offsets": {"<partition>": <next offset>},
+                     "value_format": ..., "transform_version": ..., "transform_format": ...,
+                     "offsets": {"<partition>": <next offset>},
                      "files": [{"name": ..., "size": ..., "sha256": ...}, ...]}
 
 The sender hashes each file as it sends it (snapshot.tar_chunks) and sends the manifest last;
 the receiver hashes each file as it writes it (Staging.add) and compares (Staging.verify):
-every file present with its size and hash, nothing else.
+every file present with its size and hash, nothing else. The transform entries (null: no
+transform) came later: a manifest without them parses as written without a transform.
 """
 
 from __future__ import annotations
@@ -57,12 +59,14 @@ class Manifest:
     layout: int | None
     value_format: int | None
     offsets: dict[int, int]
+    transform_version: int | None = None
+    transform_format: int | None = None
 
     @classmethod
     def of(cls, files: Sequence[FileEntry], meta: Meta) -> Manifest:
         return cls(
             tuple(files), meta.topic, meta.topic_id, meta.layout, meta.value_format,
-            dict(meta.offsets),
+            dict(meta.offsets), meta.transform_version, meta.transform_format,
         )  # fmt: skip
 
     def to_bytes(self) -> bytes:
@@ -72,6 +76,8 @@ class Manifest:
             "topic_id": self.topic_id,
             "layout": self.layout,
             "value_format": self.value_format,
+            "transform_version": self.transform_version,
+            "transform_format": self.transform_format,
             "offsets": {str(p): o for p, o in sorted(self.offsets.items())},
             "files": [dataclasses.asdict(f) for f in self.files],
         }
@@ -91,6 +97,7 @@ class Manifest:
             manifest = cls(
                 files, _opt(doc["topic"], str), _opt(doc["topic_id"], str),
                 _opt(doc["layout"], int), _opt(doc["value_format"], int), offsets,
+                _opt(doc.get("transform_version"), int), _opt(doc.get("transform_format"), int),
             )  # fmt: skip
         except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
             raise ValueError(f"the manifest does not parse: {exc!r}") from None

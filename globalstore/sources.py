@@ -8,7 +8,9 @@ to the storage. Two implement it, and the thread's loop runs the same way over e
 The C loop is about twice as fast and writes exactly what the Python loop writes
 (docs/store.md, "Performance notes"). The consumer source is where confluent-kafka's
 messages become plain records (storage/ never sees a message): `split` keeps the events
-(errors, partition ends) apart and turns each partition end into an offset reached.
+(errors, partition ends) apart and turns each partition end into an offset reached. A
+store's transform (transform.py) runs in either: on the consumer's records as storage reads
+them, on the C loop's values as it writes them.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-from globalstore import native_restore
+from globalstore import native_restore, transform
 from globalstore.config import StoreConfig
 from globalstore.native_restore import NativeRestorer
 from globalstore.plan import Plan
-from globalstore.storage import Applied, Record, Storage
+from globalstore.storage import Applied, Record, Records, Storage
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ class ConsumerSource:
         self.changes = changes  # list the keys each batch changed (a listener wants them)
         self.restoring = True
         self.busy = False  # following with work to do between batches: do not wait
+        self.transformer = transform.transformer(config)
 
     def assign(self, offsets: Mapping[int, int]) -> None:
         self.consumer.assign([TopicPartition(self.config.topic, p, o) for p, o in offsets.items()])
@@ -61,8 +64,13 @@ class ConsumerSource:
 
     def apply(self, storage: Storage, now_ms: int) -> Applied:
         records, ends, events = split(self._batch())
+        transformed = None if self.transformer is None else self.transformer.records(records)
+        if transformed is not None:
+            records = transformed
         applied = storage.apply(records, ends, self.exact_count, now_ms, changes=self.changes)
         applied.events = events
+        if transformed is not None:
+            applied.transform_failures = transformed.failures
         return applied
 
     def _batch(self) -> list[Any]:
@@ -79,7 +87,7 @@ class ConsumerSource:
         pass  # the consumer is the thread's, closed when the thread ends
 
 
-def split(messages: Sequence[Any]) -> tuple[MessageRecords, dict[int, int], list[Any]]:
+def split(messages: Sequence[Any]) -> tuple[Records, dict[int, int], list[Any]]:
     """A consumed batch as (its records, {partition: offset} of the partition ends it
     reached, its events: errors and ends)."""
     events = [m for m in messages if m.error() is not None]
@@ -114,15 +122,26 @@ class MessageRecords:
 
 
 class NativeSource:
-    """The C loop's batches. The thread's consumer has nothing assigned meanwhile: polling it
-    serves the health callbacks, and an error it reports is handled like the C loop's."""
+    """The C loop's batches, each value transformed as the loop writes it if the store has a
+    transform. The thread's consumer has nothing assigned meanwhile: polling it serves the
+    health callbacks, and an error it reports is handled like the C loop's."""
 
-    def __init__(self, restorer: NativeRestorer, consumer: Any) -> None:
+    def __init__(
+        self,
+        restorer: NativeRestorer,
+        consumer: Any,
+        transformer: transform.Transformer | None = None,
+    ) -> None:
         self.restorer, self.consumer = restorer, consumer
+        self.transformed = None if transformer is None else transformer.native(restorer)
 
     def apply(self, storage: Storage, now_ms: int) -> Applied:
         event = self.consumer.poll(0)
-        applied = storage.apply_native(self.restorer, _RESTORE_WAIT, now_ms)
+        transformed = self.transformed
+        batch = self.restorer if transformed is None else transformed
+        applied = storage.apply_native(batch, _RESTORE_WAIT, now_ms)
+        if transformed is not None:
+            applied.transform_failures = transformed.failures
         if event is not None:
             applied.events.insert(0, event)
         return applied
@@ -136,7 +155,7 @@ def native_source(
 ) -> NativeSource | None:
     """The C loop for a bulk restore, or None: the Python loop restores when the count is
     exact, a listener wants the changes, the C loop is turned off or not built, or a setting
-    is a Python callable."""
+    is a Python callable. A transform runs in Python on each value the C loop writes."""
     if plan.exact_count or changes or not config.native_restore:
         return None
     conf = native_restore.native_settings(consumer_conf)
@@ -144,6 +163,8 @@ def native_source(
     if conf is None or why is not None:
         log.info("restoring %s with the Python loop: %s", config.topic, why)
         return None
-    log.info("restoring %s with the C loop", config.topic)
+    shaper = transform.transformer(config)
+    log.info("restoring %s with the C loop%s", config.topic, "" if shaper is None else
+             ", transforming each value in Python")  # fmt: skip
     restorer = NativeRestorer(conf, config.topic, plan.start_offsets, config.restore_batch_size)
-    return NativeSource(restorer, consumer)
+    return NativeSource(restorer, consumer, shaper)

@@ -400,6 +400,7 @@ class GlobalStore(StoreQueries):
             migration=t.migration,
             migrated_values=t.migrated_values,
             conversion_failures=t.conversion_failures,
+            transform_failures=t.transform_failures,
             self_heals=0 if healer is None else healer.heals,
             failure=_failure(state, t.error),
         )

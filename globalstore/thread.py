@@ -57,6 +57,7 @@ class ThreadStatus:
     migration: str | None = None  # the background conversion under way, if any
     migrated_values: int = 0  # values it has rewritten since this start
     conversion_failures: int = 0  # values a converter raised on (kept as they were)
+    transform_failures: int = 0  # records the transform raised on (their keys kept)
 
 
 class StoreThread(threading.Thread):
@@ -93,6 +94,7 @@ class StoreThread(threading.Thread):
         self._prepared: Prepared | None = None
         self._restored_at_ms: int | None = None
         self._skipped = 0
+        self._transform_failures = 0
         self._restore: RestoreLog  # from the start of the loop
         self._chores: list[Callable[[], bool]] = []  # following: each True once done
         self._last_mark = time.monotonic()
@@ -113,6 +115,7 @@ class StoreThread(threading.Thread):
             restored_at_ms=self._restored_at_ms,
             rebuild_reason=None if prepared is None else prepared.rebuild_reason,
             skipped_records=self._skipped,
+            transform_failures=self._transform_failures,
             **({} if prepared is None else _migration_status(prepared.migration)),
         )
 
@@ -195,6 +198,7 @@ class StoreThread(threading.Thread):
         restoring = self._state is State.RESTORING
         for event in applied.events:
             events.handle(event, self.config, self._health, restoring)
+        self._transform_failures += applied.transform_failures
         if applied.skipped:
             self._skipped += len(applied.skipped)
             events.log_skipped(self.config.topic, applied.skipped)

@@ -1,5 +1,5 @@
 """`--value-format` and `--converter pkg.module:function`: the value formats a store command
-answers in, and the user's converters, imported by name."""
+answers in, and the user's converters, imported by name (and `--transform`, named alike)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from globalstore import converters
 Converters = dict[int, Callable[[Any], Any]]
 
 
-def import_converter(spec: str) -> Callable[[Any], Any]:
-    """The function named by 'pkg.module:function', or a usage error saying what is wrong."""
+def import_converter(spec: str, option: str = "--converter") -> Callable[..., Any]:
+    """The function named by 'pkg.module:function', or a usage error of `option` saying
+    what is wrong."""
     try:
         return converters.import_converter(spec)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--converter") from None
+        raise click.BadParameter(str(exc), param_hint=option) from None
 
 
 def chain(value_format: int | None, specs: tuple[str, ...]) -> tuple[int, Converters]:

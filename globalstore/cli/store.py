@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import click
 import orjson
 
-from globalstore.cli.formats import chain
+from globalstore.cli.formats import chain, import_converter
 from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.watch import Watcher, watch
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, StoreConfig
@@ -80,11 +80,14 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(command)
     def with_target(**params: Any) -> None:
         value_format, converters = chain(params.pop("value_format"), params.pop("converter"))
+        transform = params.pop("transform")
         config = StoreConfig(
             **{name: params.pop(name) for name in _CONFIG_OPTIONS},
             check_topic_config=not params.pop("skip_topic_config_check"),
             value_format=value_format,
             converters=converters,
+            transform=None if transform is None else import_converter(transform, "--transform"),
+            transform_version=params.pop("transform_version"),
         )
         command(StoreTarget(config, params.pop("timeout")), **params)
 
@@ -132,6 +135,20 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             metavar="PKG.MODULE:FUNCTION",
             help="A function turning a value into the next format; repeat in order, oldest "
             "format first (docs/store.md).",
+        ),
+        click.option(
+            "--transform",
+            metavar="PKG.MODULE:FUNCTION",
+            help="The store's transform on ingest, fn(key, value) -> value or None "
+            "(docs/store.md). A store written with another one is rebuilt: give the one it "
+            "was written with.",
+        ),
+        click.option(
+            "--transform-version",
+            type=click.IntRange(1),
+            default=1,
+            show_default=True,
+            help="The version of --transform, stored with the data.",
         ),
     ]
     wrapped: Callable[..., None] = kafka_config_options(with_target)

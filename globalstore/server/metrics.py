@@ -81,6 +81,12 @@ class _StoreCollector(Collector):
         yield _gauge(
             "globalstore_restore_rate", "Records per second of the last restore", progress.rate
         )
+        failures = CounterMetricFamily(
+            "globalstore_transform_failures",
+            "Records the store's transform raised on since this start (their keys kept)",
+        )
+        failures.add_metric([], status.transform_failures)
+        yield failures
 
 
 def stopped_by(served: ServedStore, status: StoreStatus) -> str | None:

@@ -192,10 +192,19 @@ class Storage:
         """Record that the store holds the topic's end at this wall time."""
         self.put_meta_int(K_IN_SYNC_AT, now_ms)
 
-    def initialise(self, topic: str | None, topic_id: str | None, now_ms: int) -> None:
-        """Mark an empty store as current layout, for this topic. Its retention clock starts
-        now: everything it will read was in the topic at this moment or later."""
+    def initialise(
+        self,
+        topic: str | None,
+        topic_id: str | None,
+        now_ms: int,
+        more: Mapping[bytes, bytes] | None = None,
+    ) -> None:
+        """Mark an empty store as current layout, for this topic, with the `more` meta
+        entries its config asks for (transform.py). Its retention clock starts now:
+        everything it will read was in the topic at this moment or later."""
         wb = rocksdict.WriteBatch(raw_mode=True)
+        for key, value in (more or {}).items():
+            wb.put(key, value, self._meta_cf)
         wb.put(K_LAYOUT, str(LAYOUT_VERSION).encode(), self._meta_cf)
         wb.put(K_COUNT, I64.pack(0), self._meta_cf)
         wb.put(K_IN_SYNC_AT, I64.pack(now_ms), self._meta_cf)

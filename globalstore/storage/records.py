@@ -52,6 +52,8 @@ class Applied:
     skipped: list[tuple[int, int, bytes]] = field(default_factory=list)
     # {key: live after the batch}: what the batch wrote (True) or deleted (False).
     changed: dict[bytes, bool] = field(default_factory=dict)
+    # Records the store's transform raised on (transform.py): their keys kept as they were.
+    transform_failures: int = 0
 
 
 class NativeBatch(Protocol):
@@ -86,7 +88,9 @@ def fill(
     for key, value, headers, p, o, timestamp in records:
         nexts[p] = o + 1
         if key is None:
-            continue  # a compacted topic cannot hold key-less records; ignore them
+            # A compacted topic cannot hold key-less records; ignore them. A transform that
+            # raised (transform.py) leaves its record so: only its offset is applied.
+            continue
         if not key.isascii() and not _is_utf8(key):
             out.skipped.append((p, o, key))
             continue

@@ -1,12 +1,16 @@
 """Child process of test_store_crash: open a GlobalStore, restore, follow until SIGKILLed.
 
-    python crash_follower.py BOOTSTRAP TOPIC PATH RESTORE_BATCH PAUSE [BOOTSTRAP_FROM]
+    python crash_follower.py BOOTSTRAP TOPIC PATH RESTORE_BATCH PAUSE [BOOTSTRAP_FROM
+                             [TRANSFORM BULK_THRESHOLD]]
 
 Prints one line per phase on stdout ("restoring", "batch", "restored", "following") so the
 test knows what it interrupted. The restore reads at most RESTORE_BATCH records per batch and
 sleeps PAUSE seconds after each one, so a restore of N records takes at least
 N / RESTORE_BATCH * PAUSE seconds however fast the machine is: the test can kill it mid-restore.
-BOOTSTRAP_FROM, a snapshot URL or directory, is installed first if PATH is empty.
+BOOTSTRAP_FROM, a snapshot URL or directory, is installed first if PATH is empty ("" for
+none). TRANSFORM, a "pkg.module:function", is the store's transform (version 1), and
+BULK_THRESHOLD its bulk_restore_threshold: a restore below it writes every batch through the
+write-ahead log, so a kill leaves each batch written before it on disk.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from globalstore import GlobalStore, StoreConfig, StoreListener
+from globalstore.converters import import_converter
 
 
 class Phases(StoreListener):
@@ -39,10 +44,20 @@ class Phases(StoreListener):
 
 def main() -> None:
     bootstrap, topic, path, batch, pause = sys.argv[1:6]
+    shaped = {}
+    if len(sys.argv) > 7:
+        shaped = {
+            "transform": import_converter(sys.argv[7]),
+            "bulk_restore_threshold": int(sys.argv[8]),
+        }
     config = StoreConfig(
-        topic=topic, bootstrap_servers=bootstrap, path=Path(path), restore_batch_size=int(batch)
+        topic=topic,
+        bootstrap_servers=bootstrap,
+        path=Path(path),
+        restore_batch_size=int(batch),
+        **shaped,
     )
-    bootstrap_from = sys.argv[6] if len(sys.argv) > 6 else None
+    bootstrap_from = sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] else None
     store = GlobalStore.from_config(
         config, listeners=[Phases(float(pause))], bootstrap_from=bootstrap_from
     )

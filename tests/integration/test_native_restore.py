@@ -79,23 +79,28 @@ def fill_topic(bootstrap: str, topic: str) -> None:
         (tx.commit_transaction if commit else tx.abort_transaction)(30)
 
 
-def restore(bootstrap: str, topic: str, path: Path, native: bool) -> dict[str, Any]:
-    """Cold-restore (bulk path) and return what the store wrote, byte for byte."""
+def restore(
+    bootstrap: str, topic: str, path: Path, native: bool, **settings: Any
+) -> dict[str, Any]:
+    """Cold-restore (bulk path) and return what the store wrote, byte for byte. `settings`
+    are more StoreConfig fields."""
     config = StoreConfig(
         topic=topic,
         bootstrap_servers=bootstrap,
         path=path,
         bulk_restore_threshold=0,  # every restore takes the bulk path the C loop serves
         native_restore=native,
+        **settings,
     )
     with GlobalStore.from_config(config) as store:
-        skipped = store.status().skipped_records
+        status = store.status()
     storage = Storage(path, read_only=True)
     try:
         return {
             "values": dict(storage.keys_from(None, 1 << 20)),
             "offsets": storage.read_meta().offsets,
-            "skipped": skipped,
+            "skipped": status.skipped_records,
+            "transform_failures": status.transform_failures,
         }
     finally:
         storage.close()
@@ -128,6 +133,34 @@ def test_c_loop_writes_what_the_python_loop_writes(
     assert stored[b"format-unreadable"][1] == stored[b"format-null"][1] == 255
     assert stored[b"empty-value"][22:] == b"" and "ключ".encode() in stored
     assert orjson.loads(stored[b"k00007"][22:]) == orjson.loads(value(-7))  # committed
+
+
+def odd_shape(key: str, value: Any) -> Any:
+    """A transform that raises on some values, drops others and projects the rest."""
+    if value["i"] % 7 == 0:
+        raise ValueError(f"not {value['i']}")
+    return None if value["i"] % 3 == 0 else {"i": value["i"], "key": key}
+
+
+def test_c_loop_transforms_what_the_python_loop_transforms(
+    kafka_bootstrap: str, make_topic, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = make_topic(partitions=PARTITIONS)
+    fill_topic(kafka_bootstrap, topic)
+    with caplog.at_level(logging.INFO, logger="globalstore.sources"):
+        by_c = restore(kafka_bootstrap, topic, tmp_path / "c", True, transform=odd_shape)
+    assert f"restoring {topic} with the C loop, transforming each value in Python" in caplog.text
+    by_python = restore(kafka_bootstrap, topic, tmp_path / "py", False, transform=odd_shape)
+
+    assert by_c == by_python
+    assert by_c["offsets"] == end_offsets(kafka_bootstrap, topic) and by_c["skipped"] == 1
+    assert by_c["transform_failures"] == 429 + 43 + 1  # i % 7 == 0: plain, committed, odd
+    stored = by_c["values"]
+    assert orjson.loads(stored[b"k00008"][22:]) == {"i": -8, "key": "k00008"}  # committed
+    assert b"k00009" not in stored and b"k00006" not in stored  # dropped: -9 % 3, -6 % 3
+    assert orjson.loads(stored[b"k00302"][22:]) == {"i": 302, "key": "k00302"}
+    assert b"k00301" not in stored and "ключ".encode() not in stored  # raised on: 301, 7
+    assert stored[b"empty-value"][22:] == b"" and stored[b"format-2"][1] == 2  # as they came
 
 
 def test_follows_where_the_c_loop_stopped(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:

@@ -1,0 +1,227 @@
+"""The user's transform on ingest: fn(key, value) -> value | None, run on every record before
+it is stored, while restoring and while following.
+
+The transform sees each value decoded and brought to the current value format by the
+converters (converters.py), and what it returns is stored in that format: a value in place
+of the record's, or None to delete the key. It runs where a batch is written, so storage
+writes its one WriteBatch per batch as it always does, values and offsets together: on the
+Python loop's records as storage reads them (`Transformed`), and on each value the C loop
+writes (`TransformedBatch`: the loop still consumes and frames the records; only the value
+goes through Python), both writing the same bytes for the same record.
+
+  * A tombstone deletes its key whatever the transform says (it is not called).
+  * A value the store cannot read (not JSON, a format it does not read, a converter that
+    raises) is stored as it came, as without a transform: reading it raises InvalidValue or
+    ConversionFailed, naming the record.
+  * A transform that raises (or returns what JSON cannot hold) is counted and logged with
+    the key, partition and offset; the key stays as it was stored before the record, and
+    the record's offset is applied like any other's.
+
+What a store was written with is kept in its meta (meta.K_TRANSFORM, K_TRANSFORM_FORMAT):
+opening it with another transform_version, a transform where there was none (or none where
+there was one), or a transform given another value format, rebuilds it (rebuild_reason).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+
+from globalstore.codec import HEADER, HEADER_SIZE, LAYOUT_VERSION, format_headers, value_format
+from globalstore.config import StoreConfig
+from globalstore.converters import ValueFormats
+from globalstore.meta import K_TRANSFORM, K_TRANSFORM_FORMAT, Meta
+from globalstore.storage import Record, Records
+from globalstore.storage.records import Delete, Headers, NativeBatch, Put
+
+log = logging.getLogger(__name__)
+
+Transform = Callable[[str, Any], Any]
+
+_FAILURES_LOGGED_PER_BATCH = 10  # a transform failing on every record must not flood the log
+
+
+class _Unreadable(enum.Enum):
+    """What shape() returns for a value the store cannot read: it is stored as it came."""
+
+    UNREADABLE = "unreadable"
+
+
+UNREADABLE = _Unreadable.UNREADABLE
+
+
+class Transformer:
+    """A store's transform, with what it needs to feed it: the value formats."""
+
+    def __init__(self, fn: Transform, formats: ValueFormats, topic: str) -> None:
+        self.fn, self.formats, self.topic = fn, formats, topic
+        # What a transformed record declares: the current format.
+        self.headers: Headers = [*format_headers(formats.current)]
+
+    def records(self, records: Records) -> Transformed:
+        """The Python loop's records, transformed as storage reads them."""
+        return Transformed(self, records)
+
+    def native(self, batch: NativeBatch) -> TransformedBatch:
+        """The C loop's batches, transformed as the loop writes them."""
+        return TransformedBatch(self, batch)
+
+    def shape(self, key: bytes, value: bytes, version: int) -> bytes | _Unreadable | None:
+        """The JSON bytes to store for a record of this key and value (of format `version`),
+        None to delete the key, or UNREADABLE to store the record as it came. Raises what
+        the transform raises."""
+        formats = self.formats
+        if not formats.reads(version):
+            return UNREADABLE
+        try:
+            name = key.decode("utf-8")
+            decoded = formats.upgrade(orjson.loads(value), version)
+        except Exception:  # not JSON, or a converter raised: reading it will say which
+            return UNREADABLE
+        out = self.fn(name, decoded)
+        return None if out is None else orjson.dumps(out)
+
+
+class _Failures:
+    """The records one batch's transform raised on: counted, the first few logged."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.count = 0
+
+    def add(self, key: bytes, partition: int, offset: int, exc: Exception) -> None:
+        self.count += 1
+        if self.count <= _FAILURES_LOGGED_PER_BATCH:
+            log.warning(
+                "transform raised on key %r of %s partition %d offset %d (%s: %s); the key "
+                "is kept as it was",
+                key.decode("utf-8"),
+                self.topic,
+                partition,
+                offset,
+                type(exc).__name__,
+                exc,
+            )
+
+    def end(self) -> int:
+        """The batch is written: say how many went unlogged; the count."""
+        more = self.count - _FAILURES_LOGGED_PER_BATCH
+        if more > 0:
+            log.warning("transform raised on %d more records of %s", more, self.topic)
+        return self.count
+
+
+class Transformed:
+    """A batch's records for the Python loop (storage/records.py's fill), each transformed as
+    it is read (no list is made of them), and how many the transform raised on."""
+
+    __slots__ = ("_records", "_transformer", "failures")
+
+    def __init__(self, transformer: Transformer, records: Records) -> None:
+        self._transformer, self._records = transformer, records
+        self.failures = 0
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __iter__(self) -> Iterator[Record]:
+        shape, current = self._transformer.shape, self._transformer.headers
+        failures = _Failures(self._transformer.topic)
+        for record in self._records:
+            key, value, headers, p, o, ts = record
+            if key is None or value is None:
+                yield record  # a tombstone deletes whatever the transform says
+                continue
+            try:
+                out = shape(key, value, value_format(headers))
+            except Exception as exc:
+                failures.add(key, p, o, exc)
+                # fill() skips a record without a key but applies its offset.
+                yield None, None, None, p, o, ts
+                continue
+            yield record if out is UNREADABLE else (key, out, current, p, o, ts)
+        self.failures = failures.end()
+
+
+class TransformedBatch:
+    """The C loop's batches (native_restore.NativeRestorer: a bulk restore, which lists no
+    changes), transformed as the loop writes them: the loop calls put(key, stored bytes) for
+    each record, and this puts the transformed value, or deletes the key, in its place. It
+    writes the bytes the Python loop writes for the same record."""
+
+    def __init__(self, transformer: Transformer, batch: NativeBatch) -> None:
+        self._transformer, self._batch = transformer, batch
+        self.failures = 0
+
+    def fill(
+        self,
+        put: Put,
+        delete: Delete,
+        nexts: dict[int, int],
+        events: list[Any],
+        skipped: list[tuple[int, int, bytes]],
+        timeout: float,
+    ) -> int:
+        shape, current = self._transformer.shape, self._transformer.formats.current
+        failures = _Failures(self._transformer.topic)
+        unpack, pack, size = HEADER.unpack_from, HEADER.pack, HEADER_SIZE
+
+        def put_shaped(key: bytes, raw: bytes) -> None:
+            _, version, ts, p, o = unpack(raw)
+            try:
+                out = shape(key, raw[size:], version)
+            except Exception as exc:
+                failures.add(key, p, o, exc)  # nothing written: the key stays as it was
+                return
+            if out is UNREADABLE:
+                put(key, raw)
+            elif out is None:
+                delete(key)
+            else:
+                put(key, pack(LAYOUT_VERSION, current, ts, p, o) + out)
+
+        records = self._batch.fill(put_shaped, delete, nexts, events, skipped, timeout)
+        self.failures = failures.end()
+        return records
+
+
+def transformer(config: StoreConfig) -> Transformer | None:
+    """The transformer of a store's config, or None when it has no transform."""
+    if config.transform is None:
+        return None
+    return Transformer(config.transform, config.value_formats(), config.topic)
+
+
+def meta_entries(config: StoreConfig) -> dict[bytes, bytes]:
+    """The meta entries a new store of this config is initialised with (none without a
+    transform: a store written before transforms existed reads the same)."""
+    if config.transform is None:
+        return {}
+    return {
+        K_TRANSFORM: b"%d" % config.transform_version,
+        K_TRANSFORM_FORMAT: b"%d" % config.value_format,
+    }
+
+
+def rebuild_reason(meta: Meta, config: StoreConfig) -> str | None:
+    """Why values stored under `meta` are not what this config's transform would store, or
+    None if they are."""
+    stored, wanted = meta.transform_version, config.transform_version
+    if config.transform is None:
+        if stored is None:
+            return None
+        return f"store was written with transform version {stored}; no transform is given now"
+    if stored is None:
+        return f"store was written without a transform; transform version {wanted} is given now"
+    if stored != wanted:
+        return f"store was written with transform version {stored}, not {wanted}"
+    if meta.transform_format != config.value_format:
+        return (
+            f"store's transform was given values of format {meta.transform_format}, not "
+            f"{config.value_format}"
+        )
+    return None
