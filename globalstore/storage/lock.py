@@ -25,9 +25,7 @@ class DirLock:
         except OSError:
             holder = os.pread(self._fd, 32, 0).decode("ascii", "replace").strip()
             os.close(self._fd)
-            raise StoreLocked(
-                f"store directory {directory} is in use by another process (pid {holder or '?'})"
-            ) from None
+            raise StoreLocked(_in_use(directory, holder)) from None
         try:
             with reported(locking, directory):  # a full disk has no room even for the pid
                 os.ftruncate(self._fd, 0)
@@ -41,6 +39,17 @@ class DirLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = -1
+
+
+def _in_use(directory: Path, holder: str) -> str:
+    # flock locks belong to open files, so a second store on one path in the same process is
+    # refused too; naming our own pid "another process" sent users looking for one.
+    if holder == str(os.getpid()):
+        return (
+            f"store directory {directory} is in use by another store in this process "
+            f"(pid {holder}): close that one first, or share it"
+        )
+    return f"store directory {directory} is in use by another process (pid {holder or '?'})"
 
 
 class NoLock:

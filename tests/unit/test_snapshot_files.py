@@ -73,7 +73,7 @@ def test_a_snapshot_without_a_database_is_refused(
 def test_snapshot_create_refuses_a_running_store_and_stale_checkpoints_go(tmp_path: Path) -> None:
     running = Storage(tmp_path / "a")
     try:
-        with pytest.raises(Exception, match="in use by another process"):
+        with pytest.raises(Exception, match="in use by another store in this process"):
             snapshot.create(tmp_path / "a", tmp_path / "snap")
         leftover = snapshot.checkpoint_dir(tmp_path / "a")
         running.checkpoint(leftover)

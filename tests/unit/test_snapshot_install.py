@@ -192,7 +192,7 @@ def test_close_stops_an_install_and_releases_the_directory(
     starting.start()
     while peer.sent == 0:
         time.sleep(0.01)
-    with pytest.raises(Exception, match="in use by another process"):
+    with pytest.raises(Exception, match="in use by another store in this process"):
         DirLock(tmp_path / "b")  # the install runs under the store's lock
     began = time.monotonic()
     store.close()

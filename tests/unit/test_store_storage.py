@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -131,7 +132,7 @@ def test_scan_bounds(storage: Storage, lower, upper, reverse, expected) -> None:
 
 
 def test_second_open_in_same_process_is_locked(storage: Storage, tmp_path: Path) -> None:
-    with pytest.raises(StoreLocked, match="in use"):
+    with pytest.raises(StoreLocked, match=f"another store in this process \\(pid {os.getpid()}\\)"):
         Storage(tmp_path / "db")
 
 
@@ -149,7 +150,7 @@ def test_second_process_is_locked(storage: Storage, tmp_path: Path) -> None:
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert "LOCKED" in out.stdout
+    assert "LOCKED" in out.stdout and "in use by another process (pid" in out.stdout
 
 
 def test_close_waits_for_reads_in_progress_on_other_threads(tmp_path: Path) -> None:
