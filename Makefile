@@ -8,8 +8,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 .PHONY: demo test test-containers lint bench clean-venv
 
 $(STAMP): pyproject.toml setup.py globalstore/_native.c
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11, 4))' || \
-		{ echo "Python 3.11.4+ is needed (found $$($(PYTHON) --version))"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "Python 3.11+ is needed (found $$($(PYTHON) --version))"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[spark,dev]'

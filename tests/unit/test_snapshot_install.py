@@ -94,9 +94,9 @@ def test_hostile_tars_are_refused_and_write_nothing_outside(
     store = tmp_path / "deep" / "b"
     reasons = {
         "climbs out": "'../escaped' is not a plain file name",
-        "climbs out of db": "OutsideDestinationError",
+        "climbs out of db": "unexpected entry '../escaped'",
         "absolute": "unexpected entry '/tmp/globalstore-escaped'",
-        "symlink": "AbsoluteLinkError",
+        "symlink": "'db/CURRENT' is not a regular file",
         "hard link": "'db/CURRENT' is not a regular file",
     }
     for label, crafted in hostile_tars().items():
