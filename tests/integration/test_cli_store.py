@@ -139,7 +139,7 @@ def test_restoring_a_locked_store_is_a_clear_error(
     path = tmp_path / "s"
     with GlobalStore(filled, kafka_bootstrap, path):
         result = run(kafka_bootstrap, filled, path, "restore")
-    one_line_error(result, "in use by another process", "use another --path")
+    one_line_error(result, "is in use by another", "use another --path")  # CliRunner: this process
 
 
 def test_unreachable_broker_is_a_clear_error(tmp_path: Path) -> None:
