@@ -12,8 +12,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
-from globalstore import codec
-from globalstore.errors import GlobalStoreError, StorageError, StoreClosed
+from globalstore import codec, indexes
+from globalstore.errors import (
+    GlobalStoreError,
+    IndexNotReady,
+    StorageError,
+    StoreClosed,
+    UnknownIndex,
+)
+from globalstore.meta import IndexDef
 from globalstore.storage import Storage
 
 _T = TypeVar("_T")
@@ -157,6 +164,53 @@ class StoreQueries:
         lower, upper = _bounds(prefix, start, end)
         scan = self._ready_storage().scan(lower, upper, reverse)
         return scan if limit is None else itertools.islice(scan, max(0, limit))
+
+    # -- secondary indexes (indexes.py) ------------------------------------------------------
+
+    def find(
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[str, Any]]:
+        """(key, value) of the keys whose index value is `value`, in key order; or of those
+        whose index value starts with `prefix` and/or lies in [start, end), ordered by index
+        value, then key. Index entries and values are read over one point-in-time view.
+        UnknownIndex for an index the store does not have, IndexNotReady while it is being
+        built. Exhaust or close the iterator before close()."""
+        if value is not None and (prefix is not None or start is not None or end is not None):
+            raise ValueError("find() takes either a value, or prefix/start/end, not both")
+        storage, d = self._index_def(index)
+        lower, upper = indexes.bounds(d.id, value, prefix, start, end)
+        scan = storage.index_scan(lower, upper, reverse)  # the view is fixed here
+        if limit is not None:
+            scan = itertools.islice(scan, max(0, limit))
+        decode, topic = self._decode, self.topic
+        return self._guarded((k.decode(), decode(raw, k, topic)) for k, raw in scan)
+
+    def find_count(self, index: str, value: str) -> int:
+        """How many keys have index value `value` (counted over the index: one step per key)."""
+        storage, d = self._index_def(index)
+        lower, upper = indexes.bounds(d.id, value)
+        return self._guard(lambda: storage.index_count(lower, upper))
+
+    def _index_def(self, index: str) -> tuple[Storage, IndexDef]:
+        storage = self._ready_storage()
+        d = storage.state.indexes.get(index)
+        if d is None:
+            known = ", ".join(repr(n) for n in sorted(storage.state.indexes)) or "none"
+            raise UnknownIndex(f"store for {self.topic!r} has no index {index!r} (it has {known})")
+        if not d.built:
+            raise IndexNotReady(
+                f"index {index!r} of the store for {self.topic!r} is being built "
+                f"({d.scanned} keys indexed so far)"
+            )
+        return storage, d
 
     # -- errors ------------------------------------------------------------------------------
 
