@@ -7,7 +7,7 @@ Keys are str on the API and UTF-8 bytes on disk; values come back as decoded JSO
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
@@ -21,7 +21,8 @@ from globalstore.errors import (
     UnknownIndex,
 )
 from globalstore.meta import IndexDef
-from globalstore.storage import Storage
+from globalstore.reader import IndexStatus
+from globalstore.storage import Storage, StorageState
 
 _T = TypeVar("_T")
 _MISSING: Any = object()
@@ -234,6 +235,20 @@ class StoreQueries:
         if isinstance(exc, GlobalStoreError):
             raise exc
         raise StorageError(f"RocksDB read failed in {self.path}: {exc}") from exc
+
+
+def index_statuses(state: StorageState, failures: Mapping[str, int]) -> dict[str, IndexStatus]:
+    """status()'s report of each index held in `state`, with its function's `failures`."""
+    return {
+        name: IndexStatus(
+            ready=d.built,
+            version=d.version,
+            entries=state.index_entries.get(name, 0),
+            indexed_keys=None if d.built else d.scanned,
+            failures=failures.get(name, 0),
+        )
+        for name, d in sorted(state.indexes.items())
+    }
 
 
 def _bounds(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,11 +19,14 @@ from globalstore import IndexNotReady, ReadOnlyStore, UnknownIndex, indexes
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
 from globalstore.indexes import IndexBuild
-from globalstore.prepare import define_indexes
+from globalstore.migrate import Migration
+from globalstore.plan import Plan
+from globalstore.prepare import Prepared, define_indexes
 from globalstore.queries import StoreQueries
 from globalstore.storage import Applied, Record, Storage
 from globalstore.storage.records import fill
-from tests.unit.store_fakes import batch
+from globalstore.thread import StoreThread
+from tests.unit.store_fakes import FakeConsumer, batch, messages
 
 TOPIC = "t"
 
@@ -371,3 +376,52 @@ def test_index_settings_are_checked() -> None:
         "by_courier": 1,
         "by_tag": 3,
     }
+
+
+def test_the_store_thread_builds_an_added_index_while_it_follows(tmp_path: Path) -> None:
+    """The wiring: the preparation defines the index, the loop indexes what it applies and
+    builds the rest between follow batches (a fake consumer, no broker)."""
+    rng, model = random.Random(11), _Model()
+    storage, _ = _open(tmp_path / "s", {})
+    _fill(storage, model, rng, 200, 0)
+    produced = [(f"k{i:02d}", _v(f"c-{i % 3}", "x")) for i in range(40)]
+    consumer = FakeConsumer(
+        TOPIC, {0: [*messages(*[("pad", None)] * 200), *messages(*produced, start=200)]}
+    )
+    model.apply(produced)
+    config = StoreConfig(
+        TOPIC,
+        "f:1",
+        storage.path,
+        indexes=FNS,
+        index_build_chunk=5,
+        poll_timeout=0.005,
+        native_restore=False,
+    )
+
+    def prepare(_consumer: Any, _stopped: threading.Event, _retry: object) -> Prepared:
+        migration = Migration(storage, config.value_formats(), TOPIC)
+        building = define_indexes(storage, config)
+        return Prepared(Plan({0: 200}, {0: 240}, True), migration, None, building)
+
+    thread = StoreThread(config, storage, consumer_factory=lambda _c: consumer, prepare=prepare)
+    thread.start()
+    try:
+        assert thread.ready.wait(10)
+        view = _View(storage)
+        more = [("k01", _v("c-9")), ("k02", None), ("new", _v("c-9", "y"))]
+        consumer.partitions[0] += messages(*more, start=240)  # produced while building
+        model.apply(more)
+        deadline = time.monotonic() + 10
+        while not all(d.built for d in storage.state.indexes.values()):
+            assert time.monotonic() < deadline, storage.state.indexes
+            time.sleep(0.005)
+        _eventually_applied = time.monotonic() + 10
+        while storage.state.positions.get(0) != 243:
+            assert time.monotonic() < _eventually_applied
+            time.sleep(0.005)
+        _entries_hold_the_model(view, model)
+        assert _keys(view.find("by_courier", "c-9")) == ["k01", "new"]
+    finally:
+        thread.stop()
+        thread.join()
