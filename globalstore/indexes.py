@@ -98,9 +98,11 @@ def count_key(index_id: int) -> bytes:
     return COUNT + _ID.pack(index_id)
 
 
-def key_of_entry(entry: bytes) -> bytes:
-    """The data key an entry names (values hold no NUL: the first one after the id ends it)."""
-    return entry[entry.index(_SEP, 5) + 1 :]
+def split_entry(entry: bytes) -> tuple[bytes, bytes]:
+    """(index value, data key) of an entry (values hold no NUL: the first one after the id
+    ends the value)."""
+    sep = entry.index(_SEP, 5)
+    return entry[5:sep], entry[sep + 1 :]
 
 
 def id_ranges(index_id: int) -> list[tuple[bytes, bytes]]:
@@ -132,6 +134,17 @@ def bounds(
         lower = max(lower, p)
         upper = min(upper, _successor(p))
     return lower, upper
+
+
+def past(
+    index_id: int, after: tuple[str, str], lower: bytes, upper: bytes, reverse: bool
+) -> tuple[bytes, bytes]:
+    """[lower, upper) narrowed to the entries after (index value, key) `after` in the order
+    read: above it, or below it when reading in reverse."""
+    entry = entry_key(index_id, after[0].encode("utf-8"), after[1].encode("utf-8"))
+    if reverse:
+        return lower, min(upper, entry)
+    return max(lower, entry + b"\x00"), upper  # the smallest entry above it
 
 
 def _successor(prefix: bytes) -> bytes:

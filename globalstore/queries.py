@@ -184,15 +184,38 @@ class StoreQueries:
         value, then key. Index entries and values are read over one point-in-time view.
         UnknownIndex for an index the store does not have, IndexNotReady while it is being
         built. Exhaust or close the iterator before close()."""
+        matches = self.find_matches(
+            index, value, prefix=prefix, start=start, end=end, reverse=reverse, limit=limit
+        )
+        return ((key, found) for _, key, found in matches)
+
+    def find_matches(
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: tuple[str, str] | None = None,
+    ) -> Iterator[tuple[str, str, Any]]:
+        """As find(), with each key's index value: (index value, key, value). `after`, an
+        (index value, key) pair it returned, continues past it (as a page cursor does)."""
         if value is not None and (prefix is not None or start is not None or end is not None):
             raise ValueError("find() takes either a value, or prefix/start/end, not both")
         storage, d = self._index_def(index)
         lower, upper = indexes.bounds(d.id, value, prefix, start, end)
+        if after is not None:
+            lower, upper = indexes.past(d.id, after, lower, upper, reverse)
         scan = storage.index_scan(lower, upper, reverse)  # the view is fixed here
         if limit is not None:
             scan = itertools.islice(scan, max(0, limit))
         decode, topic = self._decode, self.topic
-        return self._guarded((k.decode(), decode(raw, k, topic)) for k, raw in scan)
+        return self._guarded(
+            (iv.decode(), k.decode(), decode(raw, k, topic)) for iv, k, raw in scan
+        )
 
     def find_count(self, index: str, value: str) -> int:
         """How many keys have index value `value` (counted over the index: one step per key)."""

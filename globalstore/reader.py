@@ -117,6 +117,19 @@ class StoreReader(Protocol):
         limit: int | None = None,
     ) -> Iterator[tuple[str, Any]]: ...
 
+    def find_matches(
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: tuple[str, str] | None = None,
+    ) -> Iterator[tuple[str, str, Any]]: ...
+
     def find_count(self, index: str, value: str) -> int: ...
 
     def count(self) -> int: ...

@@ -156,6 +156,32 @@ class SwitchingStore:
             )
         )
 
+    def find_matches(
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: tuple[str, str] | None = None,
+    ) -> Iterator[tuple[str, str, Any]]:
+        """As GlobalStore.find_matches: one store's view."""
+        return self._scan(
+            lambda store: store.find_matches(
+                index,
+                value,
+                prefix=prefix,
+                start=start,
+                end=end,
+                reverse=reverse,
+                limit=limit,
+                after=after,
+            )
+        )
+
     def find_count(self, index: str, value: str) -> int:
         return self._on_active(lambda store: store.find_count(index, value))
 

@@ -527,9 +527,10 @@ class Storage:
 
     def index_scan(
         self, lower: bytes, upper: bytes, reverse: bool
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """(key, raw value) of the index entries in [lower, upper) (indexes.bounds), in entry
-        order or reversed: index entries and values read at one sequence number."""
+    ) -> Iterator[tuple[bytes, bytes, bytes]]:
+        """(index value, key, raw value) of the index entries in [lower, upper)
+        (indexes.bounds), in entry order or reversed: entries and values read at one
+        sequence number."""
         index = self._index
         if index is None:
             return iter(())

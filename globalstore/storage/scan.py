@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import rocksdict
 
-from globalstore.indexes import key_of_entry
+from globalstore.indexes import split_entry
 
 
 def scan_items(
@@ -59,9 +59,10 @@ def index_items(
     lower: bytes,
     upper: bytes,
     reverse: bool,
-) -> Iterator[tuple[bytes, bytes]]:
-    """(key, raw value) of each index entry in [lower, upper), walking `entries` (over the
-    index column family) and seeking each key in `values` (over the data): two iterators
+) -> Iterator[tuple[bytes, bytes, bytes]]:
+    """(index value, key, raw value) of each index entry in [lower, upper), walking
+    `entries` (over the index column family) and seeking each key in `values` (over the
+    data): two iterators
     made at the same sequence number, so one view. A key whose value is absent is skipped
     (it cannot be: entries and values are written in one batch)."""
     if reverse:
@@ -82,10 +83,10 @@ def index_items(
                 return
             step()
             continue
-        key = key_of_entry(entry)
+        value, key = split_entry(entry)
         values.seek(key)
         if values.valid() and values.key() == key:
-            yield key, values.value()
+            yield value, key, values.value()
         step()
 
 

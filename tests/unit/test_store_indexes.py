@@ -168,6 +168,11 @@ def test_find_ranges_over_index_values_then_keys(tmp_path: Path) -> None:
     assert _keys(view.find("by_courier")) == ["k1", "k3", "k2", "k5", "k4", "k6"]
     assert _keys(view.find("by_courier", "c")) == [] and view.find_count("by_courier", "c") == 0
     assert view.find_count("by_courier", "c-10") == 2
+    # Continued past an (index value, key) pair, as a page cursor does, either way.
+    after = [k for _, k, _ in view.find_matches("by_courier", prefix="c", after=("c-1", "k3"))]
+    assert after == ["k2", "k5", "k4"]
+    back = view.find_matches("by_courier", prefix="c", reverse=True, after=("c-10", "k5"))
+    assert [(iv, k) for iv, k, _ in back] == [("c-10", "k2"), ("c-1", "k3"), ("c-1", "k1")]
     with pytest.raises(ValueError, match="either a value, or prefix"):
         view.find("by_courier", "c-1", prefix="c")
     storage.close()
