@@ -477,10 +477,14 @@ class Storage:
             self._db.write(wb, options or self._logged)
 
     def _flush(self) -> None:
-        """Persist both memtables, data first: even without atomic flush the stored offsets
-        could then never run ahead of the stored data."""
+        """Persist the memtables, data and index entries first: even without atomic flush the
+        stored offsets could then never run ahead of the stored data and index. (The index
+        entries a bulk restore wrote unlogged must be on disk before logged writes follow,
+        as the data must.)"""
         with self._writing():
             self._db.flush()
+            if self._index is not None:
+                self._index.flush()
             self._meta.flush()
 
     def write_values(
