@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from globalstore import IndexNotReady, ReadOnlyStore, UnknownIndex, indexes
+from globalstore import IndexNotReady, ReadOnlyStore, SharedStore, UnknownIndex, indexes
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
 from globalstore.indexes import IndexBuild
@@ -27,6 +27,7 @@ from globalstore.storage import Applied, Record, Storage
 from globalstore.storage.records import fill
 from globalstore.thread import StoreThread
 from tests.unit.store_fakes import FakeConsumer, batch, messages
+from tests.unit.test_shared_store import Writer
 
 TOPIC = "t"
 
@@ -430,3 +431,23 @@ def test_the_store_thread_builds_an_added_index_while_it_follows(tmp_path: Path)
     finally:
         thread.stop()
         thread.join()
+
+
+def test_a_shared_reader_finds_what_the_writer_indexed(tmp_path: Path) -> None:
+    """SharedStore (a RocksDB secondary in another process, here in this one) answers find
+    from the entries the writer stored, caught up before each query."""
+    storage = Storage(tmp_path)
+    writer = Writer(tmp_path, storage)  # initialises the store
+    try:
+        storage.load(storage.read_meta())
+        define_indexes(storage, StoreConfig(TOPIC, "f:1", tmp_path, indexes=FNS))
+        writer.write(("a", _v("c-1", "x")), ("b", _v("c-2")), start=0)
+        with SharedStore(tmp_path).start(timeout=5) as shared:
+            assert _keys(shared.find("by_courier", "c-1")) == ["a"]
+            writer.write(("a", _v("c-2")), ("c", _v("c-1", "x")), start=2)
+            assert _keys(shared.find("by_courier", "c-1")) == ["c"]
+            assert shared.find_count("by_courier", "c-2") == 2
+            assert _keys(shared.find("by_tag", "x")) == ["c"]
+            assert shared.status().indexes["by_courier"].entries == 3
+    finally:
+        writer.close()
