@@ -47,7 +47,7 @@ from globalstore.meta import IndexDef
 
 log = logging.getLogger(__name__)
 
-IndexFn = Callable[[str, Any], "str | Iterable[str] | None"]
+IndexFn = Callable[[str, Any], str | Iterable[str] | None]
 
 ENTRY, KEYS, COUNT = b"e", b"k", b"n"
 _ID = struct.Struct(">I")
