@@ -174,3 +174,12 @@ def test_an_index_being_built_answers_503_with_retry_after(tmp_path: Path) -> No
             )
     finally:
         storage.close()
+
+
+def test_a_token_protects_the_route(storage: Storage) -> None:
+    for client in _client(storage, token="tok"):
+        assert client.get("/v1/indexes/by_courier?value=c-1").status_code == 401
+        good = client.get(
+            "/v1/indexes/by_courier?value=c-1", headers={"Authorization": "Bearer tok"}
+        )
+        assert [item["key"] for item in good.json()["items"]] == ["k0", "k2", "k4"]
