@@ -209,7 +209,8 @@ class StoreQueries:
         lower, upper = indexes.bounds(d.id, value, prefix, start, end)
         if after is not None:
             lower, upper = indexes.past(d.id, after, lower, upper, reverse)
-        scan = storage.index_scan(lower, upper, reverse)  # the view is fixed here
+        # The view is fixed here: both iterators are opened now.
+        scan = self._guard(lambda: storage.index_scan(lower, upper, reverse))
         if limit is not None:
             scan = itertools.islice(scan, max(0, limit))
         decode, topic = self._decode, self.topic
