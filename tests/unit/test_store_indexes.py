@@ -451,3 +451,27 @@ def test_a_shared_reader_finds_what_the_writer_indexed(tmp_path: Path) -> None:
             assert shared.status().indexes["by_courier"].entries == 3
     finally:
         writer.close()
+
+
+def test_a_wiped_store_has_its_indexes_built_at_once_and_none_it_is_not_given(
+    tmp_path: Path,
+) -> None:
+    """A rebuild wipes the store: its indexes start again, empty and built (every write of the
+    restore indexes what it writes); an index no longer given is gone with its entries."""
+    storage, _ = _open(tmp_path / "s")
+    storage.apply(batch(("a", _v("c-1", "x"))), {}, True, 1)
+    storage.close()
+    storage, build = _open(tmp_path / "s")  # the same indexes: kept as they are
+    assert not build.pending and dict(storage.state.index_entries) == {"by_courier": 1, "by_tag": 1}
+    storage.wipe()
+    storage.initialise(TOPIC, None, 1)
+    storage.load(storage.read_meta())
+    define_indexes(storage, StoreConfig(TOPIC, "f:1", storage.path, indexes={"by_tag": by_tag}))
+    assert set(storage.state.indexes) == {"by_tag"} and storage.state.indexes["by_tag"].built
+    assert dict(storage.state.index_entries) == {"by_tag": 0}
+    storage.apply(batch(("b", _v("c-2", "x"))), {}, True, 1)
+    assert _keys(_View(storage).find("by_tag", "x")) == ["b"]
+    storage.close()
+    storage, _ = _open(tmp_path / "s", {})  # no index given: none left, no entry either
+    assert dict(storage.state.indexes) == {} and storage.index_count(b"", b"\xff") == 0
+    storage.close()
