@@ -12,6 +12,7 @@ from globalstore.errors import (
     DamagedLayoutError,
     FatalError,
     GlobalStoreError,
+    IndexNotReady,
     InvalidValue,
     OffsetsOutOfRange,
     RetriableError,
@@ -24,6 +25,7 @@ from globalstore.errors import (
     StoreNotReady,
     TopicNotCompacted,
     TopicNotFound,
+    UnknownIndex,
     UnreadableStore,
 )
 from globalstore.listeners import StoreListener
@@ -47,6 +49,7 @@ __all__ = [
     "FollowingStore",
     "GlobalStore",
     "GlobalStoreError",
+    "IndexNotReady",
     "InvalidValue",
     "OffsetsOutOfRange",
     "ReadOnlyStore",
@@ -69,6 +72,7 @@ __all__ = [
     "SwitchingStore",
     "TopicNotCompacted",
     "TopicNotFound",
+    "UnknownIndex",
     "UnreadableStore",
     "end_offsets",
 ]

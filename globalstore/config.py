@@ -12,6 +12,7 @@ from typing import Any
 from globalstore.codec import VALUE_FORMAT_VERSION
 from globalstore.converters import ValueFormats
 from globalstore.errors import ConfigurationError
+from globalstore.indexes import IndexFn, check_config
 from globalstore.kafka_settings import ClientSettings
 
 # Where every command and the examples look for Kafka unless told otherwise: the local
@@ -97,6 +98,13 @@ class StoreConfig:
     # store written with another version (or with or without a transform) is rebuilt.
     transform: Callable[[str, Any], Any] | None = None
     transform_version: int = 1
+    # Secondary indexes {name: fn(key, value) -> str | Iterable[str] | None} (indexes.py),
+    # queried with find(name, value). index_versions {name: int} (default 1) is stored with
+    # each index: a new index or a changed version is built in the background from the
+    # stored values, index_build_chunk keys at a time between follow batches.
+    indexes: Mapping[str, IndexFn] = field(default_factory=dict)
+    index_versions: Mapping[str, int] = field(default_factory=dict)
+    index_build_chunk: int = 2_000
     # A store in a layout or value format this version cannot read (written by a newer
     # version), and offsets out of range while following (heal.py). Their names as
     # strings ("refuse", "stop") are accepted too.
@@ -110,6 +118,9 @@ class StoreConfig:
         self.value_formats()  # ConfigurationError for a converter chain with a gap
         if self.transform is not None and not callable(self.transform):
             raise ConfigurationError(f"transform is not callable: {self.transform!r}")
+        check_config(self.indexes, self.index_versions)
+        object.__setattr__(self, "indexes", dict(self.indexes))
+        object.__setattr__(self, "index_versions", dict(self.index_versions))
         version = self.transform_version
         if type(version) is not int or version < 1:
             raise ConfigurationError(f"transform_version must be an int >= 1, not {version!r}")
@@ -126,6 +137,10 @@ class StoreConfig:
                     f"kafka_config may not set {name!r}: the store relies on its own value "
                     f"({why}). Remove it; connection and security settings are fine."
                 )
+
+    def index_definitions(self) -> dict[str, int]:
+        """{index name: version} of every index."""
+        return {name: self.index_versions.get(name, 1) for name in self.indexes}
 
     def value_formats(self) -> ValueFormats:
         return ValueFormats(self.value_format, dict(self.converters))

@@ -3,6 +3,7 @@
     GlobalStoreError
     ├── RetriableError            the same call may succeed later; nothing is wrong with the data
     │   ├── StoreNotReady         a query before start() reached the end offsets (contract 4)
+    │   ├── IndexNotReady         find() on a secondary index still being built (indexes.py)
     │   └── StartTimeout          start() did not reach ready within its timeout
     │       └── BrokerUnavailable no broker answered at the bootstrap address
     └── FatalError                retrying the same call will not help; a person must act
@@ -13,6 +14,7 @@
         │                         ready or while following
         ├── TopicNotFound         the topic does not exist
         ├── TopicNotCompacted     the topic is not compacted and allow_uncompacted is False
+        ├── UnknownIndex          find() names an index the store does not have
         ├── ConfigurationError    a setting is refused: by a Kafka client, by RocksDB (its
         │                         options, or a feature its build lacks), or because the
         │                         store relies on its own value (names it)
@@ -58,6 +60,11 @@ class StoreNotReady(RetriableError):  # noqa: N818 - public names fixed by the A
     """The store has not yet restored up to the end offsets captured at start."""
 
 
+class IndexNotReady(RetriableError):  # noqa: N818 - public names fixed by the API
+    """find() or find_count() on a secondary index that is still being built from the stored
+    values (status() shows its progress); it answers once the build is done."""
+
+
 class StartTimeout(RetriableError):  # noqa: N818 - public names fixed by the API
     """start() did not finish restoring within its timeout."""
 
@@ -92,6 +99,13 @@ class TopicNotFound(FatalError):  # noqa: N818 - public names fixed by the API
 
 class TopicNotCompacted(FatalError):  # noqa: N818 - public names fixed by the API
     """The topic's cleanup.policy lacks 'compact'; pass allow_uncompacted=True to accept it."""
+
+
+class UnknownIndex(FatalError, KeyError):  # noqa: N818 - reads as the condition
+    """find() or find_count() names an index the store was not given (a KeyError too)."""
+
+    def __str__(self) -> str:  # KeyError's own quotes its message
+        return str(self.args[0]) if self.args else ""
 
 
 class ConfigurationError(FatalError):

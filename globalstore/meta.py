@@ -19,6 +19,8 @@ Keys (column family "meta"):
     transform      the transform_version values were stored with; absent: no transform
     transform.format  the value format that transform was given (transform.py)
     offset:<p>     next offset of partition p, written in the same batch as the data (contract 2)
+    index:<name>   a secondary index (indexes.py): JSON {id, version, built, cursor, scanned}
+    index.next_id  the id the next index defined gets (ids are never reused)
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import orjson
+
 from globalstore.errors import DamagedLayoutError
 
 I64 = struct.Struct(">q")
 
 META_CF = "meta"  # the column family beside "default", which holds the data
+INDEX_CF = "index"  # the secondary indexes' entries (indexes.py)
 
 K_LAYOUT = b"layout"
 K_TOPIC = b"topic"
@@ -47,10 +52,46 @@ K_CONVERT_CURSOR = b"convert.cursor"
 K_TRANSFORM = b"transform"
 K_TRANSFORM_FORMAT = b"transform.format"
 OFFSET_PREFIX = b"offset:"
+INDEX_PREFIX = b"index:"
+K_INDEX_NEXT_ID = b"index.next_id"
 
 
 def offset_key(partition: int) -> bytes:
     return OFFSET_PREFIX + b"%d" % partition
+
+
+def index_key(name: str) -> bytes:
+    return INDEX_PREFIX + name.encode("utf-8")
+
+
+@dataclass(frozen=True)
+class IndexDef:
+    """A secondary index as the meta column family records it. `id` names its entries in
+    the index column family (a new one for a new version, so old entries never mix in);
+    `cursor` is the key its build resumes from (None once built), `scanned` the keys the
+    build has visited so far."""
+
+    id: int
+    version: int
+    built: bool
+    cursor: bytes | None = b""
+    scanned: int = 0
+
+    def to_bytes(self) -> bytes:
+        cursor = None if self.cursor is None else self.cursor.hex()
+        return orjson.dumps(
+            {"id": self.id, "version": self.version, "built": self.built, "cursor": cursor,
+             "scanned": self.scanned}
+        )  # fmt: skip
+
+    @classmethod
+    def parse(cls, raw: bytes) -> IndexDef:
+        d = orjson.loads(raw)
+        cursor = d["cursor"]
+        return cls(
+            int(d["id"]), int(d["version"]), bool(d["built"]),
+            None if cursor is None else bytes.fromhex(cursor), int(d["scanned"]),
+        )  # fmt: skip
 
 
 @dataclass
@@ -70,6 +111,8 @@ class Meta:
     converting: bool = False  # a value-format conversion is under way
     transform_version: int | None = None  # of the transform values went through, if any
     transform_format: int | None = None  # the value format that transform was given
+    indexes: dict[str, IndexDef] = field(default_factory=dict)  # by name
+    index_next_id: int = 1
 
 
 def _opt_int(raw: bytes | None) -> int | None:
@@ -85,10 +128,13 @@ def _opt_i64(raw: bytes | None) -> int | None:
 
 
 def parse_meta(
-    get: Callable[[bytes], bytes | None], from_offsets: Iterable[tuple[bytes, bytes]]
+    get: Callable[[bytes], bytes | None],
+    from_offsets: Iterable[tuple[bytes, bytes]],
+    from_indexes: Iterable[tuple[bytes, bytes]] = (),
 ) -> Meta:
     """What a meta column family holds, given its `get` and its entries in key order from
-    OFFSET_PREFIX on; DamagedLayoutError if any entry does not parse."""
+    OFFSET_PREFIX on (and from INDEX_PREFIX on); DamagedLayoutError if any entry does not
+    parse."""
     try:
         meta = Meta(layout=_opt_int(get(K_LAYOUT)))
         meta.migrate_from = _opt_int(get(K_MIGRATE_FROM))
@@ -106,6 +152,11 @@ def parse_meta(
             if not key.startswith(OFFSET_PREFIX):
                 break
             meta.offsets[int(key[len(OFFSET_PREFIX) :])] = I64.unpack(value)[0]
-    except (ValueError, struct.error, UnicodeDecodeError) as exc:
+        meta.index_next_id = _opt_int(get(K_INDEX_NEXT_ID)) or 1
+        for key, value in from_indexes:
+            if not key.startswith(INDEX_PREFIX):
+                break
+            meta.indexes[key[len(INDEX_PREFIX) :].decode("utf-8")] = IndexDef.parse(value)
+    except (ValueError, struct.error, UnicodeDecodeError, KeyError, TypeError) as exc:
         raise DamagedLayoutError(str(exc)) from exc
     return meta

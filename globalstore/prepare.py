@@ -20,8 +20,10 @@ from confluent_kafka.admin import AdminClient
 
 from globalstore import migrate, plan, snapshot, topic, transform
 from globalstore.config import OnUnreadable, StoreConfig
+from globalstore.converters import decoder
 from globalstore.errors import BrokerUnavailable, DamagedLayoutError, UnreadableStore
 from globalstore.health import Health
+from globalstore.indexes import IndexBuild, Indexer
 from globalstore.kafka_clients import LIBRDKAFKA_LOG, create_client
 from globalstore.storage import Storage
 
@@ -38,6 +40,7 @@ class Prepared:
     plan: plan.Plan
     migration: migrate.Migration
     rebuild_reason: str | None = None
+    indexing: IndexBuild | None = None  # builds the indexes not built yet, if any
 
 
 # What a store thread calls to prepare: (its consumer, its stop event, a callback that
@@ -128,7 +131,7 @@ class Preparation:
         # Before any record is applied: the meta must name what readers need first.
         migration = migrate.Migration(storage, config.value_formats(), config.topic)
         migration.begin()
-        return Prepared(restore_plan, migration, reason)
+        return Prepared(restore_plan, migration, reason, define_indexes(storage, config))
 
     def _refuse_if_unreadable(self) -> None:
         if self.config.unreadable_store is not OnUnreadable.REFUSE:
@@ -153,3 +156,15 @@ class Preparation:
         except DamagedLayoutError as exc:
             return plan.Rebuild(f"store metadata is damaged ({exc})")
         return plan.rebuild_reason(meta, self.storage.is_empty(), info, marks, self.config)
+
+
+def define_indexes(storage: Storage, config: StoreConfig) -> IndexBuild:
+    """Before any record is applied: store the config's index definitions (dropping those it
+    no longer names) and have every batch index what it writes (indexes.py). Returns the
+    build of the indexes the stored values are not indexed in yet."""
+    wanted = config.index_definitions()
+    storage.define_indexes(wanted)
+    storage.indexer = (
+        Indexer(config.indexes, decoder(config.value_formats()), config.topic) if wanted else None
+    )
+    return IndexBuild(storage, config.index_build_chunk)

@@ -7,14 +7,22 @@ Keys are str on the API and UTF-8 bytes on disk; values come back as decoded JSO
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
-from globalstore import codec
-from globalstore.errors import GlobalStoreError, StorageError, StoreClosed
-from globalstore.storage import Storage
+from globalstore import codec, indexes
+from globalstore.errors import (
+    GlobalStoreError,
+    IndexNotReady,
+    StorageError,
+    StoreClosed,
+    UnknownIndex,
+)
+from globalstore.meta import IndexDef
+from globalstore.reader import IndexStatus
+from globalstore.storage import Storage, StorageState
 
 _T = TypeVar("_T")
 _MISSING: Any = object()
@@ -158,6 +166,77 @@ class StoreQueries:
         scan = self._ready_storage().scan(lower, upper, reverse)
         return scan if limit is None else itertools.islice(scan, max(0, limit))
 
+    # -- secondary indexes (indexes.py) ------------------------------------------------------
+
+    def find(
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[str, Any]]:
+        """(key, value) of the keys whose index value is `value`, in key order; or of those
+        whose index value starts with `prefix` and/or lies in [start, end), ordered by index
+        value, then key. Index entries and values are read over one point-in-time view.
+        UnknownIndex for an index the store does not have, IndexNotReady while it is being
+        built. Exhaust or close the iterator before close()."""
+        matches = self.find_matches(
+            index, value, prefix=prefix, start=start, end=end, reverse=reverse, limit=limit
+        )
+        return ((key, found) for _, key, found in matches)
+
+    def find_matches(
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: tuple[str, str] | None = None,
+    ) -> Iterator[tuple[str, str, Any]]:
+        """As find(), with each key's index value: (index value, key, value). `after`, an
+        (index value, key) pair it returned, continues past it (as a page cursor does)."""
+        if value is not None and (prefix is not None or start is not None or end is not None):
+            raise ValueError("find() takes either a value, or prefix/start/end, not both")
+        storage, d = self._index_def(index)
+        lower, upper = indexes.bounds(d.id, value, prefix, start, end)
+        if after is not None:
+            lower, upper = indexes.past(d.id, after, lower, upper, reverse)
+        # The view is fixed here: both iterators are opened now.
+        scan = self._guard(lambda: storage.index_scan(lower, upper, reverse))
+        if limit is not None:
+            scan = itertools.islice(scan, max(0, limit))
+        decode, topic = self._decode, self.topic
+        return self._guarded(
+            (iv.decode(), k.decode(), decode(raw, k, topic)) for iv, k, raw in scan
+        )
+
+    def find_count(self, index: str, value: str) -> int:
+        """How many keys have index value `value` (counted over the index: one step per key)."""
+        storage, d = self._index_def(index)
+        lower, upper = indexes.bounds(d.id, value)
+        return self._guard(lambda: storage.index_count(lower, upper))
+
+    def _index_def(self, index: str) -> tuple[Storage, IndexDef]:
+        storage = self._ready_storage()
+        d = storage.state.indexes.get(index)
+        if d is None:
+            known = ", ".join(repr(n) for n in sorted(storage.state.indexes)) or "none"
+            raise UnknownIndex(f"store for {self.topic!r} has no index {index!r} (it has {known})")
+        if not d.built:
+            raise IndexNotReady(
+                f"index {index!r} of the store for {self.topic!r} is being built "
+                f"({d.scanned} keys indexed so far)"
+            )
+        return storage, d
+
     # -- errors ------------------------------------------------------------------------------
 
     def _guarded(self, it: Iterator[_T]) -> Iterator[_T]:
@@ -180,6 +259,20 @@ class StoreQueries:
         if isinstance(exc, GlobalStoreError):
             raise exc
         raise StorageError(f"RocksDB read failed in {self.path}: {exc}") from exc
+
+
+def index_statuses(state: StorageState, failures: Mapping[str, int]) -> dict[str, IndexStatus]:
+    """status()'s report of each index held in `state`, with its function's `failures`."""
+    return {
+        name: IndexStatus(
+            ready=d.built,
+            version=d.version,
+            entries=state.index_entries.get(name, 0),
+            indexed_keys=None if d.built else d.scanned,
+            failures=failures.get(name, 0),
+        )
+        for name, d in sorted(state.indexes.items())
+    }
 
 
 def _bounds(

@@ -8,13 +8,24 @@ two that follow a topic implement FollowingStore too, which is what the HTTP ser
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self, TypedDict, Unpack
 
 from globalstore.codec import Entry
 from globalstore.state import State
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    """One secondary index (indexes.py), as of the last batch the store applied."""
+
+    ready: bool  # built: find() answers
+    version: int
+    entries: int  # (key, index value) pairs it holds
+    indexed_keys: int | None  # while it is being built: keys indexed so far, else None
+    failures: int = 0  # since this start: keys its function failed on (logged)
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,8 @@ class StoreStatus:
     # State "failed": the type of the error that stopped the store (last_error says it all),
     # e.g. "StorageError" for a full disk. Queries still answer from what it holds.
     failure: str | None = None
+    # Secondary indexes by name (empty without): built or not, entries, failures.
+    indexes: dict[str, IndexStatus] = field(default_factory=dict)
 
 
 def behind(ahead: Mapping[int, int], positions: Mapping[int, int]) -> dict[int, int]:
@@ -91,6 +104,33 @@ class StoreReader(Protocol):
     def values(self, **filters: Unpack[ScanFilters]) -> Iterator[Any]: ...
 
     def entries(self, **filters: Unpack[ScanFilters]) -> Iterator[Entry]: ...
+
+    def find(
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[str, Any]]: ...
+
+    def find_matches(
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: tuple[str, str] | None = None,
+    ) -> Iterator[tuple[str, str, Any]]: ...
+
+    def find_count(self, index: str, value: str) -> int: ...
 
     def count(self) -> int: ...
 

@@ -15,7 +15,7 @@ from globalstore import codec
 from globalstore.config import RocksDBOptions
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import StoreClosed
-from globalstore.queries import StoreQueries
+from globalstore.queries import StoreQueries, index_statuses
 from globalstore.reader import StoreStatus
 from globalstore.state import State
 from globalstore.storage import Storage
@@ -77,6 +77,7 @@ class ReadOnlyStore(StoreQueries):
             migration=None
             if state.migrate_from is None
             else f"layout {state.migrate_from} -> {state.layout}",
+            indexes=index_statuses(state, {}),
         )
 
     def close(self) -> None:

@@ -37,7 +37,7 @@ from globalstore.errors import (
     StoreNotReady,
 )
 from globalstore.heal import Live
-from globalstore.queries import StoreQueries
+from globalstore.queries import StoreQueries, index_statuses
 from globalstore.reader import StoreStatus, behind, reaches
 from globalstore.state import State
 from globalstore.storage import Storage
@@ -339,6 +339,7 @@ class SharedStore(StoreQueries):
             else (None if since is None else time.monotonic() - since),
             last_error=self._last_error or self._silence(),
             behind_writer=None if note is None else behind(note.positions, position),
+            indexes={} if held is None else index_statuses(held, {}),
         )
 
     def _silence(self) -> str | None:

@@ -303,10 +303,12 @@ class _Received:
         return data
 
     def drain(self, limit: int) -> None:
-        """Read to the end of the response; ValueError once past `limit` bytes in all."""
-        while self.read(_CHUNK):
-            if self.received > limit:
-                raise ValueError("data follows the end of the snapshot")
+        """Read to the end of the response; ValueError once past `limit` bytes in all (also
+        when tarfile's read-ahead already took those bytes: then nothing is left to read)."""
+        while self.received <= limit and self.read(_CHUNK):
+            pass
+        if self.received > limit:
+            raise ValueError("data follows the end of the snapshot")
 
 
 class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):

@@ -25,7 +25,7 @@ from globalstore.errors import (
     StoreNotReady,
 )
 from globalstore.listeners import StoreListener
-from globalstore.queries import StoreQueries
+from globalstore.queries import StoreQueries, index_statuses
 from globalstore.reader import StoreStatus, behind, reaches
 from globalstore.state import State
 from globalstore.storage import DirLock, Storage, StorageState
@@ -380,6 +380,8 @@ class GlobalStore(StoreQueries):
         if t.in_sync_at is not None:
             in_sync = t.connected and not any(lag.values())
             staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
+        indexer = None if replica is None else replica.storage.indexer
+        failures = {} if indexer is None else indexer.failures
         healing = healer is not None and healer.rebuilding
         state = State.REBUILDING if healing else t.state
         return StoreStatus(
@@ -403,6 +405,7 @@ class GlobalStore(StoreQueries):
             transform_failures=t.transform_failures,
             self_heals=0 if healer is None else healer.heals,
             failure=_failure(state, t.error),
+            indexes=index_statuses(held, failures),
         )
 
 

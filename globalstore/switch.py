@@ -138,6 +138,53 @@ class SwitchingStore:
     def entries(self, **filters: Unpack[ScanFilters]) -> Iterator[Entry]:
         return self._scan(lambda store: store.entries(**filters))
 
+    def find(
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[str, Any]]:
+        """As GlobalStore.find: one store's view."""
+        return self._scan(
+            lambda store: store.find(
+                index, value, prefix=prefix, start=start, end=end, reverse=reverse, limit=limit
+            )
+        )
+
+    def find_matches(
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: tuple[str, str] | None = None,
+    ) -> Iterator[tuple[str, str, Any]]:
+        """As GlobalStore.find_matches: one store's view."""
+        return self._scan(
+            lambda store: store.find_matches(
+                index,
+                value,
+                prefix=prefix,
+                start=start,
+                end=end,
+                reverse=reverse,
+                limit=limit,
+                after=after,
+            )
+        )
+
+    def find_count(self, index: str, value: str) -> int:
+        return self._on_active(lambda store: store.find_count(index, value))
+
     def _on_active(self, read: Callable[[GlobalStore], _T]) -> _T:
         """`read` on the active store; again on the new one if a switch closed it meanwhile."""
         while True:

@@ -233,6 +233,10 @@ class StoreThread(threading.Thread):
         if self._prepared.migration.pending:
             # Eager migration in small chunks, in this thread: never races an apply.
             self._chores.append(self._prepared.migration.step)
+        indexing = self._prepared.indexing
+        if indexing is not None and indexing.pending:
+            # Indexes new to the stored values: built the same way, a chunk at a time.
+            self._chores.append(indexing.step)
         self._restored_at_ms = _now_ms()
         self.storage.mark_restored(self._restored_at_ms)
         seconds = self._restore.done()

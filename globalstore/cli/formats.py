@@ -1,5 +1,6 @@
 """`--value-format` and `--converter pkg.module:function`: the value formats a store command
-answers in, and the user's converters, imported by name (and `--transform`, named alike)."""
+answers in, and the user's converters, imported by name (and `--transform` and `--index
+NAME=pkg.module:function`, named alike)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,30 @@ def import_converter(spec: str, option: str = "--converter") -> Callable[..., An
         return converters.import_converter(spec)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=option) from None
+
+
+def index_options(
+    specs: tuple[str, ...], versions: tuple[str, ...]
+) -> tuple[dict[str, Callable[..., Any]], dict[str, int], tuple[str, ...]]:
+    """({name: function}, {name: version}, bare names) of `--index NAME=PKG.MODULE:FUNCTION`
+    (a definition) or `--index NAME` (scan: the index to query), and `--index-version NAME=N`."""
+    functions: dict[str, Callable[..., Any]] = {}
+    bare: list[str] = []
+    for spec in specs:
+        name, sep, target = spec.partition("=")
+        if not sep:
+            bare.append(spec)
+            continue
+        if name in functions:
+            raise click.BadParameter(f"index {name!r} is given twice", param_hint="--index")
+        functions[name] = import_converter(target, f"--index {name}")
+    numbers: dict[str, int] = {}
+    for spec in versions:
+        name, sep, number = spec.partition("=")
+        if not sep or not number.strip().isdigit():
+            raise click.BadParameter(f"{spec!r} is not NAME=N", param_hint="--index-version")
+        numbers[name] = int(number)
+    return functions, numbers, tuple(bare)
 
 
 def chain(value_format: int | None, specs: tuple[str, ...]) -> tuple[int, Converters]:

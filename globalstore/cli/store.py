@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import click
 import orjson
 
-from globalstore.cli.formats import chain, import_converter
+from globalstore.cli.formats import chain, import_converter, index_options
 from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.watch import Watcher, watch
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, StoreConfig
@@ -45,6 +45,8 @@ class StoreTarget:
 
     config: StoreConfig
     timeout: float
+    # Bare `--index NAME`s: the index `scan` queries (other commands take none).
+    selected: tuple[str, ...] = ()
 
     def build(
         self, listener: StoreListener | None = None, bootstrap_from: str | None = None
@@ -81,6 +83,14 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
     def with_target(**params: Any) -> None:
         value_format, converters = chain(params.pop("value_format"), params.pop("converter"))
         transform = params.pop("transform")
+        indexes, versions, selected = index_options(
+            params.pop("index"), params.pop("index_version")
+        )
+        if selected and command.__name__ != "scan":
+            raise click.BadParameter(
+                f"{selected[0]!r} names no function: give --index NAME=PKG.MODULE:FUNCTION",
+                param_hint="--index",
+            )
         config = StoreConfig(
             **{name: params.pop(name) for name in _CONFIG_OPTIONS},
             check_topic_config=not params.pop("skip_topic_config_check"),
@@ -88,8 +98,10 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             converters=converters,
             transform=None if transform is None else import_converter(transform, "--transform"),
             transform_version=params.pop("transform_version"),
+            indexes=indexes,
+            index_versions=versions,
         )
-        command(StoreTarget(config, params.pop("timeout")), **params)
+        command(StoreTarget(config, params.pop("timeout"), selected), **params)
 
     options = [
         click.option("--topic", required=True, help="The compacted topic the store copies."),
@@ -149,6 +161,20 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             default=1,
             show_default=True,
             help="The version of --transform, stored with the data.",
+        ),
+        click.option(
+            "--index",
+            multiple=True,
+            metavar="NAME=PKG.MODULE:FUNCTION",
+            help="A secondary index, fn(key, value) -> str, list of str or None "
+            "(docs/store.md); repeat for each. A store opened without one of its indexes "
+            "drops it: give them all every time. `scan --index NAME` queries one.",
+        ),
+        click.option(
+            "--index-version",
+            multiple=True,
+            metavar="NAME=N",
+            help="The version of an --index (default 1); a new version is rebuilt.",
         ),
     ]
     wrapped: Callable[..., None] = kafka_config_options(with_target)
@@ -269,6 +295,11 @@ def get(
 @click.option("--end", help="Key to stop before (exclusive).")
 @click.option("--limit", type=click.IntRange(min=0), help="At most this many records.")
 @click.option("--reverse", is_flag=True, help="Descending key order.")
+@click.option(
+    "--value",
+    help="With an index: only keys of this index value (--prefix/--start/--end then range "
+    "over index values instead of keys).",
+)
 def scan(
     target: StoreTarget,
     prefix: str | None,
@@ -276,16 +307,52 @@ def scan(
     end: str | None,
     limit: int | None,
     reverse: bool,
+    value: str | None,
 ) -> None:
-    """Print records in key order as NDJSON lines: {"key": ..., "value": ...}."""
+    """Print records in key order as NDJSON lines: {"key": ..., "value": ...}. With
+    `--index NAME` (its function given too) or with --value: the keys an index finds, by
+    index value, then key (--value needs no NAME when one index is given)."""
+    index = _queried_index(target, value)
     out = sys.stdout.buffer
     with contextlib.closing(target.open_for_queries()) as store:
-        items = store.items(prefix=prefix, start=start, end=end, reverse=reverse, limit=limit)
+        if index is None:
+            items = store.items(prefix=prefix, start=start, end=end, reverse=reverse, limit=limit)
+        elif value is not None:
+            items = store.find(index, value, reverse=reverse, limit=limit)
+        else:
+            items = store.find(
+                index, prefix=prefix, start=start, end=end, reverse=reverse, limit=limit
+            )
         try:
             for k, v in items:
                 out.write(orjson.dumps({"key": k, "value": v}) + b"\n")
         finally:
             out.flush()
+
+
+def _queried_index(target: StoreTarget, value: str | None) -> str | None:
+    """The index `scan` queries: a bare --index NAME, which must also be defined (a store
+    opened without an index's function drops the index), else the only one defined when
+    --value is given; None to scan keys."""
+    defined = target.config.indexes
+    if len(target.selected) > 1:
+        raise click.BadParameter("scan queries one index at a time", param_hint="--index")
+    if target.selected:
+        name = target.selected[0]
+        if name not in defined:
+            raise click.BadParameter(
+                f"give index {name!r} its function too (--index {name}=PKG.MODULE:FUNCTION): "
+                "a store opened without an index's function drops the index",
+                param_hint="--index",
+            )
+        return name
+    if value is None:
+        return None
+    if len(defined) != 1:
+        raise click.BadParameter(
+            "--value needs the index to query: --index NAME", param_hint="--value"
+        )
+    return next(iter(defined))
 
 
 @click.command()
@@ -370,6 +437,7 @@ def _describe(s: StoreStatus) -> str:
         ("layout version", str(s.layout_version)),
         ("migration", _migration(s)),
         ("last restore", restored),
+        ("indexes", _indexes(s)),
     ]
     return "\n".join(f"{name + ':':<16}{value}" for name, value in rows)
 
@@ -378,6 +446,15 @@ def _migration(s: StoreStatus) -> str:
     failed = f", {s.conversion_failures:,} kept unconverted" if s.conversion_failures else ""
     done = f"{s.migrated_values:,} values converted{failed}"
     return f"{s.migration} ({done})" if s.migration else f"none ({done})"
+
+
+def _indexes(s: StoreStatus) -> str:
+    shown = []
+    for name, index in s.indexes.items():
+        state = "ready" if index.ready else f"building ({index.indexed_keys:,} keys indexed)"
+        failed = f", {index.failures:,} failures" if index.failures else ""
+        shown.append(f"{name} v{index.version} {state}, {index.entries:,} entries{failed}")
+    return "; ".join(shown) or "none"
 
 
 def _lag(lag: Mapping[int, int]) -> str:

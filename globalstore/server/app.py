@@ -23,7 +23,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from globalstore.errors import GlobalStoreError, InvalidValue, StoreClosed, StoreNotReady
+from globalstore.errors import (
+    GlobalStoreError,
+    IndexNotReady,
+    InvalidValue,
+    StoreClosed,
+    StoreNotReady,
+    UnknownIndex,
+)
 from globalstore.reader import reaches
 from globalstore.server import bodies, openapi, params
 from globalstore.server.guard import Guard
@@ -53,6 +60,7 @@ register_url_convertor("key", _KeyConvertor())
 
 
 _DRAIN_SECONDS = 10.0  # at shutdown, how long streams may take to let go of the store
+_INDEX_RETRY_SECONDS = 5  # an index being built: a build takes seconds to minutes
 
 
 class PositionNotReached(Exception):  # noqa: N818 - reads as the condition it reports
@@ -89,6 +97,7 @@ class Api:
         table: list[tuple[str, str, Handler]] = [
             ("/v1/keys/{key:key}", "key", self.get_key),
             ("/v1/keys", "keys", self.list_keys),
+            ("/v1/indexes/{name}", "indexes", self.find),
             ("/v1/export", "export", self.export),
             ("/v1/count", "count", self.count),
             ("/v1/status", "status", self.status),
@@ -128,6 +137,11 @@ class Api:
             return self._unavailable(str(exc))
         if isinstance(exc, StoreClosed):
             return self._unavailable(f"{exc} (the store does not follow the topic)")
+        if isinstance(exc, UnknownIndex):
+            return _json({"error": str(exc)}, 404)
+        if isinstance(exc, IndexNotReady):
+            headers = {"Retry-After": str(_INDEX_RETRY_SECONDS)}
+            return _json({"error": str(exc)}, 503, headers)
         if isinstance(exc, PositionNotReached):
             body = {"error": str(exc), "position": exc.current, "min_position": exc.wanted}
             return _json(body, 503, {"Retry-After": "1"})
@@ -196,6 +210,31 @@ class Api:
         def build() -> bytes:
             items = store.items(prefix=span.prefix, start=start, end=span.end, limit=limit + 1)
             return bodies.page(items, limit, max_bytes)
+
+        return Response(await anyio.to_thread.run_sync(build), media_type="application/json")
+
+    async def find(self, request: Request) -> Response:
+        """One page of the keys an index names: of one index value (`value`), or of index
+        values by prefix and/or range, in index value order, then key order."""
+        query = request.query_params
+        name = params.text(request.path_params, "name") or ""
+        value = params.text(query, "value")
+        span = params.key_range(query)
+        if value is not None and (span.prefix, span.start, span.end) != (None, None, None):
+            raise BadRequest("value cannot be combined with prefix, start or end")
+        limit = params.integer(
+            query, "limit", self.settings.default_limit, 1, self.settings.max_limit
+        )
+        after = params.match_cursor(query)
+        await self._await_position(query, self._wait(query))
+        store, max_bytes = self.served.store, self.settings.max_page_bytes
+
+        def build() -> bytes:
+            matches = store.find_matches(
+                name, value, prefix=span.prefix, start=span.start, end=span.end,
+                limit=limit + 1, after=after,
+            )  # fmt: skip
+            return bodies.match_page(matches, limit, max_bytes)
 
         return Response(await anyio.to_thread.run_sync(build), media_type="application/json")
 

@@ -14,7 +14,7 @@ import orjson
 from globalstore import snapshot
 from globalstore.errors import InvalidValue, StoreClosed
 from globalstore.reader import FollowingStore
-from globalstore.server.params import encode_cursor
+from globalstore.server.params import encode_cursor, encode_match_cursor
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 
@@ -38,6 +38,29 @@ def page(items: Iterator[tuple[str, Any]], limit: int, max_bytes: int) -> bytes:
     finally:
         _close(items)
     cursor = orjson.dumps(encode_cursor(last) if more and last is not None else None)
+    return b'{"items":[' + b",".join(parts) + b'],"cursor":' + cursor + b"}"
+
+
+def match_page(matches: Iterator[tuple[str, str, Any]], limit: int, max_bytes: int) -> bytes:
+    """As page(), of index matches (index value, key, value): items {key, value,
+    index_value}, the cursor naming the last one's index value and key."""
+    parts: list[bytes] = []
+    size = 0
+    last: tuple[str, str] | None = None
+    more = False
+    try:
+        for index_value, key, value in matches:
+            item = {"key": key, "value": value, "index_value": index_value}
+            part = orjson.dumps(item, option=_JSON_OPTIONS)
+            if len(parts) == limit or (parts and size + len(part) > max_bytes):
+                more = True
+                break
+            parts.append(part)
+            size += len(part) + 1  # and its comma
+            last = index_value, key
+    finally:
+        _close(matches)
+    cursor = orjson.dumps(encode_match_cursor(*last) if more and last is not None else None)
     return b'{"items":[' + b",".join(parts) + b'],"cursor":' + cursor + b"}"
 
 

@@ -87,6 +87,36 @@ class _StoreCollector(Collector):
         )
         failures.add_metric([], status.transform_failures)
         yield failures
+        yield from _index_metrics(status)
+
+
+def _index_metrics(status: StoreStatus) -> Iterator[Metric]:
+    """Per secondary index: its entries, whether it is built, its build's progress, and the
+    keys its function failed on."""
+    labels = ["index"]
+    entries = GaugeMetricFamily(
+        "globalstore_index_entries", "(key, index value) entries each index holds", labels=labels
+    )
+    ready = GaugeMetricFamily(
+        "globalstore_index_ready", "1 once the index is built (find answers)", labels=labels
+    )
+    built = GaugeMetricFamily(
+        "globalstore_index_build_keys",
+        "Keys an index being built has indexed so far (absent once built)",
+        labels=labels,
+    )
+    failures = CounterMetricFamily(
+        "globalstore_index_failures",
+        "Keys the index function failed on since this start (left out of the index)",
+        labels=labels,
+    )
+    for name, index in status.indexes.items():
+        entries.add_metric([name], index.entries)
+        ready.add_metric([name], float(index.ready))
+        if index.indexed_keys is not None:
+            built.add_metric([name], index.indexed_keys)
+        failures.add_metric([name], index.failures)
+    yield from (entries, ready, built, failures)
 
 
 def stopped_by(served: ServedStore, status: StoreStatus) -> str | None:

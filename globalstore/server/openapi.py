@@ -118,6 +118,23 @@ def document(settings: ServerSettings) -> dict[str, Any]:
             },
         },
     }
+    match = {
+        "type": "object",
+        "required": ["key", "value", "index_value"],
+        "properties": {
+            "key": {"type": "string"},
+            "value": {},
+            "index_value": {"type": "string", "description": "The index value it was found by"},
+        },
+    }
+    match_page = {
+        "type": "object",
+        "required": ["items", "cursor"],
+        "properties": {
+            "items": {"type": "array", "items": match},
+            "cursor": page["properties"]["cursor"],  # type: ignore[index]
+        },
+    }
     probe = {"type": "object", "properties": {"status": {"type": "string"}}}
     doc: dict[str, Any] = {
         "openapi": "3.0.3",
@@ -165,6 +182,51 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                         *_WAIT_PARAMS,
                     ],
                     "responses": {"200": _json(page, "A page"), **_QUERY_ERRORS},
+                }
+            },
+            "/v1/indexes/{name}": {
+                "get": {
+                    "summary": "One page of the keys a secondary index finds, with their values",
+                    "description": "With `value`: the keys of that index value, in key order. "
+                    "Else the keys of the index values starting with `prefix` and/or in "
+                    "[`start`, `end`), in index value order, then key order. Index and values "
+                    f"are read over one point-in-time view. Pages as /v1/keys (about "
+                    f"{settings.max_page_bytes} bytes at most).",
+                    "parameters": [
+                        {
+                            "name": "name",
+                            "in": "path",
+                            "required": True,
+                            "description": "The index, as named in the store's indexes",
+                            "schema": {"type": "string", "minLength": 1},
+                        },
+                        _query("value", "Only keys of exactly this index value."),
+                        _query("prefix", "Only index values starting with this."),
+                        _query("start", "First index value (inclusive)."),
+                        _query("end", "Index value to stop before (exclusive)."),
+                        _query(
+                            "limit",
+                            f"Items per page (default {settings.default_limit}).",
+                            type="integer",
+                            minimum=1,
+                            maximum=settings.max_limit,
+                        ),
+                        _query("cursor", "The cursor of the previous page."),
+                        *_WAIT_PARAMS,
+                    ],
+                    "responses": {
+                        "200": _json(match_page, "A page"),
+                        "404": _json(_ERROR, "The store has no index of that name"),
+                        **_QUERY_ERRORS,
+                        "503": {
+                            **_json(
+                                _UNAVAILABLE,
+                                "Not restored yet, min_position not reached in time, or the "
+                                "index is still being built (/v1/status shows its progress).",
+                            ),
+                            "headers": _RETRY_AFTER,
+                        },
+                    },
                 }
             },
             "/v1/export": {

@@ -86,6 +86,28 @@ def cursor(params: Mapping[str, str]) -> str | None:
         raise BadRequest("cursor is not one this server returned") from None
 
 
+def encode_match_cursor(index_value: str, key: str) -> str:
+    """The cursor for the page after an index match: its (index value, key), base64url of
+    their JSON pair without padding."""
+    raw = orjson.dumps([index_value, key])
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def match_cursor(params: Mapping[str, str]) -> tuple[str, str] | None:
+    """(index value, key) of the last match of the previous page, from its cursor."""
+    raw = params.get("cursor")
+    if raw is None:
+        return None
+    try:
+        padded = raw.encode("ascii") + b"=" * (-len(raw) % 4)
+        pair = orjson.loads(base64.urlsafe_b64decode(padded))
+    except (UnicodeError, binascii.Error, ValueError):
+        raise BadRequest("cursor is not one this server returned") from None
+    if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
+        raise BadRequest("cursor is not one this server returned")
+    return pair[0], pair[1]
+
+
 _MAX_PARTITION = 1 << 20
 _MAX_OFFSET = (1 << 63) - 1
 

@@ -4,6 +4,7 @@ On disk, in the store directory:
     globalstore.lock   fcntl lock held while open (one process per directory)
     RocksDB files      column family "default": key -> codec layout (header + value bytes)
                        column family "meta":    layout version, topic, offsets, counters
+                       column family "index":   secondary index entries (indexes.py)
 
 Every apply() is ONE WriteBatch holding the records and the next offset of each partition
 they came from (contract 2), so after a crash the stored offsets never run ahead of the data.
@@ -18,6 +19,7 @@ import dataclasses
 import itertools
 import logging
 import shutil
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -28,11 +30,15 @@ from globalstore.codec import (
 )
 from globalstore.config import RocksDBOptions
 from globalstore.errors import StorageError
+from globalstore.indexes import Indexer, count_key, id_ranges, reconcile
 from globalstore.meta import (
     I64,
+    INDEX_CF,
+    INDEX_PREFIX,
     K_APPLIED_AT,
     K_COUNT,
     K_IN_SYNC_AT,
+    K_INDEX_NEXT_ID,
     K_LAYOUT,
     K_MIGRATE_FROM,
     K_RESTORED_AT,
@@ -40,15 +46,17 @@ from globalstore.meta import (
     K_TOPIC_ID,
     META_CF,
     OFFSET_PREFIX,
+    IndexDef,
     Meta,
+    index_key,
     offset_key,
     parse_meta,
 )
 from globalstore.storage.failures import close_when_unborrowed, open_refusal, reported
 from globalstore.storage.lock import DirLock, NoLock
 from globalstore.storage.options import rocksdb_options
-from globalstore.storage.records import Applied, NativeBatch, Records, fill
-from globalstore.storage.scan import Recount, scan_items
+from globalstore.storage.records import Applied, Delete, NativeBatch, Put, Records, fill
+from globalstore.storage.scan import Recount, index_items, scan_items
 from globalstore.storage.state import StorageState
 
 log = logging.getLogger(__name__)
@@ -84,6 +92,12 @@ class Storage:
         )
         self.state = StorageState()  # only this thread-safe reference is ever replaced
         self._recount: Recount | None = None
+        # The store's index functions (indexes.py), set before the first apply when it has
+        # indexes: every batch then indexes the keys it writes.
+        self.indexer: Indexer | None = None
+        # Held while writing, and while a reader opens its two iterators (values and index
+        # entries): then both see the database at the same sequence number.
+        self._view_lock = threading.Lock()
         try:
             self._open()
         except BaseException:
@@ -109,6 +123,9 @@ class Storage:
                 self._db = self._open_rdict()
         self._meta_cf = self._db.get_column_family_handle(META_CF)
         self._meta = self._db.get_column_family(META_CF)
+        # A store written before indexes existed, opened read-only, has no such family.
+        self._index = self._db.get_column_family(INDEX_CF) if self._has_index_cf else None
+        self._index_cf = self._db.get_column_family_handle(INDEX_CF) if self._has_index_cf else None
         self._get = self._db.get
         self._logged = rocksdict.WriteOptions()
         self._unlogged = rocksdict.WriteOptions()
@@ -128,9 +145,13 @@ class Storage:
             access = rocksdict.AccessType.read_only()
         else:
             access = rocksdict.AccessType.read_write()
-        return rocksdict.Rdict(
-            self._db_dir(), opts, column_families={META_CF: opts}, access_type=access
-        )
+        families = {META_CF: opts}
+        # The writer creates the index family (create_missing_column_families); a reader
+        # cannot, and opens it only where it exists.
+        self._has_index_cf = not self.read_only or INDEX_CF in _families(self._db_dir(), opts)
+        if self._has_index_cf:
+            families[INDEX_CF] = opts
+        return rocksdict.Rdict(self._db_dir(), opts, column_families=families, access_type=access)
 
     def close(self) -> None:
         try:
@@ -142,7 +163,7 @@ class Storage:
         # Every handle on the database must go before close(), or RocksDB keeps its LOCK.
         db = self.__dict__.pop("_db", None)
         self._recount = None  # its iterator is a handle on the database too
-        for name in ("_meta", "_meta_cf", "_get"):
+        for name in ("_meta", "_meta_cf", "_get", "_index", "_index_cf"):
             self.__dict__.pop(name, None)
         if db is not None:
             close_when_unborrowed(db.close, self.path)
@@ -164,19 +185,32 @@ class Storage:
     def read_meta(self) -> Meta:
         """Parse the meta column family; DamagedLayoutError if any entry does not parse."""
         offsets: Iterable[tuple[bytes, bytes]] = self._meta.items(from_key=OFFSET_PREFIX)  # type: ignore[assignment]
-        return parse_meta(self._meta.get, offsets)
+        indexes: Iterable[tuple[bytes, bytes]] = self._meta.items(from_key=INDEX_PREFIX)  # type: ignore[assignment]
+        return parse_meta(self._meta.get, offsets, indexes)
 
     def load(self, meta: Meta) -> None:
-        """Adopt positions, count, layout and last restore time from meta as the state."""
+        """Adopt positions, count, layout, last restore time and indexes from meta as the
+        state."""
         self.state = StorageState(
-            dict(meta.offsets), meta.count, meta.layout, meta.migrate_from, meta.restored_at_ms
+            dict(meta.offsets),
+            meta.count,
+            meta.layout,
+            meta.migrate_from,
+            meta.restored_at_ms,
+            dict(meta.indexes),
+            {name: self._entries(d.id) for name, d in meta.indexes.items()},
         )
+
+    def _entries(self, index_id: int) -> int:
+        raw = None if self._index is None else self._index.get(count_key(index_id))
+        return 0 if raw is None else int(I64.unpack(raw)[0])
 
     def catch_up(self) -> None:
         """A secondary instance: read what the writer logged since the last call (its
         write-ahead log and manifest), and adopt the meta it now holds as the state."""
         with reported(f"catching up with the writer of {self.path}", self.path):
-            self._db.try_catch_up_with_primary()
+            with self._view_lock:  # not between a reader's two iterators
+                self._db.try_catch_up_with_primary()
             meta = self.read_meta()
         self.load(meta)
 
@@ -266,12 +300,13 @@ class Storage:
         wb = rocksdict.WriteBatch(raw_mode=True)
         out = Applied()
         nexts: dict[int, int] = {}
-        out.changed = fill(wb.put, wb.delete, records, out, nexts, exact_count or changes)
+        put, delete, staged = self._staging(wb)
+        out.changed = fill(put, delete, records, out, nexts, exact_count or changes)
         out.records = len(records)
         for p, end in ends.items():
             # Everything before the end was delivered (or was never data).
             nexts[p] = max(nexts.get(p, 0), end)
-        return self._commit(wb, out, nexts, exact_count, now_ms)
+        return self._commit(wb, out, nexts, exact_count, now_ms, staged)
 
     def apply_native(self, restorer: NativeBatch, timeout: float, now_ms: int) -> Applied:
         """A bulk apply (exact_count=False, no changes listed) of the batch the C loop
@@ -279,8 +314,29 @@ class Storage:
         wb = rocksdict.WriteBatch(raw_mode=True)
         out = Applied()
         nexts: dict[int, int] = {}
-        out.records = restorer.fill(wb.put, wb.delete, nexts, out.events, out.skipped, timeout)
-        return self._commit(wb, out, nexts, False, now_ms)
+        put, delete, staged = self._staging(wb)
+        out.records = restorer.fill(put, delete, nexts, out.events, out.skipped, timeout)
+        return self._commit(wb, out, nexts, False, now_ms, staged)
+
+    def _staging(
+        self, wb: rocksdict.WriteBatch
+    ) -> tuple[Put, Delete, dict[bytes, bytes | None] | None]:
+        """The put and delete a loop fills `wb` with: the batch's own, or, when the store has
+        indexes, ones that also note {key: stored bytes, None if deleted}, the last write of
+        each key, which _commit indexes. Either loop calls them, so both index alike."""
+        if self.indexer is None:
+            return wb.put, wb.delete, None
+        staged: dict[bytes, bytes | None] = {}
+
+        def put(key: bytes, value: bytes) -> None:
+            wb.put(key, value)
+            staged[key] = value
+
+        def delete(key: bytes) -> None:
+            wb.delete(key)
+            staged[key] = None
+
+        return put, delete, staged
 
     def _commit(
         self,
@@ -289,8 +345,10 @@ class Storage:
         nexts: dict[int, int],
         exact_count: bool,
         now_ms: int,
+        staged: dict[bytes, bytes | None] | None = None,
     ) -> Applied:
-        """Add the moved offsets and the count to `wb` and write it."""
+        """Add the index entries of the `staged` keys, the moved offsets and the count to
+        `wb` and write it."""
         live, state = out.changed, self.state
         moved = {p: o for p, o in nexts.items() if o > state.positions.get(p, -1)}
         if not moved:
@@ -305,6 +363,7 @@ class Storage:
                 new_count = state.count + delta
         elif self._recount is not None:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
+        entries = self._index_into(wb, staged, state.indexes) if staged else None
         meta_cf = self._meta_cf
         for p, o in moved.items():
             wb.put(offset_key(p), I64.pack(o), meta_cf)
@@ -316,7 +375,74 @@ class Storage:
         self._write(wb, self._logged if exact_count else self._unlogged)
         positions = {**state.positions, **moved}
         self.state = dataclasses.replace(state, positions=positions, count=new_count)
+        if entries is not None:
+            self.state = dataclasses.replace(self.state, index_entries=entries)
         return out
+
+    # -- secondary indexes (indexes.py) ------------------------------------------------------
+
+    def _index_into(
+        self,
+        wb: rocksdict.WriteBatch,
+        staged: Mapping[bytes, bytes | None],
+        defs: Mapping[str, IndexDef],
+    ) -> dict[str, int] | None:
+        """Put in `wb` the index changes of the `staged` keys and the indexes' new entry
+        counts; returns the new counts (None: nothing changed)."""
+        indexer = self.indexer
+        if indexer is None or not defs:
+            return None
+        deltas = indexer.update(staged, defs, _IndexBatch(self, wb))
+        entries = dict(self.state.index_entries)
+        for name, delta in deltas.items():
+            if delta:
+                entries[name] = entries.get(name, 0) + delta
+                wb.put(count_key(defs[name].id), I64.pack(entries[name]), self._index_cf)
+        return entries
+
+    @property
+    def index_defs(self) -> Mapping[str, IndexDef]:
+        return self.state.indexes
+
+    def define_indexes(self, wanted: Mapping[str, int]) -> None:
+        """Make the stored index definitions those of `wanted` ({name: version}), in one
+        batch: a new index (or version) gets a new id, built at once if the store holds no
+        key; the entries of a removed (or replaced) one are deleted with range deletions."""
+        meta = self.read_meta()
+        plan = reconcile(meta.indexes, meta.index_next_id, wanted, self.is_empty())
+        if not plan.written and not plan.dropped:
+            return
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        for name, old in plan.dropped.items():
+            for begin, end in id_ranges(old.id):
+                wb.delete_range(begin, end, self._index_cf)
+            wb.delete(index_key(name), self._meta_cf)
+            log.info("store %s: dropped index %r (version %d)", self.path, name, old.version)
+        for name, new in plan.written.items():
+            wb.put(index_key(name), new.to_bytes(), self._meta_cf)
+            log.info(
+                "store %s: index %r version %d %s", self.path, name, new.version,
+                "defined" if new.built else "defined; building it from the stored values",
+            )  # fmt: skip
+        wb.put(K_INDEX_NEXT_ID, b"%d" % plan.next_id, self._meta_cf)
+        self._write(wb)
+        entries = {n: self.state.index_entries.get(n, 0) for n in plan.indexes}
+        entries.update(dict.fromkeys(plan.written, 0))
+        self.state = dataclasses.replace(self.state, indexes=plan.indexes, index_entries=entries)
+
+    def build_index_chunk(
+        self, name: str, new: IndexDef, staged: Mapping[bytes, bytes | None]
+    ) -> None:
+        """Index the `staged` keys (a chunk of stored values) in index `name`, and record its
+        definition `new` (its cursor past the chunk), in one batch: a crash resumes there."""
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        entries = self._index_into(wb, staged, {name: new})
+        wb.put(index_key(name), new.to_bytes(), self._meta_cf)
+        self._write(wb)
+        indexes = {**self.state.indexes, name: new}
+        self.state = dataclasses.replace(
+            self.state, indexes=indexes, index_entries=entries or self.state.index_entries
+        )
 
     def begin_recount(self) -> None:
         """Start counting live keys over a point-in-time iterator. Call it from the writing
@@ -347,14 +473,18 @@ class Storage:
     def _write(
         self, wb: rocksdict.WriteBatch, options: rocksdict.WriteOptions | None = None
     ) -> None:
-        with self._writing():
+        with self._writing(), self._view_lock:
             self._db.write(wb, options or self._logged)
 
     def _flush(self) -> None:
-        """Persist both memtables, data first: even without atomic flush the stored offsets
-        could then never run ahead of the stored data."""
+        """Persist the memtables, data and index entries first: even without atomic flush the
+        stored offsets could then never run ahead of the stored data and index. (The index
+        entries a bulk restore wrote unlogged must be on disk before logged writes follow,
+        as the data must.)"""
         with self._writing():
             self._db.flush()
+            if self._index is not None:
+                self._index.flush()
             self._meta.flush()
 
     def write_values(
@@ -399,6 +529,27 @@ class Storage:
         """(key, raw value) with lower <= key < upper, over one point-in-time view (scan.py)."""
         return scan_items(self._db, lower, upper, reverse)
 
+    def index_scan(
+        self, lower: bytes, upper: bytes, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes, bytes]]:
+        """(index value, key, raw value) of the index entries in [lower, upper)
+        (indexes.bounds), in entry order or reversed: entries and values read at one
+        sequence number."""
+        index = self._index
+        if index is None:
+            return iter(())
+        with self._view_lock:  # no write between the two: both see the same batches
+            entries, values = index.iter(), self._db.iter()
+        return index_items(entries, values, lower, upper, reverse)
+
+    def index_count(self, lower: bytes, upper: bytes) -> int:
+        """How many index entries lie in [lower, upper)."""
+        index = self._index
+        if index is None:
+            return 0
+        keys: Iterable[bytes] = index.keys(from_key=lower)  # type: ignore[assignment]
+        return sum(1 for _ in itertools.takewhile(lambda k: k < upper, keys))
+
     def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to `limit` (key, raw value) pairs from `start` on, for chunked migration."""
         pairs: Iterable[tuple[bytes, bytes]] = self._db.items(from_key=start)  # type: ignore[assignment]
@@ -410,3 +561,27 @@ class Storage:
         them across file systems). Writers pause only for the flush."""
         with reported(f"checkpoint of {self.path} into {dest}", dest):
             rocksdict.Checkpoint(self._db).create_checkpoint(str(dest))
+
+
+class _IndexBatch:
+    """indexes.IndexBatch over one WriteBatch: writes to the index column family, and reads
+    of it as it was before the batch."""
+
+    def __init__(self, storage: Storage, wb: rocksdict.WriteBatch) -> None:
+        cf, self._index = storage._index_cf, storage._index
+        self.put: Callable[[bytes, bytes], object] = lambda k, v: wb.put(k, v, cf)
+        self.delete: Callable[[bytes], object] = lambda k: wb.delete(k, cf)
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        if not keys or self._index is None:
+            return [None] * len(keys)
+        values: list[bytes | None] = self._index.get(keys)  # type: ignore[arg-type,assignment]
+        return values
+
+
+def _families(db_dir: str, opts: rocksdict.Options) -> list[str]:
+    """The column families of the database in `db_dir` (none if there is none)."""
+    try:
+        return list(rocksdict.Rdict.list_cf(db_dir, opts))
+    except Exception:
+        return []

@@ -1,5 +1,5 @@
-"""Walking the keys of a point-in-time iterator: scans and their bounds, and the background
-key count."""
+"""Walking the keys of a point-in-time iterator: scans and their bounds, index lookups, and
+the background key count."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import rocksdict
+
+from globalstore.indexes import split_entry
 
 
 def scan_items(
@@ -49,6 +51,43 @@ def bounded(
             if upper is not None and key >= upper:
                 return
             yield key, value
+
+
+def index_items(
+    entries: rocksdict.RdictIter,
+    values: rocksdict.RdictIter,
+    lower: bytes,
+    upper: bytes,
+    reverse: bool,
+) -> Iterator[tuple[bytes, bytes, bytes]]:
+    """(index value, key, raw value) of each index entry in [lower, upper), walking
+    `entries` (over the index column family) and seeking each key in `values` (over the
+    data): two iterators
+    made at the same sequence number, so one view. A key whose value is absent is skipped
+    (it cannot be: entries and values are written in one batch)."""
+    if reverse:
+        entries.seek_for_prev(upper)
+        step = entries.prev
+    else:
+        entries.seek(lower)
+        step = entries.next
+    while entries.valid():
+        entry: bytes = entries.key()
+        if entry >= upper:
+            if not reverse:
+                return
+            step()  # seek_for_prev lands on `upper` itself when it exists
+            continue
+        if entry < lower:
+            if reverse:
+                return
+            step()
+            continue
+        value, key = split_entry(entry)
+        values.seek(key)
+        if values.valid() and values.key() == key:
+            yield value, key, values.value()
+        step()
 
 
 @dataclass

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from globalstore.meta import IndexDef
+
 
 @dataclass(frozen=True)
 class StorageState:
@@ -17,7 +19,10 @@ class StorageState:
     layout: int | None = None
     migrate_from: int | None = None  # older layout some values may still be in
     restored_at_ms: int | None = None  # of the last completed restore
+    indexes: Mapping[str, IndexDef] = field(default_factory=dict)  # secondary indexes by name
+    index_entries: Mapping[str, int] = field(default_factory=dict)  # entries each one holds
 
     def __post_init__(self) -> None:
         # Read-only for whoever is handed the positions (listeners among them).
-        object.__setattr__(self, "positions", MappingProxyType(dict(self.positions)))
+        for name in ("positions", "indexes", "index_entries"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))

@@ -312,6 +312,7 @@ def test_bearer_token_protects_every_route_but_the_probes(
         for path in (
             "/v1/keys/t",
             "/v1/keys",
+            "/v1/indexes/by_courier",
             "/v1/count",
             "/v1/status",
             "/v1/export",

@@ -272,7 +272,8 @@ def test_unknown_or_damaged_layout_rebuilds(
 def _flush_to_table_files(path: Path) -> list[Path]:
     """Move what the store holds from its write-ahead log into table (.sst) files."""
     opts = rocksdb_options(RocksDBOptions())
-    db = rocksdict.Rdict(str(path / "db"), opts, column_families={"meta": opts})
+    # Every column family the store has must be opened (RocksDB refuses otherwise).
+    db = rocksdict.Rdict(str(path / "db"), opts, column_families={"meta": opts, "index": opts})
     db.flush()
     db.close()
     return sorted((path / "db").glob("*.sst"))

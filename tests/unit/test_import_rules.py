@@ -98,7 +98,8 @@ def test_the_store_does_not_depend_on_the_dev_broker_or_the_demo() -> None:
 # never higher (docs/architecture.md draws them). cli/, server/ and demo/ stand on top and
 # may use any; localkafka/ stands apart.
 FLOORS = (
-    # what everything speaks: errors, states, the topic contract, client settings, events
+    # what everything speaks: errors, states, the topic contract, client settings, events,
+    # and what an index entry is
     (
         "errors",
         "state",
@@ -107,6 +108,7 @@ FLOORS = (
         "kafka_settings",
         "kafka_clients",
         "meta",
+        "indexes",
         "listeners",
         "health",
         "waiting",

@@ -13,7 +13,7 @@ import pytest
 import rocksdict
 
 from globalstore.errors import ConfigurationError, StorageError
-from globalstore.meta import K_IN_SYNC_AT, META_CF
+from globalstore.meta import INDEX_CF, K_IN_SYNC_AT, META_CF
 from globalstore.storage import Storage
 from globalstore.storage.failures import Failure, classify, disk_report, is_borrowed
 from globalstore.storage.lock import DirLock
@@ -154,7 +154,7 @@ def test_invalid_argument_is_a_configuration_error_and_never_wipes(tmp_path: Pat
     storage.close()
     opts = rocksdict.Options(raw_mode=True)
     opts.create_missing_column_families(True)
-    families = {META_CF: opts, "newer": opts}
+    families = {META_CF: opts, INDEX_CF: opts, "newer": opts}
     rocksdict.Rdict(str(tmp_path / "s" / "db"), opts, column_families=families).close()
     with pytest.raises(ConfigurationError, match="Column families not opened: newer"):
         Storage(tmp_path / "s")
