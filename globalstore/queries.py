@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar, Unpack
 
 from globalstore import codec, indexes
 from globalstore.errors import (
@@ -21,7 +21,7 @@ from globalstore.errors import (
     UnknownIndex,
 )
 from globalstore.meta import IndexDef
-from globalstore.reader import IndexStatus
+from globalstore.reader import IndexStatus, ScanFilters
 from globalstore.storage import Storage, StorageState
 
 _T = TypeVar("_T")
@@ -169,25 +169,14 @@ class StoreQueries:
     # -- secondary indexes (indexes.py) ------------------------------------------------------
 
     def find(
-        self,
-        index: str,
-        value: str | None = None,
-        *,
-        prefix: str | None = None,
-        start: str | None = None,
-        end: str | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
+        self, index: str, value: str | None = None, **filters: Unpack[ScanFilters]
     ) -> Iterator[tuple[str, Any]]:
         """(key, value) of the keys whose index value is `value`, in key order; or of those
         whose index value starts with `prefix` and/or lies in [start, end), ordered by index
         value, then key. Index entries and values are read over one point-in-time view.
         UnknownIndex for an index the store does not have, IndexNotReady while it is being
         built. Exhaust or close the iterator before close()."""
-        matches = self.find_matches(
-            index, value, prefix=prefix, start=start, end=end, reverse=reverse, limit=limit
-        )
-        return ((key, found) for _, key, found in matches)
+        return ((key, found) for _, key, found in self.find_matches(index, value, **filters))
 
     def find_matches(
         self,

@@ -106,15 +106,7 @@ class StoreReader(Protocol):
     def entries(self, **filters: Unpack[ScanFilters]) -> Iterator[Entry]: ...
 
     def find(
-        self,
-        index: str,
-        value: str | None = None,
-        *,
-        prefix: str | None = None,
-        start: str | None = None,
-        end: str | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
+        self, index: str, value: str | None = None, **filters: Unpack[ScanFilters]
     ) -> Iterator[tuple[str, Any]]: ...
 
     def find_matches(
@@ -122,12 +114,8 @@ class StoreReader(Protocol):
         index: str,
         value: str | None = None,
         *,
-        prefix: str | None = None,
-        start: str | None = None,
-        end: str | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
         after: tuple[str, str] | None = None,
+        **filters: Unpack[ScanFilters],
     ) -> Iterator[tuple[str, str, Any]]: ...
 
     def find_count(self, index: str, value: str) -> int: ...

@@ -139,48 +139,21 @@ class SwitchingStore:
         return self._scan(lambda store: store.entries(**filters))
 
     def find(
-        self,
-        index: str,
-        value: str | None = None,
-        *,
-        prefix: str | None = None,
-        start: str | None = None,
-        end: str | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
+        self, index: str, value: str | None = None, **filters: Unpack[ScanFilters]
     ) -> Iterator[tuple[str, Any]]:
         """As GlobalStore.find: one store's view."""
-        return self._scan(
-            lambda store: store.find(
-                index, value, prefix=prefix, start=start, end=end, reverse=reverse, limit=limit
-            )
-        )
+        return self._scan(lambda store: store.find(index, value, **filters))
 
     def find_matches(
         self,
         index: str,
         value: str | None = None,
         *,
-        prefix: str | None = None,
-        start: str | None = None,
-        end: str | None = None,
-        reverse: bool = False,
-        limit: int | None = None,
         after: tuple[str, str] | None = None,
+        **filters: Unpack[ScanFilters],
     ) -> Iterator[tuple[str, str, Any]]:
         """As GlobalStore.find_matches: one store's view."""
-        return self._scan(
-            lambda store: store.find_matches(
-                index,
-                value,
-                prefix=prefix,
-                start=start,
-                end=end,
-                reverse=reverse,
-                limit=limit,
-                after=after,
-            )
-        )
+        return self._scan(lambda store: store.find_matches(index, value, after=after, **filters))
 
     def find_count(self, index: str, value: str) -> int:
         return self._on_active(lambda store: store.find_count(index, value))

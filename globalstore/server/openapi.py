@@ -44,6 +44,20 @@ def _query(name: str, description: str, **schema: Any) -> dict[str, Any]:
     }
 
 
+def _page_params(settings: ServerSettings) -> list[dict[str, Any]]:
+    """The parameters of a paged route: how many items a page holds, where it continues."""
+    return [
+        _query(
+            "limit",
+            f"Items per page (default {settings.default_limit}).",
+            type="integer",
+            minimum=1,
+            maximum=settings.max_limit,
+        ),
+        _query("cursor", "The cursor of the previous page."),
+    ]
+
+
 _WAIT_PARAMS = [
     _query(
         "min_position",
@@ -171,14 +185,7 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                     "item always fits); `cursor` continues where it stopped.",
                     "parameters": [
                         *_RANGE_PARAMS,
-                        _query(
-                            "limit",
-                            f"Items per page (default {settings.default_limit}).",
-                            type="integer",
-                            minimum=1,
-                            maximum=settings.max_limit,
-                        ),
-                        _query("cursor", "The cursor of the previous page."),
+                        *_page_params(settings),
                         *_WAIT_PARAMS,
                     ],
                     "responses": {"200": _json(page, "A page"), **_QUERY_ERRORS},
@@ -204,14 +211,7 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                         _query("prefix", "Only index values starting with this."),
                         _query("start", "First index value (inclusive)."),
                         _query("end", "Index value to stop before (exclusive)."),
-                        _query(
-                            "limit",
-                            f"Items per page (default {settings.default_limit}).",
-                            type="integer",
-                            minimum=1,
-                            maximum=settings.max_limit,
-                        ),
-                        _query("cursor", "The cursor of the previous page."),
+                        *_page_params(settings),
                         *_WAIT_PARAMS,
                     ],
                     "responses": {
