@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
+import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,13 +13,18 @@ from typing import Any
 from globalstore.codec import VALUE_FORMAT_VERSION
 from globalstore.converters import ValueFormats
 from globalstore.errors import ConfigurationError
-from globalstore.indexes import IndexFn, check_config
 from globalstore.kafka_settings import ClientSettings
 
 # Where every command and the examples look for Kafka unless told otherwise: the local
 # broker's default address, or GLOBALSTORE_BOOTSTRAP when it is set.
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "GLOBALSTORE_BOOTSTRAP"
+
+
+# A secondary index's function (indexes.py): fn(key, value) -> index value(s) or None.
+IndexFn = Callable[[str, Any], str | Iterable[str] | None]
+# Index names appear in URLs, metric labels and CLI flags: keep them plain.
+_INDEX_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,7 @@ class StoreConfig:
         self.value_formats()  # ConfigurationError for a converter chain with a gap
         if self.transform is not None and not callable(self.transform):
             raise ConfigurationError(f"transform is not callable: {self.transform!r}")
-        check_config(self.indexes, self.index_versions)
+        check_indexes(self.indexes, self.index_versions)
         object.__setattr__(self, "indexes", dict(self.indexes))
         object.__setattr__(self, "index_versions", dict(self.index_versions))
         version = self.transform_version
@@ -232,3 +238,29 @@ _CONSUMER_ONLY_SETTINGS = frozenset(
         "statistics.interval.ms",
     }
 )
+
+
+def check_indexes(indexes: Mapping[str, Any], versions: Mapping[str, Any]) -> None:
+    """ConfigurationError for an index setting the store cannot use."""
+    if not isinstance(indexes, Mapping):
+        raise ConfigurationError(f"indexes must be a mapping of name to function: {indexes!r}")
+    for name, fn in indexes.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"index name must be a non-empty str, not {name!r}")
+        if not _INDEX_NAME.fullmatch(name):
+            raise ConfigurationError(
+                f"index name {name!r} may hold only letters, digits, '_', '.' and '-' "
+                "(and may not start with '.' or '-')"
+            )
+        if not callable(fn):
+            raise ConfigurationError(f"index {name!r}: function is not callable: {fn!r}")
+    for name, version in versions.items():
+        if name not in indexes:
+            known = ", ".join(repr(n) for n in indexes) or "none"
+            raise ConfigurationError(
+                f"index_versions names {name!r}, which is not an index (indexes: {known})"
+            )
+        if type(version) is not int or version < 1:
+            raise ConfigurationError(
+                f"index_versions[{name!r}] must be an int >= 1, not {version!r}"
+            )

@@ -35,52 +35,21 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from globalstore.codec import Decode
-from globalstore.errors import ConfigurationError
+from globalstore.config import IndexFn
 from globalstore.meta import IndexDef
 
 log = logging.getLogger(__name__)
 
-IndexFn = Callable[[str, Any], str | Iterable[str] | None]
-
 ENTRY, KEYS, COUNT = b"e", b"k", b"n"
 _ID = struct.Struct(">I")
 _SEP = b"\x00"
-# Index names appear in URLs, metric labels and CLI flags: keep them plain.
-_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _FAILURES_LOGGED_PER_BATCH = 10  # an index function failing on every key must not flood the log
-
-
-def check_config(indexes: Mapping[str, Any], versions: Mapping[str, Any]) -> None:
-    """ConfigurationError for an index setting the store cannot use."""
-    if not isinstance(indexes, Mapping):
-        raise ConfigurationError(f"indexes must be a mapping of name to function: {indexes!r}")
-    for name, fn in indexes.items():
-        if not isinstance(name, str) or not name:
-            raise ConfigurationError(f"index name must be a non-empty str, not {name!r}")
-        if not _NAME.fullmatch(name):
-            raise ConfigurationError(
-                f"index name {name!r} may hold only letters, digits, '_', '.' and '-' "
-                "(and may not start with '.' or '-')"
-            )
-        if not callable(fn):
-            raise ConfigurationError(f"index {name!r}: function is not callable: {fn!r}")
-    for name, version in versions.items():
-        if name not in indexes:
-            known = ", ".join(repr(n) for n in indexes) or "none"
-            raise ConfigurationError(
-                f"index_versions names {name!r}, which is not an index (indexes: {known})"
-            )
-        if type(version) is not int or version < 1:
-            raise ConfigurationError(
-                f"index_versions[{name!r}] must be an int >= 1, not {version!r}"
-            )
 
 
 # -- keys of the index column family ---------------------------------------------------------
