@@ -47,7 +47,7 @@ def _in_use(directory: Path, holder: str) -> str:
     if holder == str(os.getpid()):
         return (
             f"store directory {directory} is in use by another store in this process "
-            f"(pid {holder}): close that one first, or share it"
+            f"(pid {holder}): close that one first, or query it instead"
         )
     return f"store directory {directory} is in use by another process (pid {holder or '?'})"
 
