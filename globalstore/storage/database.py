@@ -4,7 +4,8 @@ On disk, in the store directory:
     globalstore.lock   fcntl lock held while open (one process per directory)
     RocksDB files      column family "default": key -> codec layout (header + value bytes)
                        column family "meta":    layout version, topic, offsets, counters
-                       column family "index":   secondary index entries (indexes.py)
+                       column family "index":   secondary index entries (index_family.py),
+                                                only once an index is defined
 
 Every apply() is ONE WriteBatch holding the records and the next offset of each partition
 they came from (contract 2), so after a crash the stored offsets never run ahead of the data.
@@ -30,7 +31,7 @@ from globalstore.codec import (
 )
 from globalstore.config import RocksDBOptions
 from globalstore.errors import StorageError
-from globalstore.indexes import Indexer, count_key, id_ranges, reconcile
+from globalstore.indexes import Indexer, reconcile
 from globalstore.meta import (
     I64,
     INDEX_CF,
@@ -53,10 +54,11 @@ from globalstore.meta import (
     parse_meta,
 )
 from globalstore.storage.failures import close_when_unborrowed, open_refusal, reported
+from globalstore.storage.index_family import IndexFamily
 from globalstore.storage.lock import DirLock, NoLock
 from globalstore.storage.options import rocksdb_options
 from globalstore.storage.records import Applied, Delete, NativeBatch, Put, Records, fill
-from globalstore.storage.scan import Recount, index_items, scan_items
+from globalstore.storage.scan import Recount, scan_items
 from globalstore.storage.state import StorageState
 
 log = logging.getLogger(__name__)
@@ -123,9 +125,7 @@ class Storage:
                 self._db = self._open_rdict()
         self._meta_cf = self._db.get_column_family_handle(META_CF)
         self._meta = self._db.get_column_family(META_CF)
-        # A store written before indexes existed, opened read-only, has no such family.
-        self._index = self._db.get_column_family(INDEX_CF) if self._has_index_cf else None
-        self._index_cf = self._db.get_column_family_handle(INDEX_CF) if self._has_index_cf else None
+        self._index = IndexFamily(self._db) if self._has_index_cf else None
         self._get = self._db.get
         self._logged = rocksdict.WriteOptions()
         self._unlogged = rocksdict.WriteOptions()
@@ -146,9 +146,8 @@ class Storage:
         else:
             access = rocksdict.AccessType.read_write()
         families = {META_CF: opts}
-        # The writer creates the index family (create_missing_column_families); a reader
-        # cannot, and opens it only where it exists.
-        self._has_index_cf = not self.read_only or INDEX_CF in _families(self._db_dir(), opts)
+        # The index family exists once an index was defined (define_indexes creates it).
+        self._has_index_cf = INDEX_CF in _families(self._db_dir(), opts)
         if self._has_index_cf:
             families[INDEX_CF] = opts
         return rocksdict.Rdict(self._db_dir(), opts, column_families=families, access_type=access)
@@ -163,7 +162,7 @@ class Storage:
         # Every handle on the database must go before close(), or RocksDB keeps its LOCK.
         db = self.__dict__.pop("_db", None)
         self._recount = None  # its iterator is a handle on the database too
-        for name in ("_meta", "_meta_cf", "_get", "_index", "_index_cf"):
+        for name in ("_meta", "_meta_cf", "_get", "_index"):
             self.__dict__.pop(name, None)
         if db is not None:
             close_when_unborrowed(db.close, self.path)
@@ -202,8 +201,7 @@ class Storage:
         )
 
     def _entries(self, index_id: int) -> int:
-        raw = None if self._index is None else self._index.get(count_key(index_id))
-        return 0 if raw is None else int(I64.unpack(raw)[0])
+        return 0 if self._index is None else self._index.entries(index_id)
 
     def catch_up(self) -> None:
         """A secondary instance: read what the writer logged since the last call (its
@@ -212,6 +210,11 @@ class Storage:
             with self._view_lock:  # not between a reader's two iterators
                 self._db.try_catch_up_with_primary()
             meta = self.read_meta()
+            if meta.indexes and self._index is None:
+                # The writer defined the first index since this instance opened, and a
+                # secondary cannot open a column family later: open the database again.
+                self._close_db()
+                self._open()
         self.load(meta)
 
     def mark_restored(self, now_ms: int) -> None:
@@ -389,16 +392,10 @@ class Storage:
     ) -> dict[str, int] | None:
         """Put in `wb` the index changes of the `staged` keys and the indexes' new entry
         counts; returns the new counts (None: nothing changed)."""
-        indexer = self.indexer
-        if indexer is None or not defs:
+        if self.indexer is None or self._index is None or not defs:
             return None
-        deltas = indexer.update(staged, defs, _IndexBatch(self, wb))
-        entries = dict(self.state.index_entries)
-        for name, delta in deltas.items():
-            if delta:
-                entries[name] = entries.get(name, 0) + delta
-                wb.put(count_key(defs[name].id), I64.pack(entries[name]), self._index_cf)
-        return entries
+        entries = self.state.index_entries
+        return self._index.index_into(wb, self.indexer, staged, defs, entries)
 
     @property
     def index_defs(self) -> Mapping[str, IndexDef]:
@@ -412,10 +409,10 @@ class Storage:
         plan = reconcile(meta.indexes, meta.index_next_id, wanted, self.is_empty())
         if not plan.written and not plan.dropped:
             return
+        family = self._index_family()
         wb = rocksdict.WriteBatch(raw_mode=True)
         for name, old in plan.dropped.items():
-            for begin, end in id_ranges(old.id):
-                wb.delete_range(begin, end, self._index_cf)
+            family.drop_into(wb, old.id)
             wb.delete(index_key(name), self._meta_cf)
             log.info("store %s: dropped index %r (version %d)", self.path, name, old.version)
         for name, new in plan.written.items():
@@ -429,6 +426,14 @@ class Storage:
         entries = {n: self.state.index_entries.get(n, 0) for n in plan.indexes}
         entries.update(dict.fromkeys(plan.written, 0))
         self.state = dataclasses.replace(self.state, indexes=plan.indexes, index_entries=entries)
+
+    def _index_family(self) -> IndexFamily:
+        """The index column family, created if the store has none yet."""
+        if self._index is None:
+            with self._writing():
+                self._db.create_column_family(INDEX_CF, rocksdb_options(self._options))
+            self._index = IndexFamily(self._db)
+        return self._index
 
     def build_index_chunk(
         self, name: str, new: IndexDef, staged: Mapping[bytes, bytes | None]
@@ -539,16 +544,11 @@ class Storage:
         if index is None:
             return iter(())
         with self._view_lock:  # no write between the two: both see the same batches
-            entries, values = index.iter(), self._db.iter()
-        return index_items(entries, values, lower, upper, reverse)
+            return index.items(self._db.iter(), lower, upper, reverse)
 
     def index_count(self, lower: bytes, upper: bytes) -> int:
         """How many index entries lie in [lower, upper)."""
-        index = self._index
-        if index is None:
-            return 0
-        keys: Iterable[bytes] = index.keys(from_key=lower)  # type: ignore[assignment]
-        return sum(1 for _ in itertools.takewhile(lambda k: k < upper, keys))
+        return 0 if self._index is None else self._index.count(lower, upper)
 
     def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to `limit` (key, raw value) pairs from `start` on, for chunked migration."""
@@ -561,22 +561,6 @@ class Storage:
         them across file systems). Writers pause only for the flush."""
         with reported(f"checkpoint of {self.path} into {dest}", dest):
             rocksdict.Checkpoint(self._db).create_checkpoint(str(dest))
-
-
-class _IndexBatch:
-    """indexes.IndexBatch over one WriteBatch: writes to the index column family, and reads
-    of it as it was before the batch."""
-
-    def __init__(self, storage: Storage, wb: rocksdict.WriteBatch) -> None:
-        cf, self._index = storage._index_cf, storage._index
-        self.put: Callable[[bytes, bytes], object] = lambda k, v: wb.put(k, v, cf)
-        self.delete: Callable[[bytes], object] = lambda k: wb.delete(k, cf)
-
-    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
-        if not keys or self._index is None:
-            return [None] * len(keys)
-        values: list[bytes | None] = self._index.get(keys)  # type: ignore[arg-type,assignment]
-        return values
 
 
 def _families(db_dir: str, opts: rocksdict.Options) -> list[str]:

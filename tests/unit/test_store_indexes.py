@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+import rocksdict
 
 from globalstore import IndexNotReady, ReadOnlyStore, SharedStore, UnknownIndex, indexes
 from globalstore.config import StoreConfig
@@ -474,4 +475,24 @@ def test_a_wiped_store_has_its_indexes_built_at_once_and_none_it_is_not_given(
     storage.close()
     storage, _ = _open(tmp_path / "s", {})  # no index given: none left, no entry either
     assert dict(storage.state.indexes) == {} and storage.index_count(b"", b"\xff") == 0
+    storage.close()
+
+
+def test_the_index_family_exists_only_once_an_index_is_defined(tmp_path: Path) -> None:
+    # A store that never had an index keeps the column families a version from before
+    # indexes opens; a secondary opened before the first index finds it at its next catch-up.
+    storage, _ = _open(tmp_path / "s", {})
+    storage.apply(batch(("a", _v("c-1"))), {}, True, 1)
+    db_dir = str(tmp_path / "s" / "db")
+    assert sorted(rocksdict.Rdict.list_cf(db_dir)) == ["default", "meta"]
+    reader = Storage(tmp_path / "s", secondary=tmp_path / "secondary")
+    storage.close()
+
+    storage, build = _open(tmp_path / "s")
+    while not build.step():
+        pass
+    assert sorted(rocksdict.Rdict.list_cf(db_dir)) == ["default", "index", "meta"]
+    reader.catch_up()
+    assert _keys(_View(reader).find("by_courier", "c-1")) == ["a"]
+    reader.close()
     storage.close()

@@ -1,0 +1,89 @@
+"""The index column family: the secondary indexes' entries (indexes.py) in a store's RocksDB.
+
+A store gets the family when its first index is defined (Storage.define_indexes), not
+before: a store that never had an index keeps the column families of a version from before
+indexes, which can still open it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
+import rocksdict
+
+from globalstore.indexes import Indexer, count_key, id_ranges
+from globalstore.meta import I64, INDEX_CF, IndexDef
+from globalstore.storage.scan import index_items
+
+
+class IndexFamily:
+    """The index column family of one open database: its writes go into the caller's
+    WriteBatch, its reads see the database as it is."""
+
+    def __init__(self, db: rocksdict.Rdict) -> None:
+        self._family = db.get_column_family(INDEX_CF)
+        self._handle = db.get_column_family_handle(INDEX_CF)
+
+    def entries(self, index_id: int) -> int:
+        """The stored count of index `index_id`'s (key, index value) entries."""
+        raw = self._family.get(count_key(index_id))
+        return 0 if raw is None else int(I64.unpack(raw)[0])
+
+    def index_into(
+        self,
+        wb: rocksdict.WriteBatch,
+        indexer: Indexer,
+        staged: Mapping[bytes, bytes | None],
+        defs: Mapping[str, IndexDef],
+        entries: Mapping[str, int],
+    ) -> dict[str, int]:
+        """Put in `wb` the index changes of the `staged` keys ({key: stored bytes, None if
+        deleted}) and the new entry counts of the indexes they change; returns the counts
+        after the batch (`entries` are those before it)."""
+        deltas = indexer.update(staged, defs, _IndexBatch(self, wb))
+        after = dict(entries)
+        for name, delta in deltas.items():
+            if delta:
+                after[name] = after.get(name, 0) + delta
+                wb.put(count_key(defs[name].id), I64.pack(after[name]), self._handle)
+        return after
+
+    def drop_into(self, wb: rocksdict.WriteBatch, index_id: int) -> None:
+        """Put in `wb` the deletion of every entry of index `index_id` (range deletions:
+        instant; the space comes back as RocksDB compacts)."""
+        for begin, end in id_ranges(index_id):
+            wb.delete_range(begin, end, self._handle)
+
+    def items(
+        self, values: rocksdict.RdictIter, lower: bytes, upper: bytes, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes, bytes]]:
+        """(index value, key, raw value) of the entries in [lower, upper), each value read
+        from `values`, an iterator over the data opened at the same sequence number as the
+        entries' own, which the caller opens with it (Storage.index_scan)."""
+        return index_items(self._family.iter(), values, lower, upper, reverse)
+
+    def count(self, lower: bytes, upper: bytes) -> int:
+        """How many entries lie in [lower, upper)."""
+        keys: Iterable[bytes] = self._family.keys(from_key=lower)  # type: ignore[assignment]
+        return sum(1 for _ in itertools.takewhile(lambda k: k < upper, keys))
+
+    def flush(self) -> None:
+        self._family.flush()
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        if not keys:
+            return []
+        values: list[bytes | None] = self._family.get(keys)  # type: ignore[arg-type,assignment]
+        return values
+
+
+class _IndexBatch:
+    """indexes.IndexBatch over one WriteBatch: writes to the index column family, and reads
+    of it as it was before the batch."""
+
+    def __init__(self, family: IndexFamily, wb: rocksdict.WriteBatch) -> None:
+        handle = family._handle
+        self.put: Callable[[bytes, bytes], object] = lambda k, v: wb.put(k, v, handle)
+        self.delete: Callable[[bytes], object] = lambda k: wb.delete(k, handle)
+        self.get_many = family.get_many
