@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,15 +139,19 @@ WRITERS = {
 }
 
 
-def fill_topic(bootstrap: str, topic: str, keys: int, writer: str) -> float:
-    """Produce `keys` distinct keys with ~200-byte JSON values; returns seconds taken."""
+def fill_topic(
+    bootstrap: str, topic: str, keys: int, writer: str, make: Callable[[int], Any] | None = None
+) -> float:
+    """Produce `keys` distinct keys with ~200-byte JSON values (or `make(i)`); returns seconds
+    taken."""
     producer = Producer(
         {"bootstrap.servers": bootstrap, "queue.buffering.max.messages": 500_000, **WRITERS[writer]}
     )
     headers, pad = format_headers(), value_padding()
     began = time.perf_counter()
     for i in range(keys):
-        key, value = encode_key(key_of(i)), encode_value(value_of(i, pad))
+        value = encode_value(value_of(i, pad) if make is None else make(i))
+        key = encode_key(key_of(i))
         while True:
             try:
                 producer.produce(topic, key=key, value=value, headers=headers)
