@@ -1,20 +1,21 @@
 """Point reads without a broker: get, get_many and their parts, on a store directory filled
-through the storage API (the records a restore of the benchmark topic writes), then read with
+through the storage API with the records of bench_store.py's topic, then read with
 ReadOnlyStore (the query code every store face shares).
 
     python benchmarks/bench_reads.py                          # 1M keys, 5 rounds
     python benchmarks/bench_reads.py --keys 100000 --rounds 3 # a quick check
+    python benchmarks/bench_reads.py --path /tmp/s --rounds 7 # keep the store, reuse it
 
-Two workloads, each in every round, alternating:
-  cold  keys drawn at random from all the keys, new ones every round: the block cache holds a
-        fraction of the values, so most reads decompress a block read from the table file
-        (this is what bench_store.py measures);
-  hot   keys drawn at random from a set of --hot keys read once before: every block is in
-        the block cache.
-get_many and the loop of get read the same keys, batch by batch, which one goes first
-alternating (the second would find the blocks the first just cached). The parts are the
-same reads without the query layer: rocksdict's get and multi-get on bytes keys, and
-codec.decode alone on the values they return.
+Workloads, each on a store (so a block cache) of its own, in turn in every round:
+  cold        keys drawn at random from all the keys, new ones every round: the block cache
+              holds a fraction of the values, so most reads decompress a block read from a
+              table file (what bench_store.py measures);
+  cold, mmap  the same with mmap_reads=True;
+  hot         keys drawn at random from --hot keys read once before: all blocks cached.
+The reads: get_many, a loop of get, and their parts without the query layer (rocksdict's
+get and multi-get on bytes keys, codec.decode alone on values already read). Batch by batch,
+every read takes its turn in a rotating order, on keys of its own. Then bench_store.py's
+comparison: get_many and the loop on the same keys, which goes first alternating.
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ Rates = dict[str, list[float]]
 
 
 def fill(path: Path, keys: int) -> None:
-    """A store of `keys` keys of ~200-byte values, written as a bulk restore writes them
-    (6 partitions, interleaved), then counted and marked restored."""
+    """A store of `keys` keys of ~200-byte values, written in key order in bulk batches as a
+    restore writes them (which writes them partition by partition, so its first table
+    files overlap more until compacted), then counted and marked restored."""
     storage = Storage(path)
     storage.initialise("bench-reads", None, 1)
     pad, headers = value_padding(), format_headers()
@@ -131,7 +133,7 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=100_000, help="keys read per measurement")
     parser.add_argument("--batch", type=int, default=100, help="keys per get_many call")
     parser.add_argument("--hot", type=int, default=5_000, help="keys in the hot set")
-    parser.add_argument("--path", type=Path, help="store directory to fill (kept) or reuse")
+    parser.add_argument("--path", type=Path, help="store directory: filled if empty, kept")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-reads-"))
     path = args.path or workdir / "store"
