@@ -163,9 +163,7 @@ class Expiring(Protocol):
     @property
     def time_cursor(self) -> bytes | None: ...
 
-    def expired_entries(self, cutoff_ms: int, limit: int) -> list[bytes]: ...
-
-    def purge(self, entries: list[bytes]) -> list[bytes]: ...
+    def purge(self, cutoff_ms: int, limit: int) -> tuple[int, list[bytes]]: ...
 
     def build_chunk(self, limit: int) -> int: ...
 
@@ -191,10 +189,9 @@ class Purge:
             if self.storage.build_chunk(self.chunk) < self.chunk:
                 log.info("time index built")
             return []
-        entries = self.storage.expired_entries(cutoff(self.ttl_ms), self.chunk)
-        deleted = self.storage.purge(entries) if entries else []
+        entries, deleted = self.storage.purge(cutoff(self.ttl_ms), self.chunk)
         self.purged += len(deleted)
-        if len(entries) < self.chunk:
+        if entries < self.chunk:
             self._due = now + self.idle
         return deleted
 

@@ -115,7 +115,7 @@ class TimeIndex:
 
     # -- the purge ---------------------------------------------------------------------------
 
-    def expired_entries(self, cutoff_ms: int, limit: int) -> list[bytes]:
+    def _expired_entries(self, cutoff_ms: int, limit: int) -> list[bytes]:
         """Up to `limit` time entries older than `cutoff_ms`, oldest first."""
         index = self._s._index
         if index is None:
@@ -124,12 +124,18 @@ class TimeIndex:
         keys: Iterable[bytes] = index.keys(from_key=lower)  # type: ignore[assignment]
         return list(itertools.islice(itertools.takewhile(lambda k: k < upper, keys), limit))
 
-    def purge(self, entries: list[bytes]) -> list[bytes]:
-        """Delete the keys of these time entries, their secondary index entries, the time
-        entries and their share of the counts, in one batch; returns the keys deleted. A key
-        is deleted only if its value still has the entry's timestamp (the entry of a key
-        rewritten since is gone with the rewrite: this only guards against a stale one)."""
+    def purge(self, cutoff_ms: int, limit: int) -> tuple[int, list[bytes]]:
+        """Delete the keys of up to `limit` time entries older than `cutoff_ms` (oldest
+        first), their secondary index entries, the time entries and their share of the
+        counts, in one batch; returns (time entries removed, keys deleted). Called between
+        applies, so no write comes between reading the entries and deleting them. A key is
+        deleted only if its value still has the entry's timestamp: a key rewritten since
+        its entry was written has no entry at the old timestamp any more (the rewrite
+        deleted it), so this only guards against an entry left stale by damage."""
         s = self._s
+        entries = self._expired_entries(cutoff_ms, limit)
+        if not entries:
+            return 0, []
         pairs = [ttl.split_time_key(e) for e in entries]
         keys = [k for _, k in pairs]
         values: list[bytes | None] = s._db.get(keys)  # type: ignore[arg-type,assignment]
@@ -159,7 +165,7 @@ class TimeIndex:
             time_entries=time_entries,
             index_entries=s.state.index_entries if index_entries is None else index_entries,
         )
-        return deleted
+        return len(entries), deleted
 
     # -- the build ---------------------------------------------------------------------------
 
