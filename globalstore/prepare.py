@@ -133,7 +133,8 @@ class Preparation:
         migration = migrate.Migration(storage, config.value_formats(), config.topic)
         migration.begin()
         indexing = define_indexes(storage, config)
-        return Prepared(restore_plan, migration, reason, indexing, define_ttl(storage, config))
+        purge = define_ttl(storage, config, bulk=not restore_plan.exact_count)
+        return Prepared(restore_plan, migration, reason, indexing, purge)
 
     def _refuse_if_unreadable(self) -> None:
         if self.config.unreadable_store is not OnUnreadable.REFUSE:
@@ -172,9 +173,10 @@ def define_indexes(storage: Storage, config: StoreConfig) -> IndexBuild:
     return IndexBuild(storage, config.index_build_chunk)
 
 
-def define_ttl(storage: Storage, config: StoreConfig) -> ttl.Purge | None:
+def define_ttl(storage: Storage, config: StoreConfig, bulk: bool = False) -> ttl.Purge | None:
     """Before any record is applied: keep a time index if the config has a ttl, drop it if
-    not (ttl.py). Returns the purge of the expired keys (None without a ttl)."""
+    not (ttl.py); a `bulk` restore has it built after ready. Returns the purge of the
+    expired keys, which builds the time index first (None without a ttl)."""
     ttl_ms = ttl.to_ms(config.ttl)
-    storage.time.define(ttl_ms)
+    storage.time.define(ttl_ms, bulk)
     return None if ttl_ms is None else ttl.Purge(storage.time, ttl_ms)

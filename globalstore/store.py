@@ -297,7 +297,9 @@ class GlobalStore(StoreQueries):
             while True:
                 storage = self._ready_storage()
                 count = storage.state.count
-                if count is not None:
+                # With a ttl, the expired keys are counted over the time index: waits for
+                # its build too, which follows a bulk restore as the count does.
+                if count is not None and storage.state.time_cursor is None:
                     return self._unexpired_count(storage, count)
                 self._raise_if_stopped()
                 self._applied.wait(0.1)

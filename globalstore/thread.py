@@ -255,6 +255,7 @@ class StoreThread(threading.Thread):
             return False
         deleted = purge.step()
         if deleted:
+            self._publish()  # the count of keys purged
             self.on_applied()
             if self._report_changes:
                 self.listener.on_changes(self.config.topic, [], [k.decode() for k in deleted])

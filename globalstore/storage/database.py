@@ -328,7 +328,7 @@ class Storage:
         indexes or a time index, ones that also note {key: stored bytes, None if deleted},
         the last write of each key, which _commit indexes. Either loop calls them, so both
         index alike."""
-        if self.indexer is None and not self.state.time_index:
+        if self.indexer is None and not self.time.tracks_writes:
             return wb.put, wb.delete, None
         staged: dict[bytes, bytes | None] = {}
 

@@ -238,6 +238,27 @@ def test_turning_the_ttl_on_builds_the_time_index_and_off_drops_it(tmp_path: Pat
     storage.close()
 
 
+def test_a_bulk_restore_writes_no_time_entries_and_builds_them_after(tmp_path: Path) -> None:
+    """A bulk restore starts the time index over (its old entries dropped at once) and
+    leaves it to the build after ready; the batches write values only, on both loops."""
+    storage, _ = _open(tmp_path / "s")
+    _apply(storage, _rec("a", _v("c-1"), OLD, 0), _rec("b", _v("c-1"), NOW, 1))
+    assert storage.state.time_entries == 2
+    purge = define_ttl(storage, StoreConfig(TOPIC, "f:1", storage.path, ttl=TTL), bulk=True)
+    assert purge is not None and storage.state.time_cursor == b""
+    purge.chunk, purge.idle = 3, 0.0
+    assert _time_entries(storage) == set() and storage.state.time_entries == 0
+    assert not storage.time.tracks_writes
+    records = [_rec("c", _v("c-1"), OLD, 2), _rec("a", _v("c-2"), OLD + 1, 3)]
+    storage.apply_native(_LikeTheCLoop(records), 0.0, NOW)
+    storage.apply([_rec("d", _v("c-1"), NOW, 4)], {}, False, NOW)
+    assert _time_entries(storage) == set()  # nothing indexed while restoring
+    assert purge.step() == [] and purge.step() == [] and storage.state.time_cursor is None
+    assert _time_entries(storage) == {(OLD + 1, b"a"), (NOW, b"b"), (OLD, b"c"), (NOW, b"d")}
+    assert purge.step() == [b"c", b"a"] and storage.state.time_entries == 2
+    storage.close()
+
+
 def test_a_read_only_store_hides_what_the_writers_ttl_expires(tmp_path: Path) -> None:
     """Another process knows the ttl from the meta column family: it needs no setting."""
     storage, _, _ = _filled(tmp_path / "s")
