@@ -128,9 +128,9 @@ def changes(
 ) -> tuple[list[bytes], list[bytes]]:
     """(entries to delete, entries to put) for the keys a batch wrote, given their old
     stored bytes and {key: new stored bytes, None if deleted}. An unchanged timestamp
-    deletes nothing. timestamp() inlined: this runs for every record a restore writes."""
+    deletes nothing. timestamp() inlined: this runs for every key a batch writes."""
     deletes, puts = [], []
-    unpack, pack, size, at = _I64.unpack_from, _TS.pack, _HEADER_SIZE, _TS_AT
+    unpack, size, at = _I64.unpack_from, _HEADER_SIZE, _TS_AT
     for key, old in zip(keys, olds, strict=True):
         new = news[key]
         old_ts = unpack(old, at)[0] if old is not None and len(old) >= size and old[0] == 1 else -1
@@ -138,9 +138,9 @@ def changes(
         if old_ts == new_ts:
             continue
         if old_ts >= 0:  # a negative timestamp is none (UNKNOWN): it has no entry
-            deletes.append(TIME + pack(old_ts) + key)
+            deletes.append(time_key(old_ts, key))
         if new_ts >= 0:
-            puts.append(TIME + pack(new_ts) + key)
+            puts.append(time_key(new_ts, key))
     return deletes, puts
 
 

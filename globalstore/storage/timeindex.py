@@ -185,15 +185,13 @@ class TimeIndex:
         pairs = s.keys_from(state.time_cursor, limit)
         wb = rocksdict.WriteBatch(raw_mode=True)
         cf = s._index_cf
-        added = 0
-        for key, raw in pairs:
-            ts = ttl.timestamp(raw)
-            if ts is not None:
-                wb.put(ttl.time_key(ts, key), b"", cf)
-                added += 1
+        keys = [key for key, _ in pairs]
+        _, puts = ttl.changes(keys, [None] * len(keys), dict(pairs))  # none had an entry
+        for entry in puts:
+            wb.put(entry, b"", cf)
         # The smallest key after the last one indexed: where the next chunk starts.
         cursor = None if len(pairs) < limit else pairs[-1][0] + b"\x00"
-        entries = state.time_entries + added
+        entries = state.time_entries + len(puts)
         wb.put(ttl.TIME, I64.pack(entries), cf)
         wb.put(K_TIME_INDEX, ttl.cursor_entry(cursor), s._meta_cf)
         s._write(wb)
