@@ -104,7 +104,7 @@ class StoreQueries:
 
     def _lookup_unavailable(self, key: bytes) -> bytes | None:
         storage = self._ready_storage()  # raises StoreNotReady / StoreClosed
-        return ttl.hiding(storage.get, storage.state.ttl_ms)(key)
+        return ttl.visible(storage.get(key), storage.state.ttl_ms)
 
     # -- scans -------------------------------------------------------------------------------
 

@@ -245,9 +245,11 @@ class SharedStore(StoreQueries):
 
             def lookup(key: bytes) -> bytes | None:
                 fresh()
-                return live.current.get(key)  # at each call: a swap replaces the copy
+                copy = live.current  # at each call: a swap replaces the copy
+                # The writer's ttl as last caught up: a restart of the writer may change it.
+                return ttl.visible(copy.get(key), copy.storage.state.ttl_ms)
 
-            self._lookup = ttl.hiding(lookup, storage.state.ttl_ms)
+            self._lookup = lookup
         else:
             # A point read that took the old copy just before may still be on it: it is
             # closed at the next swap, when nothing can still hold it.

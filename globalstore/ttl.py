@@ -113,6 +113,13 @@ def hiding(lookup: Lookup, ttl_ms: int | None) -> Lookup:
     return live
 
 
+def visible(raw: bytes | None, ttl_ms: int | None) -> bytes | None:
+    """`raw`, or None if it is expired under `ttl_ms` (None: no ttl)."""
+    if raw is None or ttl_ms is None or not is_expired(raw, cutoff(ttl_ms)):
+        return raw
+    return None
+
+
 def unexpired(
     pairs: Iterable[tuple[bytes, bytes]], cutoff_ms: int
 ) -> Iterator[tuple[bytes, bytes]]:

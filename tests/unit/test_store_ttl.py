@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from globalstore import ReadOnlyStore, ttl
+from globalstore import ReadOnlyStore, SharedStore, ttl
 from globalstore.codec import pack
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
@@ -24,6 +24,7 @@ from globalstore.storage import Applied, Record, Storage
 from globalstore.storage.records import fill
 from globalstore.thread import StoreThread
 from tests.unit.store_fakes import FakeConsumer, Msg
+from tests.unit.test_shared_store import Writer
 from tests.unit.test_store_indexes import FNS, TOPIC, _v, _View
 
 TTL = 60.0  # seconds
@@ -268,6 +269,29 @@ def test_a_read_only_store_hides_what_the_writers_ttl_expires(tmp_path: Path) ->
         assert reader.count() == 3
         status = reader.status().ttl
         assert status is not None and status.seconds == TTL and status.time_index_entries == 4
+
+
+def test_a_shared_reader_hides_what_the_writers_ttl_expires(tmp_path: Path) -> None:
+    """A SharedStore (a RocksDB secondary) reads the ttl the writer stored, and follows it
+    when the writer's ttl changes."""
+    storage = Storage(tmp_path)
+    writer = Writer(tmp_path, storage)  # initialises the store
+    try:
+        storage.load(storage.read_meta())
+        define_ttl(storage, StoreConfig(TOPIC, "f:1", tmp_path, ttl=TTL))
+        storage.apply([_rec("old", "1", OLD, 0), _rec("new", "2", NOW, 1)], {}, True, 0)
+        writer.announcer.wake()
+        with SharedStore(tmp_path).start(timeout=5) as shared:
+            assert shared.get("old") is None and list(shared.keys()) == ["new"]
+            assert shared.count() == 1 and shared.get_many(["old", "new"]) == {"new": 2}
+            # The writer restarts with a ttl of three hours: "old" (an hour old) is back.
+            define_ttl(storage, StoreConfig(TOPIC, "f:1", tmp_path, ttl=3 * 3600))
+            storage.apply([_rec("more", "3", NOW, 2)], {}, True, 0)
+            writer.announcer.wake()
+            assert shared.get("more") == 3 and shared.get("old") == 1
+            assert shared.count() == 3
+    finally:
+        writer.close()
 
 
 def test_the_store_thread_purges_while_it_follows(tmp_path: Path) -> None:
