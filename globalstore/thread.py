@@ -187,7 +187,10 @@ class StoreThread(threading.Thread):
                     self._track_sync(now)
                     if self._chores and self._chores[0]():
                         self._chores.pop(0)
-                    follow.busy = bool(self._chores) or self._purge_step(prepared.purge)
+                    # Beside the chores, never after them: expired keys must not wait for a
+                    # long migration to leave the disk (each write keeps the purge right).
+                    purging = self._purge_step(prepared.purge)
+                    follow.busy = bool(self._chores) or purging
                 if now >= next_metadata and source is follow:
                     next_metadata = now + config.metadata_interval
                     self._discover_partitions(follow)

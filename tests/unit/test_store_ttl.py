@@ -181,6 +181,22 @@ def test_the_purge_deletes_expired_keys_in_chunks_and_the_time_index_shrinks(
     storage.close()
 
 
+def test_a_purge_during_the_recount_after_a_bulk_restore_keeps_the_count_exact(
+    tmp_path: Path,
+) -> None:
+    storage, purge = _open(tmp_path / "s")
+    storage.apply(
+        [_rec(f"k{i}", _v("c-1"), OLD if i < 5 else NOW, i) for i in range(8)], {}, False, NOW
+    )
+    assert storage.state.count is None  # a bulk apply: counted after
+    storage.begin_recount()
+    assert len(purge.step()) == 3 and storage.state.count is None
+    assert storage.recount_step(2) is None  # the recount's view still holds the purged keys
+    assert len(purge.step()) == 2
+    assert storage.recount_step(100) == 3 == storage.read_meta().count
+    storage.close()
+
+
 def test_a_stale_time_entry_never_deletes_the_value_it_no_longer_matches(
     tmp_path: Path,
 ) -> None:
