@@ -226,8 +226,11 @@ class StoreQueries:
         with a ttl, a seek per key too, to leave the expired ones out)."""
         storage, d = self._index_def(index)
         lower, upper = indexes.bounds(d.id, value)
-        if storage.state.ttl_ms is not None:
-            return sum(1 for _ in self.find_matches(index, value))
+        ttl_ms = storage.state.ttl_ms
+        if ttl_ms is not None:  # no value decoded: a bad one counts, as without a ttl
+            cutoff = ttl.cutoff(ttl_ms)
+            found = self._guard(lambda: storage.index_scan(lower, upper, False))
+            return sum(1 for _, _, raw in self._guarded(found) if not ttl.is_expired(raw, cutoff))
         return self._guard(lambda: storage.index_count(lower, upper))
 
     def _unexpired_count(self, storage: Storage, count: int) -> int:
