@@ -17,8 +17,11 @@ header (one multi-get per batch). A key rewritten since an entry was read theref
 entry at the old timestamp any more, and a purge never deletes a fresher value.
 
 The meta entry "time_index" says whether the store has that index: "built", or the cursor of
-its background build (a store that had no ttl, now given one). Without a ttl the store keeps
-no time index at all (dropped at start with one range deletion).
+its background build, which runs on the store thread before the purge: after a bulk restore
+(which writes no time entries: indexing each record doubled its apply) and in a store that
+had no ttl and now has one. Meanwhile writes index only the keys before the cursor; the
+build indexes the others with their values of then. Without a ttl the store keeps no time
+index at all (dropped at start with one range deletion).
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ log = logging.getLogger(__name__)
 
 TIME = b"t"  # the time entries' prefix in the index column family; alone, their count
 _TS = struct.Struct(">Q")
-_TS_END = TIME + b"\xff" * _TS.size  # above every entry's timestamp part
 _V1 = 1
 _HEADER_SIZE = HEADER.size
 _TS_AT = 2  # offset of the timestamp in codec.HEADER (layout u8, format u8, then ts i64)
@@ -168,7 +170,7 @@ def cursor_entry(cursor: bytes | None) -> bytes:
 
 
 class Expiring(Protocol):
-    """What the purge and the build need of the storage (storage/database.py)."""
+    """What the purge and the build need of the storage (storage/timeindex.py)."""
 
     @property
     def time_cursor(self) -> bytes | None: ...
