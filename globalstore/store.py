@@ -298,8 +298,12 @@ class GlobalStore(StoreQueries):
                 storage = self._ready_storage()
                 count = storage.state.count
                 # With a ttl, the expired keys are counted over the time index: waits for
-                # its build too, which follows a bulk restore as the count does.
-                if count is not None and storage.state.time_cursor is None:
+                # its build too, which follows a bulk restore as the count does (a store
+                # that failed meanwhile builds no more: its keys are counted over a scan).
+                building = storage.state.time_cursor is not None
+                if count is not None and (
+                    not building or self._live_thread().status.state is State.FAILED
+                ):
                     return self._unexpired_count(storage, count)
                 self._raise_if_stopped()
                 self._applied.wait(0.1)

@@ -5,6 +5,7 @@ store thread's purge, and the settings refused."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from globalstore import ReadOnlyStore, SharedStore, ttl
+from globalstore import GlobalStore, ReadOnlyStore, SharedStore, ttl
 from globalstore.codec import pack
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
@@ -342,6 +343,52 @@ def test_the_store_thread_purges_while_it_follows(tmp_path: Path) -> None:
     finally:
         thread.stop()
         thread.join()
+
+
+class _Faked(GlobalStore):
+    """A GlobalStore whose thread reads a fake consumer and is prepared as `prepare` says."""
+
+    def __init__(self, consumer: FakeConsumer, prepare: Any, **settings: Any) -> None:
+        super().__init__(**settings)
+        self._consumer, self._prepare = consumer, prepare
+
+    def _make_thread(self, config: StoreConfig, storage: Storage, *_args: Any) -> StoreThread:
+        return StoreThread(
+            config,
+            storage,
+            (),
+            self._notify_applied,
+            consumer_factory=lambda _c: self._consumer,
+            prepare=functools.partial(self._prepare, storage, config),
+        )
+
+
+def test_count_waits_for_the_time_index_build_and_scans_once_the_store_failed(
+    tmp_path: Path,
+) -> None:
+    def prepare(storage: Storage, config: StoreConfig, *_args: Any) -> Prepared:
+        storage.initialise(TOPIC, None, 0)
+        storage.load(storage.read_meta())
+        define_ttl(storage, config, bulk=True)  # and no purge: its build never runs
+        return Prepared(
+            Plan({0: 0}, {0: 3}, True), Migration(storage, config.value_formats(), TOPIC)
+        )
+
+    produced = [Msg(b"a", b"1", 0, 0, OLD), Msg(b"b", b"2", 0, 1, NOW), Msg(b"c", b"3", 0, 2, NOW)]
+    consumer = FakeConsumer(TOPIC, {0: produced})
+    store = _Faked(
+        consumer, prepare, topic=TOPIC, bootstrap_servers="f:1", path=tmp_path, ttl=TTL,
+        poll_timeout=0.005, out_of_range="stop", check_topic_config=False,
+    )  # fmt: skip
+    with store.start(timeout=10):
+        counted: list[int] = []
+        counting = threading.Thread(target=lambda: counted.append(store.count()))
+        counting.start()
+        counting.join(0.3)
+        assert counting.is_alive() and store.status().ttl.time_index_ready is False  # type: ignore[union-attr]
+        consumer.out_of_range = 0  # the thread stops: the build will never end
+        counting.join(10)
+        assert counted == [2]
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, "60", float("nan"), float("inf")])
