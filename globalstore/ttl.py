@@ -125,8 +125,13 @@ def visible(raw: bytes | None, ttl_ms: int | None) -> bytes | None:
 def unexpired(
     pairs: Iterable[tuple[bytes, bytes]], cutoff_ms: int
 ) -> Iterator[tuple[bytes, bytes]]:
-    """The (key, raw value) pairs whose value is not expired at `cutoff_ms`."""
-    return ((k, raw) for k, raw in pairs if not is_expired(raw, cutoff_ms))
+    """The (key, raw value) pairs whose value is not expired at `cutoff_ms` (is_expired()
+    inlined: a function call per key is a sizeable part of a scan)."""
+    unpack, size, at = _I64.unpack_from, _HEADER_SIZE, _TS_AT
+    for key, raw in pairs:
+        if len(raw) >= size and raw[0] == _V1 and 0 <= unpack(raw, at)[0] < cutoff_ms:
+            continue
+        yield key, raw
 
 
 # -- the time index's changes in one batch ---------------------------------------------------
