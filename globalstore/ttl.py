@@ -18,7 +18,7 @@ entry at the old timestamp any more, and a purge never deletes a fresher value.
 
 The meta entry "time_index" says whether the store has that index: "built", or the cursor of
 its background build, which runs on the store thread before the purge: after a bulk restore
-(which writes no time entries: indexing each record doubled its apply) and in a store that
+(which writes no time entries: indexing each record quadrupled its apply) and in a store that
 had no ttl and now has one. Meanwhile writes index only the keys before the cursor; the
 build indexes the others with their values of then. Without a ttl the store keeps no time
 index at all (dropped at start with one range deletion).
