@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -111,6 +112,10 @@ class StoreConfig:
     indexes: Mapping[str, IndexFn] = field(default_factory=dict)
     index_versions: Mapping[str, int] = field(default_factory=dict)
     index_build_chunk: int = 2_000
+    # Time to live in seconds (ttl.py): a key whose newest record's timestamp is older is
+    # left out of every query at once, and purged from disk in the background. None: keys
+    # live until a tombstone deletes them.
+    ttl: float | None = None
     # A store in a layout or value format this version cannot read (written by a newer
     # version), and offsets out of range while following (heal.py). Their names as
     # strings ("refuse", "stop") are accepted too.
@@ -125,6 +130,7 @@ class StoreConfig:
         if self.transform is not None and not callable(self.transform):
             raise ConfigurationError(f"transform is not callable: {self.transform!r}")
         check_indexes(self.indexes, self.index_versions)
+        check_ttl(self.ttl)
         object.__setattr__(self, "indexes", dict(self.indexes))
         object.__setattr__(self, "index_versions", dict(self.index_versions))
         version = self.transform_version
@@ -238,6 +244,16 @@ _CONSUMER_ONLY_SETTINGS = frozenset(
         "statistics.interval.ms",
     }
 )
+
+
+def check_ttl(ttl: Any) -> None:
+    """ConfigurationError unless `ttl` is None or a positive, finite number of seconds."""
+    if ttl is None:
+        return
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
+        raise ConfigurationError(
+            f"ttl must be a positive number of seconds (or None for no ttl), not {ttl!r}"
+        )
 
 
 def check_indexes(indexes: Mapping[str, Any], versions: Mapping[str, Any]) -> None:

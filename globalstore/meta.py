@@ -21,6 +21,8 @@ Keys (column family "meta"):
     offset:<p>     next offset of partition p, written in the same batch as the data (contract 2)
     index:<name>   a secondary index (indexes.py): JSON {id, version, built, cursor, scanned}
     index.next_id  the id the next index defined gets (ids are never reused)
+    ttl            the store's time to live (ms, i64; ttl.py), for readers in other processes
+    time_index     "built", or "cursor:<hex>" while the time index is built (ttl.py)
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ K_TRANSFORM_FORMAT = b"transform.format"
 OFFSET_PREFIX = b"offset:"
 INDEX_PREFIX = b"index:"
 K_INDEX_NEXT_ID = b"index.next_id"
+K_TTL = b"ttl"
+K_TIME_INDEX = b"time_index"
 
 
 def offset_key(partition: int) -> bytes:
@@ -113,6 +117,8 @@ class Meta:
     transform_format: int | None = None  # the value format that transform was given
     indexes: dict[str, IndexDef] = field(default_factory=dict)  # by name
     index_next_id: int = 1
+    ttl_ms: int | None = None  # the writer's time to live, if it has one
+    time_index: bytes | None = None  # K_TIME_INDEX as stored (ttl.parse_cursor reads it)
 
 
 def _opt_int(raw: bytes | None) -> int | None:
@@ -153,6 +159,8 @@ def parse_meta(
                 break
             meta.offsets[int(key[len(OFFSET_PREFIX) :])] = I64.unpack(value)[0]
         meta.index_next_id = _opt_int(get(K_INDEX_NEXT_ID)) or 1
+        meta.ttl_ms = _opt_i64(get(K_TTL))
+        meta.time_index = get(K_TIME_INDEX)
         for key, value in from_indexes:
             if not key.startswith(INDEX_PREFIX):
                 break

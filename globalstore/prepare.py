@@ -18,7 +18,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from globalstore import migrate, plan, snapshot, topic, transform
+from globalstore import migrate, plan, snapshot, topic, transform, ttl
 from globalstore.config import OnUnreadable, StoreConfig
 from globalstore.converters import decoder
 from globalstore.errors import BrokerUnavailable, DamagedLayoutError, UnreadableStore
@@ -41,6 +41,7 @@ class Prepared:
     migration: migrate.Migration
     rebuild_reason: str | None = None
     indexing: IndexBuild | None = None  # builds the indexes not built yet, if any
+    purge: ttl.Purge | None = None  # a store with a ttl: purges its expired keys
 
 
 # What a store thread calls to prepare: (its consumer, its stop event, a callback that
@@ -131,7 +132,9 @@ class Preparation:
         # Before any record is applied: the meta must name what readers need first.
         migration = migrate.Migration(storage, config.value_formats(), config.topic)
         migration.begin()
-        return Prepared(restore_plan, migration, reason, define_indexes(storage, config))
+        indexing = define_indexes(storage, config)
+        purge = define_ttl(storage, config, bulk=not restore_plan.exact_count)
+        return Prepared(restore_plan, migration, reason, indexing, purge)
 
     def _refuse_if_unreadable(self) -> None:
         if self.config.unreadable_store is not OnUnreadable.REFUSE:
@@ -168,3 +171,12 @@ def define_indexes(storage: Storage, config: StoreConfig) -> IndexBuild:
         Indexer(config.indexes, decoder(config.value_formats()), config.topic) if wanted else None
     )
     return IndexBuild(storage, config.index_build_chunk)
+
+
+def define_ttl(storage: Storage, config: StoreConfig, bulk: bool = False) -> ttl.Purge | None:
+    """Before any record is applied: keep a time index if the config has a ttl, drop it if
+    not (ttl.py); a `bulk` restore has it built after ready. Returns the purge of the
+    expired keys, which builds the time index first (None without a ttl)."""
+    ttl_ms = ttl.to_ms(config.ttl)
+    storage.time.define(ttl_ms, bulk)
+    return None if ttl_ms is None else ttl.Purge(storage.time, ttl_ms)

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn, TypeVar, Unpack
 
-from globalstore import codec, indexes
+from globalstore import codec, indexes, ttl
 from globalstore.errors import (
     GlobalStoreError,
     IndexNotReady,
@@ -21,7 +21,7 @@ from globalstore.errors import (
     UnknownIndex,
 )
 from globalstore.meta import IndexDef
-from globalstore.reader import IndexStatus, ScanFilters
+from globalstore.reader import IndexStatus, ScanFilters, TtlStatus
 from globalstore.storage import Storage, StorageState
 
 _T = TypeVar("_T")
@@ -86,8 +86,13 @@ class StoreQueries:
         (docs/benchmarks.md, "Point reads")."""
         wanted = list(keys)
         encoded = [key.encode() for key in wanted]
-        raws = self._guard(lambda: self._ready_storage().get_many(encoded))
+        storage = self._ready_storage()
+        raws = self._guard(lambda: storage.get_many(encoded))
         decode, topic = self._decode, self.topic
+        ttl_ms = storage.state.ttl_ms
+        if ttl_ms is not None:
+            cutoff = ttl.cutoff(ttl_ms)
+            raws = [None if r is None or ttl.is_expired(r, cutoff) else r for r in raws]
         return {
             key: decode(raw, k, topic)
             for key, k, raw in zip(wanted, encoded, raws, strict=True)
@@ -101,7 +106,8 @@ class StoreQueries:
             self._reraise(exc)
 
     def _lookup_unavailable(self, key: bytes) -> bytes | None:
-        return self._ready_storage().get(key)  # raises StoreNotReady / StoreClosed
+        storage = self._ready_storage()  # raises StoreNotReady / StoreClosed
+        return ttl.visible(storage.get(key), storage.state.ttl_ms)
 
     # -- scans -------------------------------------------------------------------------------
 
@@ -166,7 +172,11 @@ class StoreQueries:
         limit: int | None,
     ) -> Iterator[tuple[bytes, bytes]]:
         lower, upper = _bounds(prefix, start, end)
-        scan = self._ready_storage().scan(lower, upper, reverse)
+        storage = self._ready_storage()
+        scan = storage.scan(lower, upper, reverse)
+        ttl_ms = storage.state.ttl_ms
+        if ttl_ms is not None:  # expired keys are left out (ttl.py)
+            scan = ttl.unexpired(scan, ttl.cutoff(ttl_ms))
         return scan if limit is None else itertools.islice(scan, max(0, limit))
 
     # -- secondary indexes (indexes.py) ------------------------------------------------------
@@ -203,6 +213,10 @@ class StoreQueries:
             lower, upper = indexes.past(d.id, after, lower, upper, reverse)
         # The view is fixed here: both iterators are opened now.
         scan = self._guard(lambda: storage.index_scan(lower, upper, reverse))
+        ttl_ms = storage.state.ttl_ms
+        if ttl_ms is not None:  # expired keys are left out (ttl.py)
+            cutoff = ttl.cutoff(ttl_ms)
+            scan = (found for found in scan if not ttl.is_expired(found[2], cutoff))
         if limit is not None:
             scan = itertools.islice(scan, max(0, limit))
         decode, topic = self._decode, self.topic
@@ -211,10 +225,28 @@ class StoreQueries:
         )
 
     def find_count(self, index: str, value: str) -> int:
-        """How many keys have index value `value` (counted over the index: one step per key)."""
+        """How many keys have index value `value` (counted over the index: one step per key;
+        with a ttl, a seek per key too, to leave the expired ones out)."""
         storage, d = self._index_def(index)
         lower, upper = indexes.bounds(d.id, value)
+        ttl_ms = storage.state.ttl_ms
+        if ttl_ms is not None:  # no value decoded: a bad one counts, as without a ttl
+            cutoff = ttl.cutoff(ttl_ms)
+            found = self._guard(lambda: storage.index_scan(lower, upper, False))
+            return sum(1 for _, _, raw in self._guarded(found) if not ttl.is_expired(raw, cutoff))
         return self._guard(lambda: storage.index_count(lower, upper))
+
+    def _unexpired_count(self, storage: Storage, count: int) -> int:
+        """`count`, the stored count of live keys, less the expired ones (ttl.py): those of
+        the time index below the cutoff, not purged yet. While the time index is being built
+        it cannot say: the keys are counted over a scan then."""
+        ttl_ms = storage.state.ttl_ms
+        if ttl_ms is None:
+            return count
+        if storage.state.time_cursor is not None:
+            return sum(1 for _ in self.keys())
+        live = self._guard(lambda: storage.time.live_count(ttl.cutoff(ttl_ms)))
+        return count if live is None else live
 
     def _index_def(self, index: str) -> tuple[Storage, IndexDef]:
         storage = self._ready_storage()
@@ -265,6 +297,13 @@ def index_statuses(state: StorageState, failures: Mapping[str, int]) -> dict[str
         )
         for name, d in sorted(state.indexes.items())
     }
+
+
+def ttl_status(state: StorageState, purged: int = 0) -> TtlStatus | None:
+    """status()'s report of the time to live held in `state` (None: it has none)."""
+    if state.ttl_ms is None:
+        return None
+    return TtlStatus(state.ttl_ms / 1000, state.time_entries, state.time_cursor is None, purged)
 
 
 def _bounds(

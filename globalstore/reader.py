@@ -29,6 +29,18 @@ class IndexStatus:
 
 
 @dataclass(frozen=True)
+class TtlStatus:
+    """A store with a time to live (ttl.py), as of the last batch the store applied."""
+
+    seconds: float
+    # Keys the time index holds (those with a record timestamp), expired ones not purged yet
+    # included: after a purge it is the live keys that can expire.
+    time_index_entries: int
+    time_index_ready: bool  # False while it is built from the stored values
+    purged: int = 0  # since this start: expired keys deleted from disk (the writer only)
+
+
+@dataclass(frozen=True)
 class StoreStatus:
     """A point-in-time report, cheap enough to poll for health checks."""
 
@@ -58,6 +70,7 @@ class StoreStatus:
     failure: str | None = None
     # Secondary indexes by name (empty without): built or not, entries, failures.
     indexes: dict[str, IndexStatus] = field(default_factory=dict)
+    ttl: TtlStatus | None = None  # None: no time to live
 
 
 def behind(ahead: Mapping[int, int], positions: Mapping[int, int]) -> dict[int, int]:

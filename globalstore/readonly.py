@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from globalstore import codec
+from globalstore import codec, ttl
 from globalstore.config import RocksDBOptions
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import StoreClosed
-from globalstore.queries import StoreQueries, index_statuses
+from globalstore.queries import StoreQueries, index_statuses, ttl_status
 from globalstore.reader import StoreStatus
 from globalstore.state import State
 from globalstore.storage import Storage
@@ -41,7 +41,7 @@ class ReadOnlyStore(StoreQueries):
         storage.load(meta)
         self.topic = meta.topic or ""
         self._storage: Storage | None = storage
-        self._lookup = storage.reader()
+        self._lookup = ttl.hiding(storage.reader(), storage.state.ttl_ms)
 
     def _ready_storage(self) -> Storage:
         if self._storage is None:
@@ -51,8 +51,11 @@ class ReadOnlyStore(StoreQueries):
     def count(self) -> int:
         """Live keys as last counted; counted here, over the view, when a bulk restore had
         not counted them yet (about a second per million keys)."""
-        count = self._ready_storage().state.count
-        return sum(1 for _ in self.keys()) if count is None else count
+        storage = self._ready_storage()
+        count = storage.state.count
+        return (
+            sum(1 for _ in self.keys()) if count is None else self._unexpired_count(storage, count)
+        )
 
     def position(self) -> dict[int, int]:
         return dict(self._ready_storage().state.positions)
@@ -78,6 +81,7 @@ class ReadOnlyStore(StoreQueries):
             if state.migrate_from is None
             else f"layout {state.migrate_from} -> {state.layout}",
             indexes=index_statuses(state, {}),
+            ttl=ttl_status(state),
         )
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from globalstore import codec
+from globalstore import codec, ttl
 from globalstore.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
 from globalstore.config import RocksDBOptions
 from globalstore.converters import ValueFormats, decoder
@@ -37,7 +37,7 @@ from globalstore.errors import (
     StoreNotReady,
 )
 from globalstore.heal import Live
-from globalstore.queries import StoreQueries, index_statuses
+from globalstore.queries import StoreQueries, index_statuses, ttl_status
 from globalstore.reader import StoreStatus, behind, reaches
 from globalstore.state import State
 from globalstore.storage import Storage
@@ -245,7 +245,9 @@ class SharedStore(StoreQueries):
 
             def lookup(key: bytes) -> bytes | None:
                 fresh()
-                return live.current.get(key)  # at each call: a swap replaces the copy
+                copy = live.current  # at each call: a swap replaces the copy
+                # The writer's ttl as last caught up: a restart of the writer may change it.
+                return ttl.visible(copy.get(key), copy.storage.state.ttl_ms)
 
             self._lookup = lookup
         else:
@@ -278,8 +280,11 @@ class SharedStore(StoreQueries):
     def count(self) -> int:
         """Live keys as the writer last counted them; counted here, over the view, right
         after a bulk restore the writer has not counted yet."""
-        count = self._ready_storage().state.count
-        return sum(1 for _ in self.keys()) if count is None else count
+        storage = self._ready_storage()
+        count = storage.state.count
+        return (
+            sum(1 for _ in self.keys()) if count is None else self._unexpired_count(storage, count)
+        )
 
     def position(self) -> dict[int, int]:
         live = self._live
@@ -340,6 +345,7 @@ class SharedStore(StoreQueries):
             last_error=self._last_error or self._silence(),
             behind_writer=None if note is None else behind(note.positions, position),
             indexes={} if held is None else index_statuses(held, {}),
+            ttl=None if held is None else ttl_status(held),
         )
 
     def _silence(self) -> str | None:

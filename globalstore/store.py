@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
-from globalstore import codec, heal, snapshot
+from globalstore import codec, heal, snapshot, ttl
 from globalstore.announce import Announcer, WriterNote, new_writer_id
 from globalstore.config import OnOutOfRange, StoreConfig
 from globalstore.converters import decoder
@@ -25,7 +25,7 @@ from globalstore.errors import (
     StoreNotReady,
 )
 from globalstore.listeners import StoreListener
-from globalstore.queries import StoreQueries, index_statuses
+from globalstore.queries import StoreQueries, index_statuses, ttl_status
 from globalstore.reader import StoreStatus, behind, reaches
 from globalstore.state import State
 from globalstore.storage import DirLock, Storage, StorageState
@@ -281,7 +281,7 @@ class GlobalStore(StoreQueries):
             def lookup(key: bytes) -> bytes | None:
                 return live.current.get(key)  # at each call: a heal swaps the live copy
 
-            self._lookup = lookup
+            self._lookup = ttl.hiding(lookup, storage.state.ttl_ms)
         return storage
 
     def _raise_unless_started(self) -> NoReturn:
@@ -297,8 +297,14 @@ class GlobalStore(StoreQueries):
             while True:
                 storage = self._ready_storage()
                 count = storage.state.count
-                if count is not None:
-                    return count
+                # With a ttl, the expired keys are counted over the time index: waits for
+                # its build too, which follows a bulk restore as the count does (a store
+                # that failed meanwhile builds no more: its keys are counted over a scan).
+                building = storage.state.time_cursor is not None
+                if count is not None and (
+                    not building or self._live_thread().status.state is State.FAILED
+                ):
+                    return self._unexpired_count(storage, count)
                 self._raise_if_stopped()
                 self._applied.wait(0.1)
 
@@ -406,6 +412,7 @@ class GlobalStore(StoreQueries):
             self_heals=0 if healer is None else healer.heals,
             failure=_failure(state, t.error),
             indexes=index_statuses(held, failures),
+            ttl=ttl_status(held, t.purged),
         )
 
 

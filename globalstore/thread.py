@@ -24,7 +24,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from globalstore import events, state
+from globalstore import events, state, ttl
 from globalstore.config import StoreConfig
 from globalstore.errors import GlobalStoreError
 from globalstore.health import Health
@@ -58,6 +58,7 @@ class ThreadStatus:
     migrated_values: int = 0  # values it has rewritten since this start
     conversion_failures: int = 0  # values a converter raised on (kept as they were)
     transform_failures: int = 0  # records the transform raised on (their keys kept)
+    purged: int = 0  # expired keys deleted since this start (ttl.py)
 
 
 class StoreThread(threading.Thread):
@@ -116,6 +117,7 @@ class StoreThread(threading.Thread):
             rebuild_reason=None if prepared is None else prepared.rebuild_reason,
             skipped_records=self._skipped,
             transform_failures=self._transform_failures,
+            purged=0 if prepared is None or prepared.purge is None else prepared.purge.purged,
             **({} if prepared is None else _migration_status(prepared.migration)),
         )
 
@@ -185,7 +187,10 @@ class StoreThread(threading.Thread):
                     self._track_sync(now)
                     if self._chores and self._chores[0]():
                         self._chores.pop(0)
-                    follow.busy = bool(self._chores)
+                    # Beside the chores, never after them: expired keys must not wait for a
+                    # long migration to leave the disk (each write keeps the purge right).
+                    purging = self._purge_step(prepared.purge)
+                    follow.busy = bool(self._chores) or purging
                 if now >= next_metadata and source is follow:
                     next_metadata = now + config.metadata_interval
                     self._discover_partitions(follow)
@@ -245,6 +250,19 @@ class StoreThread(threading.Thread):
         self._enter(State.RUNNING)
         self.ready.set()
         return follow
+
+    def _purge_step(self, purge: ttl.Purge | None) -> bool:
+        """A step of the purge of expired keys (ttl.py), reported to the listeners as
+        deletions; True while it has more to do at once."""
+        if purge is None:
+            return False
+        deleted = purge.step()
+        if deleted:
+            self._publish()  # the count of keys purged
+            self.on_applied()
+            if self._report_changes:
+                self.listener.on_changes(self.config.topic, [], [k.decode() for k in deleted])
+        return purge.busy
 
     def _recount_step(self) -> bool:
         n = self.storage.recount_step(self.config.recount_chunk)

@@ -100,6 +100,7 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             transform_version=params.pop("transform_version"),
             indexes=indexes,
             index_versions=versions,
+            ttl=params.pop("ttl"),
         )
         command(StoreTarget(config, params.pop("timeout"), selected), **params)
 
@@ -175,6 +176,14 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             multiple=True,
             metavar="NAME=N",
             help="The version of an --index (default 1); a new version is rebuilt.",
+        ),
+        click.option(
+            "--ttl",
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="SECONDS",
+            help="Time to live: keys whose newest record is older are left out of every "
+            "answer and purged from disk (docs/store.md). A store opened without it drops "
+            "its time index: give it every time.",
         ),
     ]
     wrapped: Callable[..., None] = kafka_config_options(with_target)
@@ -438,6 +447,7 @@ def _describe(s: StoreStatus) -> str:
         ("migration", _migration(s)),
         ("last restore", restored),
         ("indexes", _indexes(s)),
+        ("ttl", _ttl(s)),
     ]
     return "\n".join(f"{name + ':':<16}{value}" for name, value in rows)
 
@@ -455,6 +465,16 @@ def _indexes(s: StoreStatus) -> str:
         failed = f", {index.failures:,} failures" if index.failures else ""
         shown.append(f"{name} v{index.version} {state}, {index.entries:,} entries{failed}")
     return "; ".join(shown) or "none"
+
+
+def _ttl(s: StoreStatus) -> str:
+    t = s.ttl
+    if t is None:
+        return "none"
+    index = "ready" if t.time_index_ready else "building"
+    return (
+        f"{t.seconds:g} s, time index {index} ({t.time_index_entries:,} keys), {t.purged:,} purged"
+    )
 
 
 def _lag(lag: Mapping[int, int]) -> str:

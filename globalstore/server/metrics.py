@@ -88,6 +88,7 @@ class _StoreCollector(Collector):
         failures.add_metric([], status.transform_failures)
         yield failures
         yield from _index_metrics(status)
+        yield from _ttl_metrics(status)
 
 
 def _index_metrics(status: StoreStatus) -> Iterator[Metric]:
@@ -117,6 +118,22 @@ def _index_metrics(status: StoreStatus) -> Iterator[Metric]:
             built.add_metric([name], index.indexed_keys)
         failures.add_metric([name], index.failures)
     yield from (entries, ready, built, failures)
+
+
+def _ttl_metrics(status: StoreStatus) -> Iterator[Metric]:
+    """A store with a time to live: its time index's size and the expired keys purged."""
+    if status.ttl is None:
+        return
+    yield _gauge(
+        "globalstore_time_index_entries",
+        "Keys the time index holds (expired ones not purged yet included)",
+        status.ttl.time_index_entries,
+    )
+    purged = CounterMetricFamily(
+        "globalstore_ttl_purged", "Expired keys deleted from disk since this start"
+    )
+    purged.add_metric([], status.ttl.purged)
+    yield purged
 
 
 def stopped_by(served: ServedStore, status: StoreStatus) -> str | None:

@@ -8,6 +8,8 @@ database.py   Storage: open (locked, read-only or as a secondary that catches up
 state.py      StorageState, what it holds as of one batch, replaced whole after every change
 scan.py       scans over one point-in-time view, and the background key count
 records.py    Record; records into put/delete operations (the Python hot loop), Applied
+timeindex.py  the time index of a store with a ttl: its entries written with each batch,
+              the purge of expired keys, its build, a count without the expired keys
 options.py    RocksDBOptions as rocksdict Options
 lock.py       the directory lock (one process per store directory)
 failures.py   what an error RocksDB raised means (locked, damaged, refused, a full or failing

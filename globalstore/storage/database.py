@@ -60,6 +60,7 @@ from globalstore.storage.options import rocksdb_options
 from globalstore.storage.records import Applied, Delete, NativeBatch, Put, Records, fill
 from globalstore.storage.scan import Recount, scan_items
 from globalstore.storage.state import StorageState
+from globalstore.storage.timeindex import TimeIndex
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ class Storage:
         # The store's index functions (indexes.py), set before the first apply when it has
         # indexes: every batch then indexes the keys it writes.
         self.indexer: Indexer | None = None
+        self.time = TimeIndex(self)  # a store with a ttl keeps it (ttl.py)
         # Held while writing, and while a reader opens its two iterators (values and index
         # entries): then both see the database at the same sequence number.
         self._view_lock = threading.Lock()
@@ -199,6 +201,7 @@ class Storage:
             dict(meta.indexes),
             {name: self._entries(d.id) for name, d in meta.indexes.items()},
         )
+        self.state = self.time.loaded(self.state, meta)
 
     def _entries(self, index_id: int) -> int:
         return 0 if self._index is None else self._index.entries(index_id)
@@ -325,9 +328,10 @@ class Storage:
         self, wb: rocksdict.WriteBatch
     ) -> tuple[Put, Delete, dict[bytes, bytes | None] | None]:
         """The put and delete a loop fills `wb` with: the batch's own, or, when the store has
-        indexes, ones that also note {key: stored bytes, None if deleted}, the last write of
-        each key, which _commit indexes. Either loop calls them, so both index alike."""
-        if self.indexer is None:
+        indexes or a time index, ones that also note {key: stored bytes, None if deleted},
+        the last write of each key, which _commit indexes. Either loop calls them, so both
+        index alike."""
+        if self.indexer is None and not self.time.tracks_writes:
             return wb.put, wb.delete, None
         staged: dict[bytes, bytes | None] = {}
 
@@ -367,6 +371,7 @@ class Storage:
         elif self._recount is not None:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
         entries = self._index_into(wb, staged, state.indexes) if staged else None
+        time_entries = self.time.into(wb, staged) if staged else None
         meta_cf = self._meta_cf
         for p, o in moved.items():
             wb.put(offset_key(p), I64.pack(o), meta_cf)
@@ -380,6 +385,8 @@ class Storage:
         self.state = dataclasses.replace(state, positions=positions, count=new_count)
         if entries is not None:
             self.state = dataclasses.replace(self.state, index_entries=entries)
+        if time_entries is not None:
+            self.state = dataclasses.replace(self.state, time_entries=time_entries)
         return out
 
     # -- secondary indexes (indexes.py) ------------------------------------------------------

@@ -21,6 +21,12 @@ class StorageState:
     restored_at_ms: int | None = None  # of the last completed restore
     indexes: Mapping[str, IndexDef] = field(default_factory=dict)  # secondary indexes by name
     index_entries: Mapping[str, int] = field(default_factory=dict)  # entries each one holds
+    # Time to live (ttl.py): ms, or None; whether the store keeps a time index, the cursor of
+    # its build (None once built) and how many entries it holds.
+    ttl_ms: int | None = None
+    time_index: bool = False
+    time_cursor: bytes | None = None
+    time_entries: int = 0
 
     def __post_init__(self) -> None:
         # Read-only for whoever is handed the positions (listeners among them).

@@ -113,7 +113,7 @@ FLOORS = (
     ),
     # settings; the contract of every store face; what an index entry is (its function's type
     # is a setting, and the Spark job's zip carries config.py but not indexes.py)
-    ("config", "reader", "indexes"),
+    ("config", "reader", "indexes", "ttl"),
     # RocksDB; what the broker says; the C loop; how a writer wakes reader processes
     ("storage", "topic", "native_restore", "announce"),
     # formats and the transform; planning; snapshots and their manifest; reads

@@ -1,0 +1,106 @@
+"""What a ttl costs (docs/store.md, "Time to live"), on real RocksDB and without a broker:
+Storage.apply per record without a ttl, with one in a bulk restore (no time entries: built
+after) and with one indexing as it writes (following, an exact restore); the build after a
+bulk restore per key; a point lookup (what get() reads with, before it decodes) and an
+items() scan per key. Each kind of store is made anew every round, the rounds alternate,
+and the minimum and median of each are printed.
+
+    python benchmarks/bench_ttl.py --keys 200000 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from globalstore import ttl
+from globalstore.config import StoreConfig
+from globalstore.prepare import define_ttl
+from globalstore.queries import StoreQueries
+from globalstore.storage import Record, Storage
+
+BATCH = 10_000
+VALUE = b'{"courier": "c-17", "items": ["a", "b"], "total": 12.5, "note": "' + b"x" * 120 + b'"}'
+MODES = {"none": None, "bulk": True, "inline": False}  # {mode: bulk restore, None: no ttl}
+
+
+class _View(StoreQueries):
+    """The query methods over one open Storage, the point lookup as the faces set it."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage, self.topic, self.path = storage, "t", storage.path
+        self._lookup = ttl.hiding(storage.reader(), storage.state.ttl_ms)
+
+    def _ready_storage(self) -> Storage:
+        return self.storage
+
+    def close(self) -> None:
+        self.storage.close()
+
+
+def _records(keys: int, start: int, now: int) -> list[list[Record]]:
+    return [
+        [(b"k%09d" % i, VALUE, None, 0, start + i, now) for i in range(b, min(b + BATCH, keys))]
+        for b in range(0, keys, BATCH)
+    ]
+
+
+def _per(n: int, run: Callable[[], Any]) -> float:
+    """µs per item of `run` over `n` items."""
+    t0 = time.perf_counter()
+    run()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def one_round(keys: int, mode: str, where: Path) -> dict[str, float]:
+    storage = Storage(where)
+    storage.initialise("t", None, 1)
+    storage.load(storage.read_meta())
+    bulk = MODES[mode]
+    config = StoreConfig("t", "bench:1", where, ttl=None if bulk is None else 3600)
+    purge = define_ttl(storage, config, bulk=bool(bulk))
+    now = int(time.time() * 1000)
+    out = {}
+    for name, start in (("apply new", 0), ("apply overwrite", keys)):
+        batches = _records(keys, start, now)
+        out[name] = _per(keys, lambda b=batches: [storage.apply(r, {}, False, now) for r in b])
+    if purge is not None and storage.state.time_cursor is not None:
+        purge.idle = 0.0
+
+        def build() -> None:
+            while storage.state.time_cursor is not None:
+                purge.step()
+
+        out["build"] = _per(keys, build)
+    view = _View(storage)
+    sample = [b"k%09d" % i for i in range(0, keys, 3)]
+    lookup = view._lookup  # what get() reads with, before it decodes
+    out["lookup"] = _per(len(sample), lambda: [lookup(k) for k in sample])
+    out["items"] = _per(keys, lambda: sum(1 for _ in view.items()))
+    storage.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keys", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    results: dict[tuple[str, str], list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for mode in MODES:
+                for name, us in one_round(args.keys, mode, Path(tmp) / f"{mode}-{r}").items():
+                    results.setdefault((name, mode), []).append(us)
+    for (name, mode), values in sorted(results.items()):
+        print(f"{name:16} {mode:7} min {min(values):6.2f} µs  median "
+              f"{statistics.median(values):6.2f} µs")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

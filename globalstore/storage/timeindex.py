@@ -1,0 +1,211 @@
+"""The time index of a store with a ttl (ttl.py says what it holds): its entries written with
+each batch, the purge of expired keys, the background build, and a count that leaves the
+expired keys out. Storage (database.py) calls it from its write path; the store thread's
+ttl.Purge drives the rest, between follow batches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+import rocksdict
+
+from globalstore import ttl
+from globalstore.meta import I64, K_COUNT, K_TIME_INDEX, K_TTL, Meta
+from globalstore.storage.state import StorageState
+
+if TYPE_CHECKING:
+    from globalstore.storage.database import Storage
+
+log = logging.getLogger(__name__)
+
+
+class TimeIndex:
+    """A Storage's time index (ttl.Expiring for the store thread's purge)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._s = storage
+
+    @property
+    def time_cursor(self) -> bytes | None:
+        return self._s.state.time_cursor
+
+    def loaded(self, state: StorageState, meta: Meta) -> StorageState:
+        """`state` with the time index as `meta` and the index family say."""
+        exists, cursor = ttl.parse_cursor(meta.time_index)
+        return dataclasses.replace(
+            state,
+            ttl_ms=meta.ttl_ms,
+            time_index=exists,
+            time_cursor=cursor,
+            time_entries=self._stored_entries() if exists else 0,
+        )
+
+    def _stored_entries(self) -> int:
+        index = self._s._index
+        raw = None if index is None else index.get(ttl.TIME)
+        return 0 if raw is None else int(I64.unpack(raw)[0])
+
+    @property
+    def tracks_writes(self) -> bool:
+        """Whether a batch must note the keys it writes for the time index: not without
+        one, nor before its build has begun (no key lies before the cursor b"")."""
+        state = self._s.state
+        return state.time_index and state.time_cursor != b""
+
+    def define(self, ttl_ms: int | None, bulk: bool) -> None:
+        """Before any record is applied: keep a time index when the store has a ttl, drop it
+        when not. A new one is built at once in an empty store (each write indexes what it
+        writes), else in the background from a cursor. A `bulk` restore starts it over,
+        built after the restore: indexing each record as it is written made a bulk apply
+        about four times slower, and the build reads each key once, off the way to ready."""
+        s, state = self._s, self._s.state
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        cursor, entries = state.time_cursor, state.time_entries
+        if ttl_ms is None:
+            if not state.time_index and state.ttl_ms is None:
+                return
+            wb.delete_range(*ttl.all_entries(), s._index_cf)
+            wb.delete(K_TIME_INDEX, s._meta_cf)
+            wb.delete(K_TTL, s._meta_cf)
+            cursor, entries = None, 0
+            log.info("store %s: no ttl; dropped its time index", s.path)
+        else:
+            if bulk or not state.time_index:
+                wb.delete_range(*ttl.all_entries(), s._index_cf)
+                cursor = b"" if bulk or not s.is_empty() else None
+                entries = 0
+                wb.put(K_TIME_INDEX, ttl.cursor_entry(cursor), s._meta_cf)
+            wb.put(K_TTL, I64.pack(ttl_ms), s._meta_cf)
+        s._write(wb)
+        s.state = dataclasses.replace(
+            state,
+            ttl_ms=ttl_ms,
+            time_index=ttl_ms is not None,
+            time_cursor=cursor,
+            time_entries=entries,
+        )
+
+    # -- the write path ----------------------------------------------------------------------
+
+    def into(self, wb: rocksdict.WriteBatch, staged: Mapping[bytes, bytes | None]) -> int | None:
+        """Put in `wb` the time entries of the keys a batch wrote ({key: stored bytes, None if
+        deleted}) and the new entry count; returns it (None: the store has no time index).
+        The old entries are found from the old values' headers, read with one multi-get:
+        no extra entry per key to keep, and a key's entry can never disagree with its value.
+        While the index is being built, only keys before its cursor are indexed here: the
+        build indexes the others as it reaches them, with their values of then."""
+        s = self._s
+        state = s.state
+        if not state.time_index:
+            return None
+        keys = list(staged)
+        if state.time_cursor is not None:
+            keys = [k for k in keys if k < state.time_cursor]
+        if not keys:
+            return state.time_entries
+        olds: list[bytes | None] = s._db.get(keys)  # type: ignore[arg-type,assignment]
+        deletes, puts = ttl.changes(keys, olds, staged)
+        if not deletes and not puts:
+            return state.time_entries
+        cf = s._index_cf
+        for entry in deletes:
+            wb.delete(entry, cf)
+        for entry in puts:
+            wb.put(entry, b"", cf)
+        entries = state.time_entries + len(puts) - len(deletes)
+        wb.put(ttl.TIME, I64.pack(entries), cf)
+        return entries
+
+    # -- the purge ---------------------------------------------------------------------------
+
+    def _expired_entries(self, cutoff_ms: int, limit: int) -> list[bytes]:
+        """Up to `limit` time entries older than `cutoff_ms`, oldest first."""
+        index = self._s._index
+        if index is None:
+            return []
+        lower, upper = ttl.expired_range(cutoff_ms)
+        keys: Iterable[bytes] = index.keys(from_key=lower)  # type: ignore[assignment]
+        return list(itertools.islice(itertools.takewhile(lambda k: k < upper, keys), limit))
+
+    def purge(self, cutoff_ms: int, limit: int) -> tuple[int, list[bytes]]:
+        """Delete the keys of up to `limit` time entries older than `cutoff_ms` (oldest
+        first), their secondary index entries, the time entries and their share of the
+        counts, in one batch; returns (time entries removed, keys deleted). Called between
+        applies, so no write comes between reading the entries and deleting them. A key is
+        deleted only if its value still has the entry's timestamp: a key rewritten since
+        its entry was written has no entry at the old timestamp any more (the rewrite
+        deleted it), so this only guards against an entry left stale by damage."""
+        s = self._s
+        entries = self._expired_entries(cutoff_ms, limit)
+        if not entries:
+            return 0, []
+        pairs = [ttl.split_time_key(e) for e in entries]
+        keys = [k for _, k in pairs]
+        values: list[bytes | None] = s._db.get(keys)  # type: ignore[arg-type,assignment]
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        _, delete, staged = s._staging(wb)
+        deleted = []
+        for (ts, key), raw in zip(pairs, values, strict=True):
+            if raw is not None and ttl.timestamp(raw) == ts:
+                delete(key)
+                deleted.append(key)
+        state = s.state
+        cf = s._index_cf
+        for entry in entries:
+            wb.delete(entry, cf)
+        index_entries = s._index_into(wb, staged, state.indexes) if staged else None
+        time_entries = state.time_entries - len(entries)
+        wb.put(ttl.TIME, I64.pack(time_entries), cf)
+        count = None if state.count is None else state.count - len(deleted)
+        if count is not None:
+            wb.put(K_COUNT, I64.pack(count), s._meta_cf)
+        s._write(wb)
+        if s._recount is not None:
+            s._recount.delta -= len(deleted)
+        s.state = dataclasses.replace(
+            s.state,
+            count=count,
+            time_entries=time_entries,
+            index_entries=s.state.index_entries if index_entries is None else index_entries,
+        )
+        return len(entries), deleted
+
+    # -- the build ---------------------------------------------------------------------------
+
+    def build_chunk(self, limit: int) -> int:
+        """Index up to `limit` stored keys from the build's cursor on, and move the cursor past
+        them (or mark the index built), in one batch: a crash resumes there. Returns how
+        many keys it read."""
+        s, state = self._s, self._s.state
+        pairs = s.keys_from(state.time_cursor, limit)
+        wb = rocksdict.WriteBatch(raw_mode=True)
+        cf = s._index_cf
+        keys = [key for key, _ in pairs]
+        _, puts = ttl.changes(keys, [None] * len(keys), dict(pairs))  # none had an entry
+        for entry in puts:
+            wb.put(entry, b"", cf)
+        # The smallest key after the last one indexed: where the next chunk starts.
+        cursor = None if len(pairs) < limit else pairs[-1][0] + b"\x00"
+        entries = state.time_entries + len(puts)
+        wb.put(ttl.TIME, I64.pack(entries), cf)
+        wb.put(K_TIME_INDEX, ttl.cursor_entry(cursor), s._meta_cf)
+        s._write(wb)
+        s.state = dataclasses.replace(state, time_cursor=cursor, time_entries=entries)
+        return len(pairs)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def live_count(self, cutoff_ms: int) -> int | None:
+        """The stored count less the keys expired at `cutoff_ms` that are not purged yet (the
+        time entries below it), both read with no write in between; None while the count is
+        unknown (a bulk restore not recounted yet)."""
+        s = self._s
+        with s._view_lock:
+            raw = s._meta.get(K_COUNT)
+            expired = s.index_count(*ttl.expired_range(cutoff_ms))
+        return None if raw is None else int(I64.unpack(raw)[0]) - expired
