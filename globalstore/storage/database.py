@@ -213,9 +213,9 @@ class Storage:
             with self._view_lock:  # not between a reader's two iterators
                 self._db.try_catch_up_with_primary()
             meta = self.read_meta()
-            if meta.indexes and self._index is None:
-                # The writer defined the first index since this instance opened, and a
-                # secondary cannot open a column family later: open the database again.
+            if (meta.indexes or meta.time_index is not None) and self._index is None:
+                # The writer defined the first index (or a time index) since this instance
+                # opened, and a secondary cannot open a column family later: open again.
                 self._close_db()
                 self._open()
         self.load(meta)

@@ -46,14 +46,14 @@ class IndexFamily:
         for name, delta in deltas.items():
             if delta:
                 after[name] = after.get(name, 0) + delta
-                wb.put(count_key(defs[name].id), I64.pack(after[name]), self._handle)
+                self.put(wb, count_key(defs[name].id), I64.pack(after[name]))
         return after
 
     def drop_into(self, wb: rocksdict.WriteBatch, index_id: int) -> None:
         """Put in `wb` the deletion of every entry of index `index_id` (range deletions:
         instant; the space comes back as RocksDB compacts)."""
         for begin, end in id_ranges(index_id):
-            wb.delete_range(begin, end, self._handle)
+            self.delete_range(wb, begin, end)
 
     def items(
         self, values: rocksdict.RdictIter, lower: bytes, upper: bytes, reverse: bool
@@ -65,8 +65,28 @@ class IndexFamily:
 
     def count(self, lower: bytes, upper: bytes) -> int:
         """How many entries lie in [lower, upper)."""
+        return sum(1 for _ in self._keys(lower, upper))
+
+    def keys(self, lower: bytes, upper: bytes, limit: int) -> list[bytes]:
+        """The first `limit` entries in [lower, upper)."""
+        return list(itertools.islice(self._keys(lower, upper), limit))
+
+    def _keys(self, lower: bytes, upper: bytes) -> Iterator[bytes]:
         keys: Iterable[bytes] = self._family.keys(from_key=lower)  # type: ignore[assignment]
-        return sum(1 for _ in itertools.takewhile(lambda k: k < upper, keys))
+        return itertools.takewhile(lambda k: k < upper, keys)
+
+    def get(self, key: bytes) -> bytes | None:
+        value: bytes | None = self._family.get(key)
+        return value
+
+    def put(self, wb: rocksdict.WriteBatch, key: bytes, value: bytes) -> None:
+        wb.put(key, value, self._handle)
+
+    def delete(self, wb: rocksdict.WriteBatch, key: bytes) -> None:
+        wb.delete(key, self._handle)
+
+    def delete_range(self, wb: rocksdict.WriteBatch, begin: bytes, end: bytes) -> None:
+        wb.delete_range(begin, end, self._handle)
 
     def flush(self) -> None:
         self._family.flush()
@@ -83,7 +103,6 @@ class _IndexBatch:
     of it as it was before the batch."""
 
     def __init__(self, family: IndexFamily, wb: rocksdict.WriteBatch) -> None:
-        handle = family._handle
-        self.put: Callable[[bytes, bytes], object] = lambda k, v: wb.put(k, v, handle)
-        self.delete: Callable[[bytes], object] = lambda k: wb.delete(k, handle)
+        self.put: Callable[[bytes, bytes], object] = lambda k, v: family.put(wb, k, v)
+        self.delete: Callable[[bytes], object] = lambda k: family.delete(wb, k)
         self.get_many = family.get_many

@@ -7,9 +7,8 @@ ttl.Purge drives the rest, between follow batches.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import rocksdict
@@ -69,14 +68,15 @@ class TimeIndex:
         if ttl_ms is None:
             if not state.time_index and state.ttl_ms is None:
                 return
-            wb.delete_range(*ttl.all_entries(), s._index_cf)
+            if s._index is not None:
+                s._index.delete_range(wb, *ttl.all_entries())
             wb.delete(K_TIME_INDEX, s._meta_cf)
             wb.delete(K_TTL, s._meta_cf)
             cursor, entries = None, 0
             log.info("store %s: no ttl; dropped its time index", s.path)
         else:
             if bulk or not state.time_index:
-                wb.delete_range(*ttl.all_entries(), s._index_cf)
+                s._index_family().delete_range(wb, *ttl.all_entries())
                 cursor = b"" if bulk or not s.is_empty() else None
                 entries = 0
                 wb.put(K_TIME_INDEX, ttl.cursor_entry(cursor), s._meta_cf)
@@ -112,13 +112,13 @@ class TimeIndex:
         deletes, puts = ttl.changes(keys, olds, staged)
         if not deletes and not puts:
             return state.time_entries
-        cf = s._index_cf
+        family = s._index_family()
         for entry in deletes:
-            wb.delete(entry, cf)
+            family.delete(wb, entry)
         for entry in puts:
-            wb.put(entry, b"", cf)
+            family.put(wb, entry, b"")
         entries = state.time_entries + len(puts) - len(deletes)
-        wb.put(ttl.TIME, I64.pack(entries), cf)
+        family.put(wb, ttl.TIME, I64.pack(entries))
         return entries
 
     # -- the purge ---------------------------------------------------------------------------
@@ -126,11 +126,7 @@ class TimeIndex:
     def _expired_entries(self, cutoff_ms: int, limit: int) -> list[bytes]:
         """Up to `limit` time entries older than `cutoff_ms`, oldest first."""
         index = self._s._index
-        if index is None:
-            return []
-        lower, upper = ttl.expired_range(cutoff_ms)
-        keys: Iterable[bytes] = index.keys(from_key=lower)  # type: ignore[assignment]
-        return list(itertools.islice(itertools.takewhile(lambda k: k < upper, keys), limit))
+        return [] if index is None else index.keys(*ttl.expired_range(cutoff_ms), limit)
 
     def purge(self, cutoff_ms: int, limit: int) -> tuple[int, list[bytes]]:
         """Delete the keys of up to `limit` time entries older than `cutoff_ms` (oldest
@@ -155,12 +151,12 @@ class TimeIndex:
                 delete(key)
                 deleted.append(key)
         state = s.state
-        cf = s._index_cf
+        family = s._index_family()
         for entry in entries:
-            wb.delete(entry, cf)
+            family.delete(wb, entry)
         index_entries = s._index_into(wb, staged, state.indexes) if staged else None
         time_entries = state.time_entries - len(entries)
-        wb.put(ttl.TIME, I64.pack(time_entries), cf)
+        family.put(wb, ttl.TIME, I64.pack(time_entries))
         count = None if state.count is None else state.count - len(deleted)
         if count is not None:
             wb.put(K_COUNT, I64.pack(count), s._meta_cf)
@@ -184,15 +180,15 @@ class TimeIndex:
         s, state = self._s, self._s.state
         pairs = s.keys_from(state.time_cursor, limit)
         wb = rocksdict.WriteBatch(raw_mode=True)
-        cf = s._index_cf
+        family = s._index_family()
         keys = [key for key, _ in pairs]
         _, puts = ttl.changes(keys, [None] * len(keys), dict(pairs))  # none had an entry
         for entry in puts:
-            wb.put(entry, b"", cf)
+            family.put(wb, entry, b"")
         # The smallest key after the last one indexed: where the next chunk starts.
         cursor = None if len(pairs) < limit else pairs[-1][0] + b"\x00"
         entries = state.time_entries + len(puts)
-        wb.put(ttl.TIME, I64.pack(entries), cf)
+        family.put(wb, ttl.TIME, I64.pack(entries))
         wb.put(K_TIME_INDEX, ttl.cursor_entry(cursor), s._meta_cf)
         s._write(wb)
         s.state = dataclasses.replace(state, time_cursor=cursor, time_entries=entries)
