@@ -29,8 +29,10 @@ from globalstore.errors import InvalidValue
 if TYPE_CHECKING:
     import pyarrow as pa
 
-BATCH_ROWS = 10_000
-# Also ends a batch: large values must not make 10,000 rows a gigabyte.
+# DuckDB's vector size; and a batch of ~150-byte values made in passes over 2,048 rows stays
+# in the CPU's cache: 10,000-row batches took 1.3x as long (docs/benchmarks.md).
+BATCH_ROWS = 2048
+# Also ends a batch: large values must not make 2,048 rows a gigabyte.
 BATCH_BYTES = 16 << 20
 
 
