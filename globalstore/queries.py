@@ -215,7 +215,7 @@ class StoreQueries:
         after: tuple[str, str] | None = None,
     ) -> Iterator[tuple[bytes, bytes, bytes]]:
         if value is not None and (prefix is not None or start is not None or end is not None):
-            raise ValueError("find() takes either a value, or prefix/start/end, not both")
+            raise ValueError("an index is read by either a value, or prefix/start/end, not both")
         storage, d = self._index_def(index)
         lower, upper = indexes.bounds(d.id, value, prefix, start, end)
         if after is not None:
