@@ -18,9 +18,18 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from globalstore import InvalidValue, ReadOnlyStore, StoreClosed, UnknownIndex
+from globalstore import (
+    GlobalStore,
+    InvalidValue,
+    ReadOnlyStore,
+    SharedStore,
+    StoreClosed,
+    StoreNotReady,
+    UnknownIndex,
+)
 from globalstore.codec import HEADER, LAYOUT_VERSION, format_headers
 from globalstore.storage import Record, Storage
+from tests.unit.test_shared_store import Writer
 from tests.unit.test_store_indexes import _open, _View
 
 TOPIC = "t"
@@ -254,6 +263,33 @@ def test_a_closed_store_refuses_an_export(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(StoreClosed):
         store.to_arrow()
+
+
+def test_a_store_not_ready_refuses_an_export(tmp_path: Path) -> None:
+    store = GlobalStore("t", "127.0.0.1:1", tmp_path / "s")  # no broker answers there
+    with pytest.raises(StoreNotReady):
+        store.to_arrow()
+    store.start(timeout=5, wait=False)
+    try:
+        with pytest.raises(StoreNotReady):
+            store.to_arrow(index="by_courier")
+    finally:
+        store.close()
+
+
+def test_a_shared_store_exports_what_its_writer_wrote(tmp_path: Path) -> None:
+    writer = Writer(tmp_path, Storage(tmp_path))
+    writer.write(("a", '{"n": 1}'), ("b", '{"n": 2}'), start=0)
+    with SharedStore(writer.home).start(timeout=5) as shared:
+        reader = shared.to_arrow()
+        writer.write(("c", '{"n": 3}'), start=2)  # after the call: not in its view
+        rows = _rows(reader)
+        assert [(r["key"], orjson.loads(r["value"])) for r in rows] == [
+            ("a", {"n": 1}),
+            ("b", {"n": 2}),
+        ]
+        assert [r["key"] for r in _rows(shared.to_arrow())] == ["a", "b", "c"]
+    writer.close()
 
 
 def test_without_pyarrow_the_error_names_the_extra(
