@@ -94,8 +94,13 @@ def test_each_key_is_a_row_of_its_json_and_record_timestamp(tmp_path: Path) -> N
         }
         for entry in store.entries(prefix="k"):
             assert _ms(stamps[entry.key]) == entry.timestamp
-        # The stored text itself, not a re-encoding of it.
-        assert rows[0]["value"] == orjson.dumps(_n(0)[1]).decode()
+    # The stored text itself in a batch of current values, not a re-encoding of it.
+    spaced = b'{ "i" : 1,\n  "name": "caf\xc3\xa9" }'
+    storage, _ = _open(path)
+    storage.apply([(b"spaced", spaced, format_headers(1), 0, 6, 7)], {}, True, 1)
+    storage.close()
+    with ReadOnlyStore(path) as store:
+        assert _rows(store.to_arrow(prefix="spaced"))[0]["value"] == spaced.decode()
 
 
 def test_filters_are_those_of_items(tmp_path: Path) -> None:
