@@ -29,7 +29,13 @@ from globalstore.errors import (
     UnreadableStore,
 )
 from globalstore.listeners import StoreListener
-from globalstore.reader import FollowingStore, ScanFilters, StoreReader, StoreStatus
+from globalstore.reader import (
+    ArrowOptions,
+    FollowingStore,
+    ScanFilters,
+    StoreReader,
+    StoreStatus,
+)
 from globalstore.readonly import ReadOnlyStore
 from globalstore.shared import SharedStore
 from globalstore.state import State
@@ -38,6 +44,7 @@ from globalstore.switch import SwitchingStore
 from globalstore.topic import end_offsets
 
 __all__ = [
+    "ArrowOptions",
     "AuthenticationError",
     "AuthorizationError",
     "BrokerUnavailable",

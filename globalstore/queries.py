@@ -10,9 +10,9 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Unpack
 
-from globalstore import codec, indexes, ttl
+from globalstore import arrow, codec, indexes, ttl
 from globalstore.errors import (
     GlobalStoreError,
     IndexNotReady,
@@ -23,6 +23,9 @@ from globalstore.errors import (
 from globalstore.meta import IndexDef
 from globalstore.reader import IndexStatus, ScanFilters, TtlStatus
 from globalstore.storage import Storage, StorageState
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _T = TypeVar("_T")
 _MISSING: Any = object()
@@ -38,6 +41,8 @@ class StoreQueries:
     _lookup: Callable[[bytes], bytes | None]
     # codec.decode, or one that converts older value formats (converters.decoder).
     _decode: codec.Decode = staticmethod(codec.decode)
+    # The value format queries answer in: stored JSON of this format needs no conversion.
+    _value_format: int = codec.VALUE_FORMAT_VERSION
 
     def _ready_storage(self) -> Storage:
         raise NotImplementedError
@@ -205,8 +210,25 @@ class StoreQueries:
     ) -> Iterator[tuple[str, str, Any]]:
         """As find(), with each key's index value: (index value, key, value). `after`, an
         (index value, key) pair it returned, continues past it (as a page cursor does)."""
+        scan = self._index_scan(index, value, prefix, start, end, reverse, limit, after)
+        decode, topic = self._decode, self.topic
+        return self._guarded(
+            (iv.decode(), k.decode(), decode(raw, k, topic)) for iv, k, raw in scan
+        )
+
+    def _index_scan(
+        self,
+        index: str,
+        value: str | None,
+        prefix: str | None,
+        start: str | None,
+        end: str | None,
+        reverse: bool,
+        limit: int | None,
+        after: tuple[str, str] | None = None,
+    ) -> Iterator[tuple[bytes, bytes, bytes]]:
         if value is not None and (prefix is not None or start is not None or end is not None):
-            raise ValueError("find() takes either a value, or prefix/start/end, not both")
+            raise ValueError("an index is read by either a value, or prefix/start/end, not both")
         storage, d = self._index_def(index)
         lower, upper = indexes.bounds(d.id, value, prefix, start, end)
         if after is not None:
@@ -217,12 +239,7 @@ class StoreQueries:
         if ttl_ms is not None:  # expired keys are left out (ttl.py)
             cutoff = ttl.cutoff(ttl_ms)
             scan = (found for found in scan if not ttl.is_expired(found[2], cutoff))
-        if limit is not None:
-            scan = itertools.islice(scan, max(0, limit))
-        decode, topic = self._decode, self.topic
-        return self._guarded(
-            (iv.decode(), k.decode(), decode(raw, k, topic)) for iv, k, raw in scan
-        )
+        return scan if limit is None else itertools.islice(scan, max(0, limit))
 
     def find_count(self, index: str, value: str) -> int:
         """How many keys have index value `value` (counted over the index: one step per key;
@@ -260,6 +277,42 @@ class StoreQueries:
                 f"({d.scanned} keys indexed so far)"
             )
         return storage, d
+
+    # -- Apache Arrow (arrow.py) -------------------------------------------------------------
+
+    def to_arrow(
+        self,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        index: str | None = None,
+        value: str | None = None,
+        schema: pa.Schema | pa.StructType | None = None,
+        batch_rows: int = arrow.BATCH_ROWS,
+        batch_bytes: int = arrow.BATCH_BYTES,
+    ) -> pa.RecordBatchReader:
+        """A pyarrow RecordBatchReader of the keys items() visits, or, with `index`, of the
+        keys find_matches() visits (`value`, prefix, start and end then filter index values),
+        over one point-in-time view, in batches of at most `batch_rows` rows that end once
+        their values reach `batch_bytes`. Columns: key, value (its JSON text, or a struct of
+        the fields `schema` names), timestamp (the record's); index_value first with `index`.
+        Read or close the reader before close(). ImportError without pyarrow."""
+        export = arrow.Export(
+            self.topic, self._decode, self._value_format, schema, batch_rows, batch_bytes
+        )
+        if index is None and value is not None:
+            raise ValueError("to_arrow() takes a value only with an index")
+        # Bad arguments and a missing pyarrow are reported before a scan is opened.
+        columns = arrow.schema(export, indexed=index is not None)
+        rows: Iterator[tuple[bytes, ...]]
+        if index is None:
+            rows = self._scan(prefix, start, end, reverse, limit)
+        else:
+            rows = self._index_scan(index, value, prefix, start, end, reverse, limit)
+        return arrow.reader(self._guarded(rows), columns, export)
 
     # -- errors ------------------------------------------------------------------------------
 

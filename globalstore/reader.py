@@ -11,10 +11,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypedDict, Unpack
 
 from globalstore.codec import Entry
 from globalstore.state import State
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,17 @@ class ScanFilters(TypedDict, total=False):
     limit: int | None
 
 
+class ArrowOptions(ScanFilters, total=False):
+    """What to_arrow() reads (the keys, or with `index` the index values, that the filters
+    select) and how (a struct value column of `schema`'s fields, the batch bounds)."""
+
+    index: str | None
+    value: str | None
+    schema: pa.Schema | pa.StructType | None
+    batch_rows: int
+    batch_bytes: int
+
+
 class StoreReader(Protocol):
     """The queries every store face answers. A scan reads one point-in-time view."""
 
@@ -132,6 +146,8 @@ class StoreReader(Protocol):
     ) -> Iterator[tuple[str, str, Any]]: ...
 
     def find_count(self, index: str, value: str) -> int: ...
+
+    def to_arrow(self, **options: Unpack[ArrowOptions]) -> pa.RecordBatchReader: ...
 
     def count(self) -> int: ...
 

@@ -35,7 +35,8 @@ class ReadOnlyStore(StoreQueries):
     ) -> None:
         """value_format and converters as for GlobalStore: the format queries answer in."""
         self.path = Path(path)
-        self._decode = decoder(ValueFormats(value_format, dict(converters or {})))
+        formats = ValueFormats(value_format, dict(converters or {}))
+        self._decode, self._value_format = decoder(formats), formats.current
         storage = Storage(self.path, rocksdb, read_only=True)
         meta = storage.read_meta()
         storage.load(meta)

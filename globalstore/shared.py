@@ -79,7 +79,8 @@ class SharedStore(StoreQueries):
         self.path = Path(path)
         self.topic = ""  # the writer's, once its copy is open
         self._rocksdb = rocksdb
-        self._decode = decoder(ValueFormats(value_format, dict(converters or {})))
+        formats = ValueFormats(value_format, dict(converters or {}))
+        self._decode, self._value_format = decoder(formats), formats.current
         self._lookup = self._lookup_unavailable
         self._live: Live[_Copy] | None = None
         self._retired: _Copy | None = None  # replaced; closed at the next swap or close()

@@ -86,7 +86,8 @@ class GlobalStore(StoreQueries):
         self._closed = False
         self._closing = threading.Event()  # close() was called: stops a snapshot install
         self._lookup = self._lookup_unavailable
-        self._decode = decoder(config.value_formats())
+        formats = config.value_formats()
+        self._decode, self._value_format = decoder(formats), formats.current
 
     @classmethod
     def from_config(

@@ -16,14 +16,18 @@ import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
+from globalstore import arrow
 from globalstore.codec import Entry
 from globalstore.errors import StoreClosed
 from globalstore.heal import Live
-from globalstore.reader import ScanFilters, StoreStatus
+from globalstore.reader import ArrowOptions, ScanFilters, StoreStatus
 from globalstore.storage import Storage
 from globalstore.store import GlobalStore
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -157,6 +161,17 @@ class SwitchingStore:
 
     def find_count(self, index: str, value: str) -> int:
         return self._on_active(lambda store: store.find_count(index, value))
+
+    def to_arrow(self, **options: Unpack[ArrowOptions]) -> pa.RecordBatchReader:
+        """As GlobalStore.to_arrow: one store's view, held until the reader is read."""
+        opened: list[pa.RecordBatchReader] = []
+
+        def open_scan(store: GlobalStore) -> Iterator[pa.RecordBatch]:
+            opened.append(store.to_arrow(**options))
+            return iter(opened[0])
+
+        batches = self._scan(open_scan)
+        return arrow.pyarrow().RecordBatchReader.from_batches(opened[0].schema, batches)
 
     def _on_active(self, read: Callable[[GlobalStore], _T]) -> _T:
         """`read` on the active store; again on the new one if a switch closed it meanwhile."""

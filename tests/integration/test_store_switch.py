@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
+
 from globalstore import GlobalStore, ReadOnlyStore, SwitchingStore
 from globalstore.server import ServedStore
 from tests.integration.serve_support import running_server, wait_ready
@@ -26,7 +28,8 @@ def _generation(bootstrap: str, topic: str, gen: int) -> None:
 
 
 class Reader(threading.Thread):
-    """Point gets, multi-gets and scans until stopped; records every answer's generation."""
+    """Point gets, multi-gets, scans and Arrow exports until stopped; records every answer's
+    generation."""
 
     def __init__(self, store: SwitchingStore, seed: int) -> None:
         super().__init__(daemon=True)
@@ -43,7 +46,7 @@ class Reader(threading.Thread):
                 self.wrong.append(f"{type(exc).__name__}: {exc}")
 
     def _one(self) -> None:
-        kind = self.rng.randrange(3)
+        kind = self.rng.randrange(4)
         if kind == 0:
             i = self.rng.randrange(N)
             value = self.store.get(f"k{i:05d}")
@@ -53,8 +56,12 @@ class Reader(threading.Thread):
             keys = [f"k{self.rng.randrange(N):05d}" for _ in range(20)]
             answers = list(self.store.get_many(keys).values())
             expected = len(set(keys))
-        else:
+        elif kind == 2:
             answers = [value for _, value in self.store.items(prefix="k00")]
+            expected = 1_000
+        else:  # an export, read batch by batch while the switch may happen
+            table = self.store.to_arrow(prefix="k00", batch_rows=100).read_all()
+            answers = [orjson.loads(text) for text in table.column("value").to_pylist()]
             expected = 1_000
         gens = {value["gen"] for value in answers}
         if len(answers) != expected or len(gens) != 1:

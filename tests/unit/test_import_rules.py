@@ -116,8 +116,8 @@ FLOORS = (
     ("config", "reader", "indexes", "ttl"),
     # RocksDB; what the broker says; the C loop; how a writer wakes reader processes
     ("storage", "topic", "native_restore", "announce"),
-    # formats and the transform; planning; snapshots and their manifest; reads
-    ("migrate", "transform", "plan", "snapshot", "snapshot_manifest", "queries"),
+    # formats and the transform; planning; snapshots and their manifest; reads and exports
+    ("migrate", "transform", "plan", "snapshot", "snapshot_manifest", "queries", "arrow"),
     ("prepare", "sources", "events", "restore_log"),  # what the store thread is made of
     ("thread",),  # the loop
     ("heal",),  # replicas, the one swap, self-healing

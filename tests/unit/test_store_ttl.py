@@ -150,6 +150,9 @@ def test_expired_keys_are_gone_from_every_query_at_once(tmp_path: Path) -> None:
     assert [k for k, _ in view.find("by_courier", "c-1")] == ["legacy", "new-1"]
     assert [k for _, k, _ in view.find_matches("by_courier", prefix="c")] == LIVE
     assert view.find_count("by_courier", "c-1") == 2 and view.find_count("by_tag", "x") == 1
+    assert view.to_arrow().read_all().column("key").to_pylist() == LIVE
+    exported = view.to_arrow(index="by_courier", value="c-1").read_all()
+    assert exported.column("key").to_pylist() == ["legacy", "new-1"]
     assert storage.state.count == 5  # still stored, until purged
     assert view._unexpired_count(storage, storage.state.count) == 3
     storage.close()
