@@ -12,7 +12,8 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from globalstore.codec import format_headers
-from globalstore.storage import Record
+from globalstore.storage import Applied, Record
+from globalstore.storage.records import fill
 
 PARTITION_EOF = KafkaError._PARTITION_EOF
 AUTO_OFFSET_RESET = KafkaError._AUTO_OFFSET_RESET
@@ -153,3 +154,15 @@ class FullDisk:
     def close(self) -> None:
         self._real.close()
         self._full()
+
+
+class LikeTheCLoop:
+    """A NativeBatch that writes `records` as the C loop does: as storage/records.py's fill,
+    which the C loop matches record for record (test_native_restore.py)."""
+
+    def __init__(self, records: list[Record]) -> None:
+        self.records = records
+
+    def fill(self, put, delete, nexts, events, skipped, timeout) -> int:  # type: ignore[no-untyped-def]
+        fill(put, delete, self.records, Applied(skipped=skipped), nexts, False)
+        return len(self.records)

@@ -24,10 +24,9 @@ from globalstore.migrate import Migration
 from globalstore.plan import Plan
 from globalstore.prepare import Prepared, define_indexes
 from globalstore.queries import StoreQueries
-from globalstore.storage import Applied, Record, Storage
-from globalstore.storage.records import fill
+from globalstore.storage import Storage
 from globalstore.thread import StoreThread
-from tests.unit.store_fakes import FakeConsumer, batch, messages
+from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, batch, messages
 from tests.unit.test_shared_store import Writer
 
 TOPIC = "t"
@@ -287,17 +286,6 @@ def test_a_new_version_rebuilds_and_a_removed_index_is_deleted(tmp_path: Path) -
     storage.close()
 
 
-class _LikeTheCLoop:
-    """A NativeBatch that writes `records` as the C loop does (storage/records.py's fill)."""
-
-    def __init__(self, records: list[Record]) -> None:
-        self.records = records
-
-    def fill(self, put, delete, nexts, events, skipped, timeout) -> int:  # type: ignore[no-untyped-def]
-        fill(put, delete, self.records, Applied(skipped=skipped), nexts, False)
-        return len(self.records)
-
-
 def test_both_loops_write_the_same_entries(tmp_path: Path) -> None:
     rng = random.Random(3)
     records = batch(
@@ -310,7 +298,7 @@ def test_both_loops_write_the_same_entries(tmp_path: Path) -> None:
     for name in ("python", "c"):
         storage, _ = _open(tmp_path / name)
         if name == "c":
-            storage.apply_native(_LikeTheCLoop(records), 0.0, 1)
+            storage.apply_native(LikeTheCLoop(records), 0.0, 1)
         else:
             storage.apply(records, {}, False, 1)
         written[name] = (

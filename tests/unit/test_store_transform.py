@@ -18,10 +18,9 @@ from globalstore.meta import Meta
 from globalstore.plan import rebuild_reason
 from globalstore.snapshot_manifest import Manifest
 from globalstore.sources import ConsumerSource
-from globalstore.storage import Applied, Record, Storage
-from globalstore.storage.records import fill
+from globalstore.storage import Record, Storage
 from globalstore.topic import Marks, TopicInfo
-from tests.unit.store_fakes import Msg, batch, messages
+from tests.unit.store_fakes import LikeTheCLoop, Msg, batch, messages
 
 TOPIC = "t"
 
@@ -220,18 +219,6 @@ def test_a_snapshot_manifest_carries_the_transform(tmp_path: Path) -> None:
     assert parsed.offsets == {0: 5}
 
 
-class _LikeTheCLoop:
-    """A NativeBatch that writes `records` as the C loop does: as storage/records.py's fill,
-    which the C loop matches record for record (test_native_restore.py)."""
-
-    def __init__(self, records: list[Record]) -> None:
-        self.records = records
-
-    def fill(self, put, delete, nexts, events, skipped, timeout) -> int:  # type: ignore[no-untyped-def]
-        fill(put, delete, self.records, Applied(skipped=skipped), nexts, False)
-        return len(self.records)
-
-
 def test_both_loops_write_the_same_transformed_bytes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -257,7 +244,7 @@ def test_both_loops_write_the_same_transformed_bytes(
         assert shaper is not None
         with caplog.at_level(logging.WARNING, logger="globalstore"):
             if native:
-                shaped_batch = shaper.native(_LikeTheCLoop(records))
+                shaped_batch = shaper.native(LikeTheCLoop(records))
                 applied = storage.apply_native(shaped_batch, 0.0, 1)
                 failures = shaped_batch.failures
             else:

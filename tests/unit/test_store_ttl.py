@@ -22,10 +22,9 @@ from globalstore.errors import ConfigurationError
 from globalstore.migrate import Migration
 from globalstore.plan import Plan
 from globalstore.prepare import Prepared, define_indexes, define_ttl
-from globalstore.storage import Applied, Record, Storage
-from globalstore.storage.records import fill
+from globalstore.storage import Record, Storage
 from globalstore.thread import StoreThread
-from tests.unit.store_fakes import FakeConsumer, Msg
+from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, Msg
 from tests.unit.test_shared_store import Writer
 from tests.unit.test_store_indexes import FNS, TOPIC, _v, _View
 
@@ -89,17 +88,6 @@ def test_each_write_keeps_one_time_entry_per_key_with_a_timestamp(tmp_path: Path
     reopened.close()
 
 
-class _LikeTheCLoop:
-    """A NativeBatch that writes `records` as the C loop does (storage/records.py's fill)."""
-
-    def __init__(self, records: list[Record]) -> None:
-        self.records = records
-
-    def fill(self, put, delete, nexts, events, skipped, timeout) -> int:  # type: ignore[no-untyped-def]
-        fill(put, delete, self.records, Applied(skipped=skipped), nexts, False)
-        return len(self.records)
-
-
 def test_both_loops_write_the_same_time_entries(tmp_path: Path) -> None:
     records = [
         _rec(f"k{i % 7}", None if i % 5 == 0 else _v("c-1"), OLD + (i * 37) % 11, i)
@@ -109,7 +97,7 @@ def test_both_loops_write_the_same_time_entries(tmp_path: Path) -> None:
     for name in ("python", "c"):
         storage, _ = _open(tmp_path / name)
         if name == "c":
-            storage.apply_native(_LikeTheCLoop(records), 0.0, NOW)
+            storage.apply_native(LikeTheCLoop(records), 0.0, NOW)
         else:
             storage.apply(records, {}, False, NOW)
         written[name] = (_time_entries(storage), storage.state.time_entries)
@@ -272,7 +260,7 @@ def test_a_bulk_restore_writes_no_time_entries_and_builds_them_after(tmp_path: P
     assert _time_entries(storage) == set() and storage.state.time_entries == 0
     assert not storage.time.tracks_writes
     records = [_rec("c", _v("c-1"), OLD, 2), _rec("a", _v("c-2"), OLD + 1, 3)]
-    storage.apply_native(_LikeTheCLoop(records), 0.0, NOW)
+    storage.apply_native(LikeTheCLoop(records), 0.0, NOW)
     storage.apply([_rec("d", _v("c-1"), NOW, 4)], {}, False, NOW)
     assert _time_entries(storage) == set()  # nothing indexed while restoring
     assert purge.step() == [] and purge.step() == [] and storage.state.time_cursor is None
