@@ -11,7 +11,8 @@ from types import FrameType
 
 import click
 
-from globalstore.cli.store import Progress, StoreTarget, store_options
+from globalstore.cli.store import Progress
+from globalstore.cli.target import StoreTarget, store_options
 from globalstore.cli.watch import Watcher
 
 

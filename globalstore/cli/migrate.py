@@ -16,7 +16,8 @@ from pathlib import Path
 
 import click
 
-from globalstore.cli.store import Progress, StoreTarget, store_options
+from globalstore.cli.store import Progress
+from globalstore.cli.target import StoreTarget, store_options
 from globalstore.errors import StoreFailed
 from globalstore.state import State
 from globalstore.storage import Storage

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from globalstore.cli.errors import UserError
-from globalstore.cli.store import StoreTarget, store_options
+from globalstore.cli.target import StoreTarget, store_options
 
 
 @click.command()

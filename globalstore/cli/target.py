@@ -1,0 +1,176 @@
+"""The options every store command shares (topic, broker, path, value formats, transform,
+indexes, ttl, Kafka client settings), and the StoreTarget they build: the StoreConfig, how
+long to wait, and the store it opens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from globalstore.cli.formats import chain, import_converter, index_options
+from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, StoreConfig
+from globalstore.errors import StoreLocked
+from globalstore.kafka_settings import kafka_config_options
+from globalstore.listeners import StoreListener
+from globalstore.reader import StoreReader
+from globalstore.readonly import ReadOnlyStore
+from globalstore.store import GlobalStore
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreTarget:
+    """What every store command is given: the store's settings and how long to wait."""
+
+    config: StoreConfig
+    timeout: float
+    # Bare `--index NAME`s: the index `scan` queries (other commands take none).
+    selected: tuple[str, ...] = ()
+
+    def build(
+        self, listener: StoreListener | None = None, bootstrap_from: str | None = None
+    ) -> GlobalStore:
+        """The store these options describe, not started."""
+        listeners = () if listener is None else (listener,)
+        return GlobalStore(config=self.config, listeners=listeners, bootstrap_from=bootstrap_from)
+
+    def open(self, listener: StoreListener | None = None) -> GlobalStore:
+        """A started store (its errors rise to the group, which explains them)."""
+        return self.build(listener).start(timeout=self.timeout)
+
+    def open_for_queries(self) -> StoreReader:
+        """A started store; or, when a running application holds the directory, a read-only
+        view of what it has written (said on stderr), instead of failing on its lock."""
+        try:
+            return self.open()
+        except StoreLocked as held:
+            click.echo(f"{held}; answering read-only from what it has written", err=True)
+        config = self.config
+        return ReadOnlyStore(
+            config.path, value_format=config.value_format, converters=config.converters
+        )
+
+
+# The options named after the StoreConfig field they set.
+_CONFIG_OPTIONS = ("topic", "bootstrap_servers", "path", "kafka_config", "allow_uncompacted")
+
+
+def store_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add the shared options, and hand them to `command` as one StoreTarget argument."""
+
+    @functools.wraps(command)
+    def with_target(**params: Any) -> None:
+        value_format, converters = chain(params.pop("value_format"), params.pop("converter"))
+        transform = params.pop("transform")
+        indexes, versions, selected = index_options(
+            params.pop("index"), params.pop("index_version")
+        )
+        if selected and command.__name__ != "scan":
+            raise click.BadParameter(
+                f"{selected[0]!r} names no function: give --index NAME=PKG.MODULE:FUNCTION",
+                param_hint="--index",
+            )
+        config = StoreConfig(
+            **{name: params.pop(name) for name in _CONFIG_OPTIONS},
+            check_topic_config=not params.pop("skip_topic_config_check"),
+            value_format=value_format,
+            converters=converters,
+            transform=None if transform is None else import_converter(transform, "--transform"),
+            transform_version=params.pop("transform_version"),
+            indexes=indexes,
+            index_versions=versions,
+            ttl=params.pop("ttl"),
+        )
+        command(StoreTarget(config, params.pop("timeout"), selected), **params)
+
+    options = [
+        click.option("--topic", required=True, help="The compacted topic the store copies."),
+        click.option(
+            "--bootstrap-servers",
+            default=DEFAULT_BOOTSTRAP,
+            show_default=True,
+            envvar=BOOTSTRAP_ENV,
+            show_envvar=True,
+            help="Kafka bootstrap address.",
+        ),
+        click.option(
+            "--path",
+            required=True,
+            type=click.Path(file_okay=False, path_type=Path),
+            help="Store directory (created if missing).",
+        ),
+        click.option(
+            "--allow-uncompacted",
+            is_flag=True,
+            help="Accept a topic whose cleanup.policy lacks 'compact'.",
+        ),
+        click.option(
+            "--skip-topic-config-check",
+            is_flag=True,
+            help="Do not read cleanup.policy / delete.retention.ms (for a principal without "
+            "DescribeConfigs): compaction and the offline-age rebuild go unchecked.",
+        ),
+        click.option(
+            "--timeout",
+            default=60.0,
+            show_default=True,
+            help="Seconds to wait for the broker and the restore.",
+        ),
+        click.option(
+            "--value-format",
+            type=click.IntRange(1, 255),
+            help="Value format to answer in (default: one past the converters' formats).",
+        ),
+        click.option(
+            "--converter",
+            multiple=True,
+            metavar="PKG.MODULE:FUNCTION",
+            help="A function turning a value into the next format; repeat in order, oldest "
+            "format first (docs/store.md).",
+        ),
+        click.option(
+            "--transform",
+            metavar="PKG.MODULE:FUNCTION",
+            help="The store's transform on ingest, fn(key, value) -> value or None "
+            "(docs/store.md). A store written with another one is rebuilt: give the one it "
+            "was written with.",
+        ),
+        click.option(
+            "--transform-version",
+            type=click.IntRange(1),
+            default=1,
+            show_default=True,
+            help="The version of --transform, stored with the data.",
+        ),
+        click.option(
+            "--index",
+            multiple=True,
+            metavar="NAME=PKG.MODULE:FUNCTION",
+            help="A secondary index, fn(key, value) -> str, list of str or None "
+            "(docs/store.md); repeat for each. A store opened without one of its indexes "
+            "drops it: give them all every time. `scan --index NAME` queries one.",
+        ),
+        click.option(
+            "--index-version",
+            multiple=True,
+            metavar="NAME=N",
+            help="The version of an --index (default 1); a new version is rebuilt.",
+        ),
+        click.option(
+            "--ttl",
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="SECONDS",
+            help="Time to live: keys whose newest record is older are left out of every "
+            "answer and purged from disk (docs/store.md). A store opened without it drops "
+            "its time index: give it every time.",
+        ),
+    ]
+    wrapped: Callable[..., None] = kafka_config_options(with_target)
+    for option in reversed(options):
+        wrapped = option(wrapped)
+    return wrapped
