@@ -103,6 +103,7 @@ class _IndexBatch:
     of it as it was before the batch."""
 
     def __init__(self, family: IndexFamily, wb: rocksdict.WriteBatch) -> None:
-        self.put: Callable[[bytes, bytes], object] = lambda k, v: family.put(wb, k, v)
-        self.delete: Callable[[bytes], object] = lambda k: family.delete(wb, k)
+        handle = family._handle  # called per entry: one call, not two
+        self.put: Callable[[bytes, bytes], object] = lambda k, v: wb.put(k, v, handle)
+        self.delete: Callable[[bytes], object] = lambda k: wb.delete(k, handle)
         self.get_many = family.get_many
