@@ -210,7 +210,7 @@ def open_store(
     bootstrap: str,
     topic: str,
     path: Path,
-    listener: Counter | None = None,
+    listener: StoreListener | None = None,
     native: bool = True,
     rocksdb: RocksDBOptions | None = None,
     client: Client = NO_CLIENT,

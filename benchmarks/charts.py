@@ -67,3 +67,32 @@ def _save(fig: plt.Figure, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def loglog(
+    path: Path,
+    title: str,
+    xs: Sequence[float],
+    series: Mapping[str, Sequence[float]],
+    unit: str,
+    target: float | None = None,
+) -> None:
+    """One line per series against xs (keys, instances), both axes logarithmic; points that
+    failed to measure (nan) are left out."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, (label, ys) in enumerate(series.items()):
+        points = [(x, y) for x, y in zip(xs, ys, strict=True) if y == y and y > 0]
+        if points:
+            ax.plot(*zip(*points, strict=True), marker="o", label=label,
+                    color=OURS if i == 0 else None)  # fmt: skip
+    if target is not None:
+        ax.axhline(target, color="#d29922", linestyle="--", label=f"target {target:,g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(list(xs), [f"{x:,.0f}" for x in xs])
+    ax.minorticks_off()
+    ax.set_ylabel(unit)
+    ax.set_title(title, fontsize=11, loc="left")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=9)
+    _save(fig, path)
