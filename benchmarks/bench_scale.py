@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -74,6 +75,7 @@ from globalstore.localkafka import LocalKafka, free_port
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "benchmarks.md"
 STEP_TIMEOUT_S = 4 * 3600.0  # a 50M restore on a shared box: generous, never endless
+START_TIMEOUT_S = 3 * 3600.0  # start() of one store, within its step
 VALUE_BYTES = 250  # bench_shape.order: an order of 10 fields
 LARGE_VALUES, LARGE_VALUE_BYTES = 3_000, 900_000
 UNCACHED_GETS = 20_000
@@ -91,7 +93,7 @@ def disk_mb(path: Path) -> float:
 
 def step_restore(bootstrap: str, topic: str, path: str) -> dict[str, float]:
     """Cold restore into an empty directory (kept for the next steps)."""
-    rate, records = cold_restore(bootstrap, topic, Path(path))
+    rate, records = cold_restore(bootstrap, topic, Path(path), timeout=START_TIMEOUT_S)
     return {
         "rate": rate,
         "records": records,
@@ -108,7 +110,7 @@ def step_restart(
     clock, taken by the parent just before it) to the first answered get, then per-get
     latencies on random keys of the whole key space."""
     rng = random.Random()
-    store = open_store(bootstrap, topic, Path(path))
+    store = open_store(bootstrap, topic, Path(path), timeout=START_TIMEOUT_S)
     while store.get(key_of(rng.randrange(keys))) is None:
         pass  # every key exists: only a wrong topic would loop here
     first = time.time() - launched
@@ -127,7 +129,7 @@ def step_restart(
 
 
 def step_scan(bootstrap: str, topic: str, path: str, keys: int) -> dict[str, float]:
-    store = open_store(bootstrap, topic, Path(path))
+    store = open_store(bootstrap, topic, Path(path), timeout=START_TIMEOUT_S)
     seconds, _ = scan_seconds(store, keys)
     store.close()
     return {"rate": keys / seconds, "rss_mb": peak_rss_mb()}
@@ -152,7 +154,7 @@ def step_boot(bootstrap: str, topic: str, path: str, url: str) -> dict[str, floa
     logger.addHandler(installs)
     logger.setLevel(logging.INFO)
     began = time.time()
-    seconds = boot_seconds(bootstrap, topic, Path(path), url)
+    seconds = boot_seconds(bootstrap, topic, Path(path), url, START_TIMEOUT_S)
     shutil.rmtree(path, ignore_errors=True)
     return {
         "seconds": seconds,
@@ -178,7 +180,7 @@ class _ProbeTimes(StoreListener):
 def step_follow(bootstrap: str, topic: str, path: str, stop: str) -> dict[str, float]:
     """Follow the topic until the file `stop` exists; produce→visible of the probes."""
     probes = _ProbeTimes()
-    store = open_store(bootstrap, topic, Path(path), listener=probes)
+    store = open_store(bootstrap, topic, Path(path), probes, timeout=START_TIMEOUT_S)
     print("ready", flush=True)
     while not os.path.exists(stop):
         time.sleep(0.1)
@@ -485,7 +487,7 @@ SIZE_PICTURES: dict[str, tuple[str, str, dict[str, tuple[str, str]], float | Non
         None,
     ),
     "rss": (
-        "Peak RSS of the cold restore by topic size",
+        "Peak RSS by topic size, each step in a fresh process",
         "MB",
         {
             "cold restore": ("restore", "rss_mb"),
@@ -520,8 +522,8 @@ SIZE_PICTURES: dict[str, tuple[str, str, dict[str, tuple[str, str]], float | Non
 }
 
 
-def draw_sizes(runs: list[SizeRun]) -> list[str]:
-    """The log-log pictures; returns their paths relative to docs/."""
+def draw_sizes(runs: list[SizeRun]) -> list[tuple[str, str]]:
+    """The log-log pictures; returns their (path relative to docs/, title)."""
     import charts  # noqa: PLC0415 - matplotlib only in the parent, never in a step
 
     for r in runs:  # derived stats the table computes on the fly
@@ -531,8 +533,8 @@ def draw_sizes(runs: list[SizeRun]) -> list[str]:
     names = []
     for name, (title, unit, series, target) in SIZE_PICTURES.items():
         ys = {label: [r.med(step, stat) for r in runs] for label, (step, stat) in series.items()}
-        names.append(f"img/scale-{name}.png")
-        charts.loglog(DOCS.parent / names[-1], title, xs, ys, unit, target)
+        names.append((f"img/scale-{name}.png", title))
+        charts.loglog(DOCS.parent / names[-1][0], title, xs, ys, unit, target)
     snap = {
         "size, MB": [
             median([s[2] for s in r.snapshot]) / 2**20 if r.snapshot else float("nan") for r in runs
@@ -541,10 +543,8 @@ def draw_sizes(runs: list[SizeRun]) -> list[str]:
             median([s[1] for s in r.snapshot]) if r.snapshot else float("nan") for r in runs
         ],
     }
-    names.append("img/scale-snapshot.png")
-    charts.loglog(
-        DOCS.parent / names[-1], "Snapshot size and time to stream it", xs, snap, "MB / seconds"
-    )
+    names.append(("img/scale-snapshot.png", "Snapshot size and time to stream it"))
+    charts.loglog(DOCS.parent / names[-1][0], names[-1][1], xs, snap, "MB / seconds")
     return names
 
 
@@ -586,7 +586,7 @@ def sizes(args: argparse.Namespace, bootstrap: str, work: Path) -> str:
     print(text)
     pictures = draw_sizes(runs) if args.write_docs else []
     return "\n".join(
-        [text, "", *[f"- {n}" for n in notes], "", *[f"![{p}]({p})" for p in pictures]]
+        [text, "", *[f"- {n}" for n in notes], "", *[f"![{t}]({p})\n" for p, t in pictures]]
     )
 
 
@@ -802,6 +802,22 @@ INSTANCE_HEADER = (
 )
 
 
+def limit_of(run: CountRun, alone: float) -> str:
+    """What held simultaneous restores back: the broker (busy) or the machine's CPUs."""
+    together = sum(r["rate"] for r in run.restores)
+    cpu = run.restore_cpu[0] if run.restore_cpu else float("nan")
+    busy = cpu >= 80
+    return (
+        f"{run.n} restores together: {together:,.0f} records/s in all against {alone:,.0f} "
+        f"alone, broker CPU {cpu:.0f} % of one core: "
+        + (
+            "the broker is the limit"
+            if busy
+            else f"not the broker; the instances share the machine's {os.cpu_count()} CPUs"
+        )
+    )
+
+
 def instance_verdicts(runs: list[CountRun]) -> list[str]:
     alone = median([r["rate"] for r in runs[0].restores]) if runs[0].restores else float("nan")
     out = []
@@ -812,6 +828,7 @@ def instance_verdicts(runs: list[CountRun]) -> list[str]:
                 f"five simultaneous cold restores, the slowest at {worst:.0%} of one "
                 f"alone (target ≥ 50 %): {'PASS' if worst >= 0.5 else 'MISS'}"
             )
+            out.append(limit_of(run, alone))
         if run.n == 20 and run.peer_gets:
             p99 = quantile(run.peer_gets, 0.99) * 1000
             out.append(
@@ -822,7 +839,7 @@ def instance_verdicts(runs: list[CountRun]) -> list[str]:
     return out
 
 
-def draw_instances(runs: list[CountRun]) -> list[str]:
+def draw_instances(runs: list[CountRun]) -> list[tuple[str, str]]:
     import charts  # noqa: PLC0415 - matplotlib only in the parent, never in a step
 
     xs = [r.n for r in runs]
@@ -867,10 +884,10 @@ def draw_instances(runs: list[CountRun]) -> list[str]:
     }
     for name, (title, unit, series) in pictures.items():
         charts.loglog(DOCS.parent / name, title, xs, series, unit)
-    return list(pictures)
+    return [(name, title) for name, (title, _, _) in pictures.items()]
 
 
-def instances(args: argparse.Namespace, bootstrap: str, pid: int | None, work: Path) -> str:
+def instances(args: argparse.Namespace, bootstrap: str, work: Path, pid: int | None) -> str:
     topic = f"bench-scale-instances-{uuid.uuid4().hex[:6]}"
     fill_s = fill(bootstrap, topic, args.keys, order)
     counts = [int(n) for n in args.instances.split(",")]
@@ -905,7 +922,13 @@ def instances(args: argparse.Namespace, bootstrap: str, pid: int | None, work: P
         print(v)
     pictures = draw_instances(runs) if args.write_docs else []
     return "\n".join(
-        [text, "", *[f"- {n}" for n in notes + verdicts], "", *[f"![{p}]({p})" for p in pictures]]
+        [
+            text,
+            "",
+            *[f"- {n}" for n in notes + verdicts],
+            "",
+            *[f"![{t}]({p})\n" for p, t in pictures],
+        ]
     )
 
 
@@ -927,14 +950,23 @@ def measure(
 ) -> None:
     log(f"broker pid {pid}: {'its CPU is measured' if pid else 'not found: no broker CPU'}")
     about = machine(version)
-    if args.sizes:
-        body = sizes(args, bootstrap, work)
+    modes = (
+        ("## Scale: sizes", args.sizes, sizes),
+        ("## Scale: instances", args.instances, functools.partial(instances, pid=pid)),
+    )
+    for heading, wanted, mode in modes:
+        if not wanted:
+            continue
+        before, began = os.getloadavg()[0], time.perf_counter()
+        body = mode(args, bootstrap, work)
+        load = (
+            f"- Load average (1 min) {before:.1f} before and {os.getloadavg()[0]:.1f} after, "
+            f"on {os.cpu_count()} CPUs shared with other work; "
+            f"{(time.perf_counter() - began) / 60:.0f} minutes in all."
+        )
+        log(load)
         if args.write_docs:
-            write_docs(section("## Scale: sizes", about, body), "## Scale: sizes")
-    if args.instances:
-        body = instances(args, bootstrap, pid, work)
-        if args.write_docs:
-            write_docs(section("## Scale: instances", about, body), "## Scale: instances")
+            write_docs(section(heading, about, body + "\n\n" + load), heading)
 
 
 def main() -> None:

@@ -96,11 +96,13 @@ def export_rate(port: int, expected: int) -> float:
     return lines / seconds
 
 
-def boot_seconds(bootstrap: str, topic: str, path: Path, source: str | None) -> float:
+def boot_seconds(
+    bootstrap: str, topic: str, path: Path, source: str | None, timeout: float = 900
+) -> float:
     """Wall seconds from an empty directory to a ready store (from `source`, or from Kafka)."""
     shutil.rmtree(path, ignore_errors=True)
     began = time.perf_counter()
-    store = GlobalStore(topic, bootstrap, path, bootstrap_from=source).start(timeout=900)
+    store = GlobalStore(topic, bootstrap, path, bootstrap_from=source).start(timeout=timeout)
     seconds = time.perf_counter() - began
     store.close()
     return seconds

@@ -214,6 +214,7 @@ def open_store(
     native: bool = True,
     rocksdb: RocksDBOptions | None = None,
     client: Client = NO_CLIENT,
+    timeout: float = 900,
 ) -> GlobalStore:
     listeners = () if listener is None else (listener,)
     config = StoreConfig(
@@ -224,18 +225,23 @@ def open_store(
         rocksdb=rocksdb or RocksDBOptions(),
         kafka_config=client,
     )
-    return GlobalStore.from_config(config, listeners=listeners).start(timeout=900)
+    return GlobalStore.from_config(config, listeners=listeners).start(timeout=timeout)
 
 
 def cold_restore(
-    bootstrap: str, topic: str, path: Path, native: bool = True, client: Client = NO_CLIENT
+    bootstrap: str,
+    topic: str,
+    path: Path,
+    native: bool = True,
+    client: Client = NO_CLIENT,
+    timeout: float = 900,
 ) -> tuple[float, int]:
     """(records/s from start() call to ready, records restored) into an empty directory;
     native=False restores with the Python loop instead of the C one."""
     shutil.rmtree(path, ignore_errors=True)
     counter = Counter()
     began = time.perf_counter()
-    store = open_store(bootstrap, topic, path, counter, native, client=client)
+    store = open_store(bootstrap, topic, path, counter, native, client=client, timeout=timeout)
     seconds = time.perf_counter() - began
     store.close()
     return counter.records / seconds, counter.records
