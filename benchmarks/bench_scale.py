@@ -376,15 +376,18 @@ def snapshot_round(
             run.snapshot.append(snapshot_stream(port))
             log(f"snapshot: first byte, all, bytes {run.snapshot[-1]}")
             run.add("boot", run_step("boot", bootstrap, topic, str(new), url))
-    except (OSError, RuntimeError) as exc:
-        log(f"FAILED snapshot round: {exc}")
+    except Exception as exc:  # the other measures of this size still count
+        log(f"FAILED snapshot round: {type(exc).__name__}: {exc}")
 
 
 def large_values_rss(bootstrap: str, work: Path) -> dict[str, float] | None:
     topic = f"bench-scale-large-{uuid.uuid4().hex[:6]}"
-    fill(bootstrap, topic, LARGE_VALUES, large_value)
     try:
+        fill(bootstrap, topic, LARGE_VALUES, large_value)
         return run_step("restore", bootstrap, topic, str(work / "large"))
+    except Exception as exc:  # the sizes measured so far still get reported
+        log(f"FAILED large values: {type(exc).__name__}: {exc}")
+        return None
     finally:
         shutil.rmtree(work / "large", ignore_errors=True)
         delete_topic(bootstrap, topic)
@@ -540,8 +543,14 @@ def draw_sizes(runs: list[SizeRun]) -> list[tuple[str, str]]:
 def sizes(args: argparse.Namespace, bootstrap: str, work: Path) -> str:
     runs = []
     for keys in [int(n) for n in args.sizes.split(",")]:
-        runs.append(measure_size(bootstrap, keys, args, work))
+        try:
+            runs.append(measure_size(bootstrap, keys, args, work))
+        except Exception as exc:  # a size that failed (filling its topic, say): go on
+            log(f"FAILED {keys:,} keys: {type(exc).__name__}: {exc}")
+            continue
         log(f"{keys:,} keys: seconds per step {runs[-1].step_seconds}")
+    if not runs:
+        raise RuntimeError("no size could be measured")
     large = None if args.quick else large_values_rss(bootstrap, work)
     header = ["measure", *[f"{r.keys:,} keys" for r in runs], "target", "verdict"]
     text = markdown(header, size_rows(runs))
@@ -740,8 +749,8 @@ def measure_count(
             began = time.perf_counter()
             try:
                 phase(run, bootstrap, topic, work, pid, args)
-            except (OSError, RuntimeError) as exc:
-                log(f"FAILED {what} with {n} instances: {exc}")
+            except Exception as exc:  # the other phases and counts still run
+                log(f"FAILED {what} with {n} instances: {type(exc).__name__}: {exc}")
             log(f"{n} instances, {what}: {time.perf_counter() - began:.0f}s")
     finally:
         for leftover in work.glob("inst-*"):
