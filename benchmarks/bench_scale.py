@@ -63,7 +63,7 @@ from bench_store import (
     scan_seconds,
     write_docs,
 )
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from loadgen import run_load
 from peers import peak_rss_mb
@@ -668,18 +668,12 @@ def follow_under_writes(
             str(stops / "writer"),
         ]
     )
-    producer, headers = latency_producer(bootstrap), format_headers()
+    producer = latency_producer(bootstrap)
+    # Right after a cold restore (and a fill) the first seconds of following are slow: p99
+    # 100+ ms against 6-8 ms a minute later. Measure the steady state: warm-up probes first.
+    send_probes(producer, topic, "warmup-", args.warmup)
     with broker_cpu(pid) as cpu:
-        until = time.perf_counter() + args.seconds
-        while time.perf_counter() < until:
-            producer.produce(
-                topic,
-                key=f"probe-{time.time_ns()}".encode(),
-                value=orjson.dumps({"probe": True}),
-                headers=headers,
-            )
-            producer.poll(0)
-            time.sleep(0.02)
+        send_probes(producer, topic, "probe-", args.seconds)
     producer.flush(30)
     (stops / "writer").touch()
     writer.wait(120)
@@ -691,6 +685,16 @@ def follow_under_writes(
         f"{run.n} following: p99 {[round(f['p99_ms'], 1) for f in run.follows]} ms, "
         f"broker CPU {cpu[0]:.0f} %"
     )
+
+
+def send_probes(producer: Producer, topic: str, prefix: str, seconds: float) -> None:
+    """50 records/s for `seconds`, each key `prefix` + the send time in ns."""
+    headers, until = format_headers(), time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        key = f"{prefix}{time.time_ns()}".encode()
+        producer.produce(topic, key=key, value=orjson.dumps({"probe": True}), headers=headers)
+        producer.poll(0)
+        time.sleep(0.02)
 
 
 def gets_meanwhile(port: int, keys: int, stop: threading.Event, out: list[float]) -> None:
@@ -909,7 +913,8 @@ def instances(args: argparse.Namespace, bootstrap: str, work: Path, pid: int | N
         "Broker CPU: the broker process's utime + stime over the phase, in % of one core "
         f"(the machine has {os.cpu_count()}).",
         f"Following: a writer process overwrites random keys at {args.rate:,} records/s and "
-        f"this process sends 50 probe records/s for {args.seconds:g}s; each instance times "
+        f"this process sends 50 probe records/s for {args.seconds:g}s after a "
+        f"{args.warmup:g}s warm-up at the same load; each instance times "
         "produce→visible of every probe (the send time is in its key; on_changes listener).",
         f"Booting: the peer is `globalstore serve --max-snapshots {args.max_snapshots}` on "
         "the first instance's store; every new instance is a GlobalStore with bootstrap_from= "
@@ -981,6 +986,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each size measure")
     parser.add_argument("--rate", type=int, default=5_000, help="rec/s written while following")
     parser.add_argument("--seconds", type=float, default=20.0, help="following, per count")
+    parser.add_argument(
+        "--warmup", type=float, default=60.0, help="following before it is timed, per count"
+    )
     parser.add_argument(
         "--max-snapshots", type=int, default=2, help="the peer's cap (default the serve default)"
     )
