@@ -1,6 +1,6 @@
 """Scale benchmark: how a store behaves as the topic grows, and as instances multiply.
 
-    python benchmarks/bench_scale.py --sizes 100000,1000000 --rounds 1    # a quick check
+    python benchmarks/bench_scale.py --sizes 100000,1000000 --rounds 1 --quick   # a check
     python benchmarks/bench_scale.py --sizes 1000000,10000000,50000000 --write-docs
     python benchmarks/bench_scale.py --instances 1,5,10,20 --keys 1000000 --write-docs
 
