@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from bench_store import (
@@ -46,11 +47,13 @@ DOCS = ROOT / "docs" / "benchmarks.md"
 HEADING = "## Serving"
 
 
-def serve(bootstrap: str, topic: str, path: Path, port: int) -> subprocess.Popen[bytes]:
-    """`globalstore serve` in its own process, once /readyz says ready."""
+def serve(
+    bootstrap: str, topic: str, path: Path, port: int, options: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """`globalstore serve` (with more `options`) in its own process, once /readyz says ready."""
     command = [str(Path(sys.executable).parent / "globalstore"), "serve", "--topic", topic]
     command += ["--bootstrap-servers", bootstrap, "--path", str(path), "--port", str(port)]
-    command += ["--timeout", "600"]
+    command += ["--timeout", "600", *options]
     proc = subprocess.Popen(command)
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
@@ -93,11 +96,13 @@ def export_rate(port: int, expected: int) -> float:
     return lines / seconds
 
 
-def boot_seconds(bootstrap: str, topic: str, path: Path, source: str | None) -> float:
+def boot_seconds(
+    bootstrap: str, topic: str, path: Path, source: str | None, timeout: float = 900
+) -> float:
     """Wall seconds from an empty directory to a ready store (from `source`, or from Kafka)."""
     shutil.rmtree(path, ignore_errors=True)
     began = time.perf_counter()
-    store = GlobalStore(topic, bootstrap, path, bootstrap_from=source).start(timeout=900)
+    store = GlobalStore(topic, bootstrap, path, bootstrap_from=source).start(timeout=timeout)
     seconds = time.perf_counter() - began
     store.close()
     return seconds
@@ -121,7 +126,7 @@ def run(args: argparse.Namespace, bootstrap: str, kafka_version: str, workdir: P
     topic = f"bench-serve-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic)
     log(f"producing {args.keys:,} keys into {topic}")
-    produced = fill_topic(bootstrap, topic, args.keys)
+    produced = fill_topic(bootstrap, topic, args.keys, "small batches")
     load_before = os.getloadavg()[0]
     port = free_port()
     log("starting globalstore serve (cold restore)")

@@ -212,10 +212,11 @@ def open_store(
     bootstrap: str,
     topic: str,
     path: Path,
-    listener: Counter | None = None,
+    listener: StoreListener | None = None,
     native: bool = True,
     rocksdb: RocksDBOptions | None = None,
     client: Client = NO_CLIENT,
+    timeout: float = 900,
 ) -> GlobalStore:
     listeners = () if listener is None else (listener,)
     config = StoreConfig(
@@ -226,18 +227,23 @@ def open_store(
         rocksdb=rocksdb or RocksDBOptions(),
         kafka_config=client,
     )
-    return GlobalStore.from_config(config, listeners=listeners).start(timeout=900)
+    return GlobalStore.from_config(config, listeners=listeners).start(timeout=timeout)
 
 
 def cold_restore(
-    bootstrap: str, topic: str, path: Path, native: bool = True, client: Client = NO_CLIENT
+    bootstrap: str,
+    topic: str,
+    path: Path,
+    native: bool = True,
+    client: Client = NO_CLIENT,
+    timeout: float = 900,
 ) -> tuple[float, int]:
     """(records/s from start() call to ready, records restored) into an empty directory;
     native=False restores with the Python loop instead of the C one."""
     shutil.rmtree(path, ignore_errors=True)
     counter = Counter()
     began = time.perf_counter()
-    store = open_store(bootstrap, topic, path, counter, native, client=client)
+    store = open_store(bootstrap, topic, path, counter, native, client=client, timeout=timeout)
     seconds = time.perf_counter() - began
     store.close()
     return counter.records / seconds, counter.records

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 
 OURS = "#1f6feb"  # the project's bars; everything else is a baseline or a peer
 OTHERS = "#8b949e"
+SERIES = (OURS, "#d1242f", "#2da44e", "#8250df")  # lines of one chart, the first ours
 
 
 def bars(
@@ -67,3 +68,34 @@ def _save(fig: plt.Figure, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def loglog(
+    path: Path,
+    title: str,
+    xs: Sequence[float],
+    series: Mapping[str, Sequence[float]],
+    unit: str,
+    target: float | None = None,
+) -> None:
+    """One line per series against xs (keys, instances), both axes logarithmic; points that
+    failed to measure (nan) are left out."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for colour, (label, ys) in zip(SERIES, series.items(), strict=False):
+        points = [(x, y) for x, y in zip(xs, ys, strict=True) if y == y and y > 0]
+        if points:
+            ax.plot(*zip(*points, strict=True), marker="o", label=label, color=colour)  # fmt: skip
+    if target is not None:
+        ax.axhline(target, color="#d29922", linestyle="--", label=f"target {target:,g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(list(xs), [f"{x:,.0f}" for x in xs])
+    ax.minorticks_off()
+    # 1-2-5 steps with plain numbers: a log axis over less than a decade has no label else.
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,g}"))
+    ax.set_ylabel(unit)
+    ax.set_title(title, fontsize=11, loc="left")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=9)
+    _save(fig, path)
