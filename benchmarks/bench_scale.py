@@ -919,9 +919,9 @@ def instances(args: argparse.Namespace, bootstrap: str, work: Path, pid: int | N
         f"Booting: the peer is `globalstore serve --max-snapshots {args.max_snapshots}` on "
         "the first instance's store; every new instance is a GlobalStore with bootstrap_from= "
         "its snapshot URL. A download that finds no free slot within the peer's --max-wait "
-        "gets 503 and that instance restores from Kafka instead (it does not retry): the "
-        "count from the snapshot says how many got one. Meanwhile one connection GETs random "
-        "keys from the peer, one request at a time.",
+        "gets 503 and asks again as Retry-After says, until its start timeout, then restores "
+        "from Kafka: the count from the snapshot says how many got one. Meanwhile one "
+        "connection GETs random keys from the peer, one request at a time.",
     ]
     print(text)
     for v in verdicts:

@@ -28,6 +28,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -48,6 +49,7 @@ INSTALL_TIMEOUT_S = 600.0  # how long an install may take when the caller does n
 _CHUNK = 1 << 20
 _BLOCK = 512
 _END = bytes(2 * _BLOCK)  # a tar's end-of-archive marker: two zero blocks
+_BUSY = 503  # what a peer answers when all its snapshot slots are taken (server/app.py)
 _READ_TIMEOUT_S = 60.0  # the longest a silent peer may keep one read waiting
 
 Progress = Callable[[int], None]  # bytes received so far
@@ -169,6 +171,16 @@ class _Budget:
     def remaining(self) -> float:
         return max(0.001, self._deadline - time.monotonic())
 
+    def wait(self, seconds: float) -> None:
+        """Sleep `seconds`, or less if close() or the deadline comes first; then check()."""
+        pause = min(seconds, self._deadline - time.monotonic())
+        if pause > 0:
+            if self._cancel is None:
+                time.sleep(pause)
+            else:
+                self._cancel.wait(pause)
+        self.check()
+
 
 def install(
     source: str | Path,
@@ -248,9 +260,30 @@ def _fetch(url: str, staging: Staging, budget: _Budget, progress: Progress | Non
                         TOKEN_ENV, url)  # fmt: skip
         request.add_header("Authorization", f"Bearer {token}")
     opener = urllib.request.build_opener(_SameOriginRedirects())
-    timeout = min(_READ_TIMEOUT_S, budget.remaining())
-    with contextlib.closing(opener.open(request, timeout=timeout)) as response:
-        return _read_tar(_Received(response, budget, progress), staging)
+    while True:
+        try:
+            response = opener.open(request, timeout=min(_READ_TIMEOUT_S, budget.remaining()))
+        except urllib.error.HTTPError as exc:
+            if exc.code != _BUSY:
+                raise
+            # Every snapshot slot of the peer is taken (--max-snapshots): a fleet booting at
+            # once queues for them instead of all replaying from Kafka.
+            delay = _retry_after(exc.headers.get("Retry-After"))
+            exc.close()
+            log.info("snapshot peer %s is busy; asking again in %gs", url, delay)
+            budget.wait(delay)
+            continue
+        with contextlib.closing(response):
+            return _read_tar(_Received(response, budget, progress), staging)
+
+
+def _retry_after(header: str | None) -> float:
+    """Seconds a 503's Retry-After asks for (a number of seconds; 5 when absent or a date),
+    at most a minute."""
+    try:
+        return min(60.0, max(0.0, float(header or "")))
+    except ValueError:
+        return 5.0
 
 
 def _read_tar(stream: _Received, staging: Staging) -> Manifest:

@@ -26,6 +26,8 @@ class Route:
     pieces: list[bytes] = dataclasses.field(default_factory=list)
     pause: float = 0.0  # seconds after each piece
     redirect: str | None = None  # a Location to answer 302 with instead
+    busy: int = 0  # answer 503 + Retry-After this many times first, as a peer with no slot
+    retry_after: str = "0.2"
 
 
 class Peer:
@@ -44,6 +46,11 @@ class Peer:
                 route = peer.routes.get(self.path)
                 if route is None:
                     self.send_error(404)
+                elif route.busy > 0:
+                    route.busy -= 1
+                    self.send_response(503)
+                    self.send_header("Retry-After", route.retry_after)
+                    self.end_headers()
                 elif route.redirect is not None:
                     self.send_response(302)
                     self.send_header("Location", route.redirect)

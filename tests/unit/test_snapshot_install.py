@@ -201,3 +201,27 @@ def test_close_stops_an_install_and_releases_the_directory(
     assert len(raised) == 1 and isinstance(raised[0], StoreClosed), raised
     DirLock(tmp_path / "b").release()  # released
     assert snapshot.is_empty(tmp_path / "b")
+
+
+def test_a_busy_peer_is_asked_again_as_its_retry_after_says(
+    tmp_path: Path, body: bytes, peer: Peer
+) -> None:
+    # Every slot taken (503): a booting instance waits its turn instead of replaying.
+    peer.serve(body)
+    peer.routes["/v1/snapshot"].busy = 2
+    began = time.monotonic()
+    assert snapshot.install(peer.url(), tmp_path / "b")
+    assert len(peer.requests) == 3 and time.monotonic() - began >= 0.4
+    assert _installed_keys(tmp_path / "b") == 3_000
+
+
+def test_a_peer_busy_past_the_deadline_leaves_the_store_to_kafka(
+    tmp_path: Path, body: bytes, peer: Peer, caplog: pytest.LogCaptureFixture
+) -> None:
+    peer.serve(body)
+    peer.routes["/v1/snapshot"].busy = 1_000
+    began = time.monotonic()
+    assert not snapshot.install(peer.url(), tmp_path / "b", timeout=1.0)
+    assert 1.0 <= time.monotonic() - began < 3
+    assert "took longer than 1s" in caplog.text and len(peer.requests) > 2
+    assert [p.name for p in (tmp_path / "b").iterdir()] == []
