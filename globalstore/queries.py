@@ -194,7 +194,9 @@ class StoreQueries:
         value, then key. Index entries and values are read over one point-in-time view.
         UnknownIndex for an index the store does not have, IndexNotReady while it is being
         built. Exhaust or close the iterator before close()."""
-        return ((key, found) for _, key, found in self.find_matches(index, value, **filters))
+        scan = self._index_scan(index, value, **filters)
+        decode, topic = self._decode, self.topic
+        return self._guarded((k.decode(), decode(raw, k, topic)) for _, k, raw in scan)
 
     def find_matches(
         self,
@@ -220,11 +222,11 @@ class StoreQueries:
         self,
         index: str,
         value: str | None,
-        prefix: str | None,
-        start: str | None,
-        end: str | None,
-        reverse: bool,
-        limit: int | None,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
         after: tuple[str, str] | None = None,
     ) -> Iterator[tuple[bytes, bytes, bytes]]:
         if value is not None and (prefix is not None or start is not None or end is not None):
@@ -233,7 +235,7 @@ class StoreQueries:
         lower, upper = indexes.bounds(d.id, value, prefix, start, end)
         if after is not None:
             lower, upper = indexes.past(d.id, after, lower, upper, reverse)
-        # The view is fixed here: both iterators are opened now.
+        # The view is fixed here: the entries' iterator and the data's snapshot are taken now.
         scan = self._guard(lambda: storage.index_scan(lower, upper, reverse))
         ttl_ms = storage.state.ttl_ms
         if ttl_ms is not None:  # expired keys are left out (ttl.py)

@@ -551,7 +551,7 @@ class Storage:
         if index is None:
             return iter(())
         with self._view_lock:  # no write between the two: both see the same batches
-            return index.items(self._db.iter(), lower, upper, reverse)
+            return index.items(self._db.snapshot(), lower, upper, reverse)
 
     def index_count(self, lower: bytes, upper: bytes) -> int:
         """How many index entries lie in [lower, upper)."""

@@ -56,11 +56,11 @@ class IndexFamily:
             self.delete_range(wb, begin, end)
 
     def items(
-        self, values: rocksdict.RdictIter, lower: bytes, upper: bytes, reverse: bool
+        self, values: rocksdict.Snapshot, lower: bytes, upper: bytes, reverse: bool
     ) -> Iterator[tuple[bytes, bytes, bytes]]:
         """(index value, key, raw value) of the entries in [lower, upper), each value read
-        from `values`, an iterator over the data opened at the same sequence number as the
-        entries' own, which the caller opens with it (Storage.index_scan)."""
+        from `values`, a snapshot of the data taken at the same sequence number as the
+        entries' iterator, which the caller takes with it (Storage.index_scan)."""
         return index_items(self._family.iter(), values, lower, upper, reverse)
 
     def count(self, lower: bytes, upper: bytes) -> int:

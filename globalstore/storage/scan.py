@@ -55,16 +55,15 @@ def bounded(
 
 def index_items(
     entries: rocksdict.RdictIter,
-    values: rocksdict.RdictIter,
+    values: rocksdict.Snapshot,
     lower: bytes,
     upper: bytes,
     reverse: bool,
 ) -> Iterator[tuple[bytes, bytes, bytes]]:
     """(index value, key, raw value) of each index entry in [lower, upper), walking
-    `entries` (over the index column family) and seeking each key in `values` (over the
-    data): two iterators
-    made at the same sequence number, so one view. A key whose value is absent is skipped
-    (it cannot be: entries and values are written in one batch)."""
+    `entries` (over the index column family) and reading each key from `values` (a snapshot
+    of the data): both made at the same sequence number, so one view. A key whose value is
+    absent is skipped (it cannot be: entries and values are written in one batch)."""
     if reverse:
         entries.seek_for_prev(upper)
         step = entries.prev
@@ -84,9 +83,12 @@ def index_items(
             step()
             continue
         value, key = split_entry(entry)
-        values.seek(key)
-        if values.valid() and values.key() == key:
-            yield value, key, values.value()
+        try:
+            raw = values[key]  # a point read: cheaper than seeking an iterator (RocksDB's Get)
+        except KeyError:
+            pass
+        else:
+            yield value, key, raw
         step()
 
 
