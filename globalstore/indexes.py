@@ -273,7 +273,7 @@ def _write_changes(
     change in the index's number of entries. The hot loop of an indexed restore: the
     prefixes are built once, and a key that had no entry (every key of a new store) takes
     no set arithmetic."""
-    entries = ENTRY + _ID.pack(index_id)
+    entries = ENTRY + _ID.pack(index_id)  # entry_key()'s layout, its prefix built once
     reverse = [KEYS + _ID.pack(index_id) + k for k in keys]
     put, delete = batch.put, batch.delete
     delta = 0
