@@ -10,6 +10,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.utils import require_minimum_pandas_version
 
+from pipelines.session import build_session
+
 pytestmark = pytest.mark.spark
 
 
@@ -24,6 +26,9 @@ def test_pandas_3_is_what_runs_and_pysparks_warning_about_it_is_silenced(
     spark: SparkSession,
 ) -> None:
     assert int(pd.__version__.split(".")[0]) == 3
+    # pytest gives each test the warning filters it started with, so the filter the fixture's
+    # build_session set is gone by now: build (get) the session again, as a job does.
+    assert build_session(master="local[2]", shuffle_partitions=2) is spark
     assert _pandas_warnings() == 0  # the driver
 
     def in_a_worker(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:

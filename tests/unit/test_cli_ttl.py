@@ -4,7 +4,6 @@ writer's ttl expired; a ttl that is not a positive number is refused."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,7 @@ from globalstore.cli import main
 from globalstore.config import StoreConfig
 from globalstore.prepare import define_ttl
 from globalstore.storage import Storage
-
-NOW = int(time.time() * 1000)
+from tests.unit.test_store_ttl import NOW, OLD
 
 
 @pytest.fixture
@@ -30,7 +28,7 @@ def held(tmp_path: Path) -> Iterator[Path]:
     storage.load(storage.read_meta())
     define_ttl(storage, StoreConfig("t", "f:1", path, ttl=60))
     records = [
-        (b"old", b'{"n": 1}', None, 0, 0, NOW - 3_600_000),
+        (b"old", b'{"n": 1}', None, 0, 0, OLD),
         (b"new", b'{"n": 2}', None, 0, 1, NOW),
     ]
     storage.apply(records, {}, True, 1)

@@ -4,7 +4,6 @@ route at once, and /v1/status and /metrics report the time index."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,7 @@ from globalstore.reader import StoreStatus
 from globalstore.server import ServedStore, ServerSettings, create_app
 from globalstore.storage import Storage
 from tests.unit.test_serve_indexes import TOPIC, TestClient, _Served, _storage, by_courier
-
-NOW = int(time.time() * 1000)
+from tests.unit.test_store_ttl import NOW, OLD
 
 
 class _Expiring(_Served):
@@ -42,7 +40,7 @@ def storage(tmp_path: Path) -> Iterator[Storage]:
     storage = _storage(tmp_path / "s", {"by_courier": by_courier})
     define_ttl(storage, StoreConfig(TOPIC, "f:1", storage.path, ttl=60))
     records = [
-        (f"k{i}".encode(), orjson.dumps({"courier": "c-1"}), None, 0, i, NOW - 3_600_000 * (i % 2))
+        (f"k{i}".encode(), orjson.dumps({"courier": "c-1"}), None, 0, i, (OLD if i % 2 else NOW))
         for i in range(6)
     ]  # k1, k3, k5 an hour old
     storage.apply(records, {}, True, NOW)

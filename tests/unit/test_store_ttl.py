@@ -29,9 +29,12 @@ from tests.unit.test_shared_store import Writer
 from tests.unit.test_store_indexes import FNS, TOPIC, _v, _View
 
 TTL = 60.0  # seconds
-NOW = int(time.time() * 1000)
-OLD = NOW - 3_600_000  # an hour ago: expired
-FRESH = NOW + 3_600_000  # an hour ahead: never expires while the test runs
+# Record timestamps. A module is imported when the suite is collected, maybe many minutes
+# before its tests run: NOW stays unexpired (ttl 60 s) for hours, OLD is expired from the start.
+_IMPORTED = int(time.time() * 1000)
+NOW = _IMPORTED + 3 * 3_600_000
+OLD = _IMPORTED - 3_600_000
+FRESH = NOW + 3_600_000  # later still
 
 
 def _rec(key: str, value: str | None, ts: int, offset: int) -> Record:
