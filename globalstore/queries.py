@@ -247,12 +247,9 @@ class StoreQueries:
         """How many keys have index value `value` (counted over the index: one step per key;
         with a ttl, a seek per key too, to leave the expired ones out)."""
         storage, d = self._index_def(index)
+        if storage.state.ttl_ms is not None:  # the scan leaves expired keys out; nothing decoded
+            return sum(1 for _ in self._guarded(self._index_scan(index, value)))
         lower, upper = indexes.bounds(d.id, value)
-        ttl_ms = storage.state.ttl_ms
-        if ttl_ms is not None:  # no value decoded: a bad one counts, as without a ttl
-            cutoff = ttl.cutoff(ttl_ms)
-            found = self._guard(lambda: storage.index_scan(lower, upper, False))
-            return sum(1 for _, _, raw in self._guarded(found) if not ttl.is_expired(raw, cutoff))
         return self._guard(lambda: storage.index_count(lower, upper))
 
     def _unexpired_count(self, storage: Storage, count: int) -> int:
