@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 from click.testing import CliRunner
 
@@ -16,6 +15,7 @@ from globalstore.cli import main
 from globalstore.config import StoreConfig
 from globalstore.prepare import define_ttl
 from globalstore.storage import Storage
+from tests.unit.test_cli_indexes import _keys
 from tests.unit.test_store_ttl import NOW, OLD
 
 
@@ -43,10 +43,7 @@ def _run(path: Path, *args: str) -> Any:
 def test_the_commands_leave_expired_keys_out(held: Path) -> None:
     scanned = _run(held, "scan")
     assert scanned.exit_code == 0, scanned.output
-    keys = [
-        orjson.loads(line)["key"] for line in scanned.output.splitlines() if line.startswith("{")
-    ]
-    assert keys == ["new"]
+    assert _keys(scanned.output) == ["new"]
     counted = _run(held, "count")
     assert counted.exit_code == 0 and counted.output.strip().endswith("1"), counted.output
     missing = _run(held, "get", "old")
