@@ -11,9 +11,17 @@ from pathlib import Path
 import pytest
 
 from globalstore import meta, snapshot
-from globalstore.snapshot_manifest import MANIFEST, FileEntry, Manifest
+from globalstore.snapshot_manifest import MANIFEST, FileEntry, Manifest, Sha256Behind
 from globalstore.storage import Storage
 from tests.snapshot_peer import checkpoint_of_a_store
+
+
+def test_hashing_behind_the_caller_gives_the_digest_of_the_chunks_in_order() -> None:
+    chunks = [bytes([i]) * (3000 + i) for i in range(50)]  # unequal: an order mix-up shows
+    with Sha256Behind() as digest:
+        for chunk in chunks:
+            digest.update(chunk)
+        assert digest.hexdigest() == hashlib.sha256(b"".join(chunks)).hexdigest()
 
 
 def test_tar_stream_holds_every_file_byte_for_byte_then_the_manifest(tmp_path: Path) -> None:
