@@ -630,8 +630,9 @@ def write_docs(section: str, heading: str = "## Store") -> None:
     pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
     old = pattern.search(text)
     if old:
-        # A hand-written "### Findings" subsection (the analysis of a run) is kept.
-        findings = re.search(r"^### Findings\n.*?(?=^### |\Z)", old.group(0), re.S | re.M)
+        # A hand-written "### Findings" subsection (the analysis of a run) is kept, with
+        # the hand-written subsections after it (experiments that explain the findings).
+        findings = re.search(r"^### Findings\n.*\Z", old.group(0), re.S | re.M)
         if findings:
             section = section + "\n" + findings.group(0).rstrip() + "\n"
         text = pattern.sub(lambda _: section + "\n", text, count=1)
