@@ -16,7 +16,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.order_events.lifecycle import EVENT_DTYPES, MARKER_DTYPES, BucketState, fold
-from pipelines.pandas_state import arrow_schema, member_of, read_table, to_table, write_table
+from pipelines.pandas_state import (
+    arrow_schema,
+    from_arrow,
+    member_of,
+    read_table,
+    to_arrow,
+    to_table,
+    write_table,
+)
 
 Blobs = tuple[bytes, bytes]  # a bucket's state row: its events, its ended markers
 
@@ -47,13 +55,11 @@ def fold_stored(
 
 def decode_bucket(events: bytes, markers: bytes) -> BucketState:
     """A bucket's state row -> all of its state, in pandas."""
-    return BucketState(read_table(events).to_pandas(), read_table(markers).to_pandas())
+    return BucketState(from_arrow(events), from_arrow(markers))
 
 
 def encode_bucket(bucket: BucketState) -> Blobs:
-    return write_table(to_table(bucket.events, _EVENTS)), write_table(
-        to_table(bucket.markers, _MARKERS)
-    )
+    return to_arrow(bucket.events, _EVENTS), to_arrow(bucket.markers, _MARKERS)
 
 
 _EVENTS = arrow_schema(EVENT_DTYPES)
