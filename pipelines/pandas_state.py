@@ -1,13 +1,15 @@
 """Helpers for transforms that keep their state in `applyInPandasWithState`.
 
-A state row holds pandas tables as Arrow IPC streams (one binary column per table): Arrow
-is what PySpark already uses to move rows to Python, and a blob per table keeps a state row
-one value however many rows the table has.
+A state row holds tables as Arrow IPC streams (one binary column per table): Arrow is what
+PySpark already uses to move rows to Python, a blob per table keeps a state row one value
+however many rows the table has, and reading a blob back as Arrow is a view of its bytes,
+not a conversion (only what goes to pandas is converted).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -33,7 +35,10 @@ def one_frame(batches: Iterator[pd.DataFrame]) -> pd.DataFrame:
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
-def member_of(values: pd.Series, among: pd.Series | np.ndarray) -> np.ndarray:
+Strings: TypeAlias = "pd.Series | np.ndarray | pa.ChunkedArray"  # string ids: pandas, numpy, Arrow
+
+
+def member_of(values: Strings, among: Strings) -> np.ndarray:
     """`values.isin(among)` as a bool array, for string ids.
 
     pandas' `isin` on Arrow-backed strings (what PySpark hands the state function) builds
@@ -41,9 +46,14 @@ def member_of(values: pd.Series, among: pd.Series | np.ndarray) -> np.ndarray:
     the whole retention, that was half of a stream batch's state update on top of 100k
     orders (docs/benchmarks.md).
     """
-    ids = pa.array(values, type=pa.large_string())
-    found = pc.is_in(ids, value_set=pa.array(among, type=pa.large_string()))
+    found = pc.is_in(_large_strings(values), value_set=_large_strings(among))
     return np.asarray(pc.fill_null(found, False))
+
+
+def _large_strings(ids: Strings) -> pa.Array:
+    if isinstance(ids, pa.ChunkedArray):
+        return ids.combine_chunks().cast(pa.large_string())
+    return pa.array(ids, type=pa.large_string())
 
 
 def horizon_ms(state: GroupState) -> int:
@@ -57,17 +67,33 @@ def arrow_schema(dtypes: Dtypes) -> pa.Schema:
     )
 
 
-def to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> bytes:
-    columns = [frame[name].to_numpy() for name in schema.names]
-    batch = pa.record_batch(columns, schema)
+def to_table(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    # pa.array takes pandas' Arrow-backed strings as they are; to_numpy() would build one
+    # Python object per string first.
+    return pa.table(
+        [pa.array(frame[name], type=schema.field(name).type) for name in schema.names],
+        schema=schema,
+    )
+
+
+def write_table(table: pa.Table) -> bytes:
+    """`table` as an Arrow IPC stream of one record batch (its chunks combined)."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, schema) as writer:
-        writer.write_batch(batch)
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table.combine_chunks())
     return bytes(sink.getvalue().to_pybytes())  # pyarrow is untyped
 
 
+def read_table(blob: bytes) -> pa.Table:
+    return pa.ipc.open_stream(blob).read_all()
+
+
+def to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> bytes:
+    return write_table(to_table(frame, schema))
+
+
 def from_arrow(blob: bytes) -> pd.DataFrame:
-    return pa.ipc.open_stream(blob).read_all().to_pandas()
+    return read_table(blob).to_pandas()
 
 
 def iso_utc(millis_column: str) -> Column:

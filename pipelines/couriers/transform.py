@@ -16,14 +16,9 @@ from pyspark.sql import functions as sf
 from pyspark.sql.streaming.state import GroupState
 
 from pipelines.couriers.rules import COURIER_DTYPES, CourierState, fold
+from pipelines.order_events.bucket import decode_bucket, encode_bucket
 from pipelines.order_events.lifecycle import DEFAULT_RETENTION_MS
-from pipelines.order_events.raw import (
-    DEFAULT_FUTURE_SKEW_MS,
-    decode_bucket,
-    encode_bucket,
-    fold_in_state,
-    raw_orders_pipeline,
-)
+from pipelines.order_events.raw import DEFAULT_FUTURE_SKEW_MS, fold_in_state, raw_orders_pipeline
 from pipelines.pandas_state import (
     arrow_schema,
     from_arrow,

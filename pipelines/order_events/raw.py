@@ -1,6 +1,6 @@
 """The raw order events in Spark, as every job over them takes them: their validation, the
-pipeline shape reading them, the state step that folds them with the lifecycle rules, and
-the Arrow encoding of a bucket's state (its events and ended markers)."""
+pipeline shape reading them, and the state step that folds them with the lifecycle rules
+(a bucket's state row and its step are in bucket.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from pipelines.defaults import ORDERS_RAW_TOPIC
-from pipelines.order_events.lifecycle import EVENT_DTYPES, MARKER_DTYPES, STATUSES, BucketState
-from pipelines.pandas_state import arrow_schema, from_arrow, to_arrow
+from pipelines.order_events.lifecycle import STATUSES
 from pipelines.spec import Field, Kind, Pipeline, Rule
 
 DEFAULT_FUTURE_SKEW_MS = 3600 * 1000
@@ -77,16 +76,3 @@ def fold_in_state(
     return events.groupBy("group").applyInPandasWithState(
         function, output_schema, state_schema, "append", GroupStateTimeout.NoTimeout
     )
-
-
-def decode_bucket(events: bytes, markers: bytes) -> BucketState:
-    """A bucket's state row -> its state."""
-    return BucketState(from_arrow(events), from_arrow(markers))
-
-
-def encode_bucket(bucket: BucketState) -> tuple[bytes, bytes]:
-    return to_arrow(bucket.events, _ARROW_EVENTS), to_arrow(bucket.markers, _ARROW_MARKERS)
-
-
-_ARROW_EVENTS = arrow_schema(EVENT_DTYPES)
-_ARROW_MARKERS = arrow_schema(MARKER_DTYPES)

@@ -15,11 +15,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql.streaming.state import GroupState
 
-from pipelines.order_events.lifecycle import DEFAULT_RETENTION_MS, BucketState, fold
+from pipelines.order_events.bucket import fold_stored
+from pipelines.order_events.lifecycle import DEFAULT_RETENTION_MS
 from pipelines.order_events.raw import (
     DEFAULT_FUTURE_SKEW_MS,
-    decode_bucket,
-    encode_bucket,
     fields,
     fold_in_state,
     raw_orders_pipeline,
@@ -75,14 +74,11 @@ def bucket_updates(
     key: tuple[int], batches: Iterator[pd.DataFrame], state: GroupState
 ) -> Iterator[pd.DataFrame]:
     """The state function handed to applyInPandasWithState: one call per bucket and batch."""
-    bucket, changed = fold(load_bucket(state), one_frame(batches), horizon_ms(state))
-    state.update(encode_bucket(bucket))
+    stored = state.get if state.exists else None
+    blobs, changed = fold_stored(stored, one_frame(batches), horizon_ms(state))
+    state.update(blobs)
     if len(changed):
         yield changed
-
-
-def load_bucket(state: GroupState) -> BucketState:
-    return decode_bucket(*state.get) if state.exists else BucketState.empty()
 
 
 ORDERS = orders_pipeline()

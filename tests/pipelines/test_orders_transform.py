@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from pipelines.order_events.raw import decode_bucket
+from pipelines.order_events.bucket import decode_bucket
 from pipelines.orders.transform import STATE_BUCKETS, transform
 
 pytestmark = pytest.mark.spark

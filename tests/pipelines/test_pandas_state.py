@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from pipelines.pandas_state import member_of
@@ -27,3 +28,9 @@ def test_member_of_nothing_or_in_nothing_is_all_false() -> None:
     ]
     result = member_of(pd.Series([], dtype="str"), np.array(["o-1"], dtype=object))
     assert result.dtype == np.bool_ and len(result) == 0
+
+
+def test_member_of_takes_arrow_columns_of_several_chunks() -> None:
+    values = pa.chunked_array([["o-1", "o-2"], ["o-3"]])
+    among = pa.chunked_array([["o-3"], [], ["o-1"]])
+    assert member_of(values, among).tolist() == [True, False, True]
