@@ -169,11 +169,11 @@ def run(
     except KeyError as exc:
         raise click.BadParameter(str(exc.args[0]), param_hint="NAME") from None
     source = source_topic or spec.source_topic
-    # Before Spark starts: a setting Java cannot take, refused credentials or a missing raw
-    # topic is one line, not a Java stack trace.
+    # Before Spark starts: a setting Java cannot take, a registry that does not answer,
+    # refused credentials or a missing raw topic is one line, not a Java stack trace.
     _java_side(kafka_config)
-    require_topic(bootstrap_servers, source, kafka_config, f"pipeline generate {name}")
     avro_schemas = _reader_schemas(schema_registry, avro_schema, avro_schema_id, source)
+    require_topic(bootstrap_servers, source, kafka_config, f"pipeline generate {name}")
     if jvm_log is not None and not under_spark_submit():
         click.echo(f"Spark's own output goes to {jvm_log} (-v shows it here)", err=True)
     spark = build_session(master=master, jvm_log=jvm_log)
