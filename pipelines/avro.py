@@ -64,20 +64,7 @@ def validate_avro(
         wire.alias("_wire"),
         sf.when(wire, sf.conv(sf.substring(header, 3, 8), 16, 10).cast("long")).alias("_id"),
     )
-    # One column per schema, each decoded only for its own id: the columns below read them
-    # many times, and Spark does not share an expression inside conditional branches.
-    decoded = headed.select(
-        *SOURCE_COLUMNS,
-        "_oversize",
-        "_wire",
-        "_id",
-        *(
-            sf.when(sf.col("_id") == schema_id, _decode(schema_id, schema, max_record_bytes))
-            .alias(_column(schema_id))
-            for schema_id, schema in schemas.items()
-        ),
-    )  # fmt: skip
-    types = _record_types(decoded, schemas)
+    decoded, types = _decoded(headed, schemas, max_record_bytes)
     # Only the column of the record's own id is not null: coalesce picks it.
     typed = {
         field.name: sf.coalesce(
@@ -119,9 +106,9 @@ def _decode(schema_id: int, schema: str, max_record_bytes: int) -> Column:
 
     from_avro in PERMISSIVE mode gives a record whose fields are all null for a body it
     cannot read, which a record with nullable fields could also be; and it ignores bytes
-    left over after the record. So the body goes in with a boolean true appended, read as
-    the frame's last field: `end` is true exactly when the body decoded as the schema and
-    ended where the record did (null: it did not decode; false: bytes were left over)."""
+    left over after the record. So the body goes in with a boolean true (byte 1) appended,
+    read as the frame's last field: `end` is null when the body did not decode, false when
+    bytes were left over after the record (unless the first of them is a 1), else true."""
     body = sf.concat(
         sf.substring("value", WIRE_HEADER_BYTES + 1, max_record_bytes),
         sf.unhex(sf.lit("01")),
@@ -147,9 +134,19 @@ def _framed(schema_id: int, schema: str) -> str:
     )
 
 
-def _record_types(decoded: DataFrame, schemas: Mapping[int, str]) -> dict[int, st.StructType]:
-    """The Spark type from_avro gives each schema's record (Spark reads the schemas now)."""
-    try:
+def _decoded(
+    headed: DataFrame, schemas: Mapping[int, str], max_record_bytes: int
+) -> tuple[DataFrame, dict[int, st.StructType]]:
+    """One decoded column per schema, each computed only for its own id (the columns after
+    read them many times, and Spark does not share an expression inside conditional
+    branches); and the Spark type from_avro gives each schema's record."""
+    columns = [
+        sf.when(sf.col("_id") == schema_id, _decode(schema_id, schema, max_record_bytes))
+        .alias(_column(schema_id))
+        for schema_id, schema in schemas.items()
+    ]  # fmt: skip
+    try:  # Spark parses the schemas here, analysing the plan
+        decoded = headed.select(*SOURCE_COLUMNS, "_oversize", "_wire", "_id", *columns)
         schema = decoded.schema
     except (PySparkException, Py4JError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -161,7 +158,7 @@ def _record_types(decoded: DataFrame, schemas: Mapping[int, str]) -> dict[int, s
         record = frame["record"].dataType
         assert isinstance(record, st.StructType)
         found[schema_id] = record
-    return found
+    return decoded, found
 
 
 def _typed(field: Field, schema_id: int, record: st.StructType) -> Column:
