@@ -2,6 +2,8 @@
 
 Beside the ceiling, two floors show what any pipeline over this JSON topic pays before its
 own work: the read plus validation's JSON parse, and the read plus the whole validation.
+The same events as Avro (Confluent wire format) in a second topic get the same batch run,
+beside that topic's own read ceiling and its validation floor.
 
     python benchmarks/bench_pipeline.py [--bootstrap-servers HOST:PORT] [--events 1000000]
         [--orders 100000] [--runs 3] [--rate 200] [--seconds 60] [--write-docs]
@@ -40,7 +42,9 @@ from pyspark.sql import functions as sf
 from globalstore import GlobalStore
 from globalstore.localkafka import LocalKafka, free_port
 from pipelines import skeleton
+from pipelines.avro import validate_avro
 from pipelines.defaults import TRIGGER_INTERVAL
+from pipelines.orders.avro_events import SCHEMA_TEXT, as_avro
 from pipelines.orders.generator import StreamShape, generate, iso_utc, produce
 from pipelines.orders.transform import ORDERS, STATE_BUCKETS
 from pipelines.session import build_session
@@ -120,12 +124,24 @@ def validate_only(raw: DataFrame) -> DataFrame:
     return validate(raw, ORDERS.fields, ORDERS.max_record_bytes)
 
 
+AVRO_SCHEMAS = {1: SCHEMA_TEXT}
+
+
+def validate_avro_only(raw: DataFrame) -> DataFrame:
+    return validate_avro(raw, ORDERS.fields, ORDERS.max_record_bytes, AVRO_SCHEMAS)
+
+
 CEILING = "ceiling: read + discard"
 # The ceiling and the floors: (row label, work on the raw rows before they are dropped).
 READS: tuple[tuple[str, Work], ...] = (
     (CEILING, lambda raw: raw),
     ("floor: read + JSON parse (validation's `from_json`), discard", parse_only),
     ("floor: read + the job's validation, discard", validate_only),
+)
+AVRO_CEILING = "Avro topic, ceiling: read + discard"
+AVRO_READS: tuple[tuple[str, Work], ...] = (
+    (AVRO_CEILING, lambda raw: raw),
+    ("Avro topic, floor: read + the job's Avro validation, discard", validate_avro_only),
 )
 
 
@@ -148,6 +164,10 @@ def time_read(spark: SparkSession, bootstrap: str, source: str, scratch: Path, w
     )
     query.awaitTermination()
     return time.perf_counter() - started
+
+
+def avro_options(bootstrap: str, source: str, scratch: Path) -> skeleton.RunOptions:
+    return dataclasses.replace(options(bootstrap, source, scratch), avro_schemas=AVRO_SCHEMAS)
 
 
 def time_pipeline(spark: SparkSession, run_options: skeleton.RunOptions) -> tuple[float, Profile]:
@@ -269,11 +289,13 @@ def machine() -> str:
     )
 
 
-def read_rows(n: int, reads: dict[str, list[float]], medians: dict[str, float]) -> str:
-    """Table rows of the ceiling and the floors (READS' labels): every time and the median."""
+def read_rows(
+    n: int, reads: dict[str, list[float]], medians: dict[str, float], ceiling: str = CEILING
+) -> str:
+    """Table rows of a ceiling and its floors (READS' labels): every time and the median."""
     rows = []
     for label, seconds in medians.items():
-        share = "" if label == CEILING else f", {medians[CEILING] / seconds:.0%} of the ceiling"
+        share = "" if label == ceiling else f", {medians[ceiling] / seconds:.0%} of the ceiling"
         raw = ", ".join(f"{t:.1f}" for t in reads[label])
         rows.append(
             f"| {label} | {n / seconds:,.0f} events/s ({seconds:.1f} s{share}) | | | {raw} |\n"
@@ -359,20 +381,32 @@ def main() -> None:
         records = generate(shape, seed=7)[: args.events]
         source = new_topic(bootstrap, "bench-raw")
         produce(bootstrap, source, records)
+        avro_source = new_topic(bootstrap, "bench-avro-raw")
+        produce(bootstrap, avro_source, as_avro(records, schema_id=1))
         spark = build_session(master="local[2]", shuffle_partitions=2)
         spark.sparkContext.setLogLevel("ERROR")
-        for _, work in READS:  # warm-up: JIT, connector, workers
-            time_read(spark, bootstrap, source, scratch, work)
+        sources = [(source, READS), (avro_source, AVRO_READS)]
+        for topic, topic_reads in sources:  # warm-up: JIT, connectors, workers
+            for _, work in topic_reads:
+                time_read(spark, bootstrap, topic, scratch, work)
         time_pipeline(spark, options(bootstrap, source, scratch))
-        reads: dict[str, list[float]] = {label: [] for label, _ in READS}
+        time_pipeline(spark, avro_options(bootstrap, avro_source, scratch))
+        reads: dict[str, list[float]] = {label: [] for label, _ in (*READS, *AVRO_READS)}
         full: list[tuple[float, Profile]] = []
+        avro_full: list[float] = []
         for _ in range(max(2, args.runs)):  # alternate, so load changes hit all alike
-            for label, work in READS:
-                reads[label].append(time_read(spark, bootstrap, source, scratch, work))
+            for topic, topic_reads in sources:
+                for label, work in topic_reads:
+                    reads[label].append(time_read(spark, bootstrap, topic, scratch, work))
             batch = options(bootstrap, source, scratch)
             full.append(time_pipeline(spark, batch))
+            avro_full.append(time_pipeline(spark, avro_options(bootstrap, avro_source, scratch))[0])
             timings = ", ".join(f"{t[-1]:.1f}" for t in reads.values())
-            print(f"ceiling, floors {timings} s; pipeline {full[-1][0]:.1f} s", flush=True)
+            print(
+                f"ceilings, floors {timings} s; pipeline {full[-1][0]:.1f} s, "
+                f"Avro {avro_full[-1]:.1f} s",
+                flush=True,
+            )
         empty = options(bootstrap, new_topic(bootstrap, "bench-fresh-raw"), scratch, "stream")
         fresh, fresh_profile = freshness(spark, empty, scratch, args.rate, args.seconds)
         # The last batch run's query, continued in stream mode: its state holds every order.
@@ -381,11 +415,15 @@ def main() -> None:
         spark.stop()
 
     n = len(records)
-    read_s = {label: statistics.median(times) for label, times in reads.items()}
+    medians = {label: statistics.median(times) for label, times in reads.items()}
+    read_s = {label: medians[label] for label, _ in READS}
+    avro_read_s = {label: medians[label] for label, _ in AVRO_READS}
     ceiling_s = read_s[CEILING]
     full_s = statistics.median(t for t, _ in full)
+    avro_s = statistics.median(avro_full)
     median_profile = sorted(full, key=lambda run: run[0])[len(full) // 2][1]
     ratio = ceiling_s / full_s
+    avro_ratio = avro_read_s[AVRO_CEILING] / avro_s
     report = (
         f"{SECTION}\n\n"
         f"Machine: {machine()}; {dt.date.today()}.\n\n"
@@ -395,12 +433,19 @@ def main() -> None:
         f"over {args.orders:,} orders on 2 raw partitions; ceiling, floors and pipeline "
         f"alternate, {len(full)} timed runs each after a warm-up of each, medians. A floor "
         "is the read plus work every pipeline over this JSON topic does (the noop sink "
-        "still builds every column, so the work is not optimised away).\n\n"
+        "still builds every column, so the work is not optimised away). The Avro rows: the "
+        "same events in the Confluent wire format (schema id 1, `.avsc` reader schema) in a "
+        "second topic, read and run the same way, alternating with the JSON ones.\n\n"
         "| measure | result | target | verdict | raw (s) |\n|---|---|---|---|---|\n"
         + read_rows(n, reads, read_s)
         + f"| full batch pipeline | {n / full_s:,.0f} events/s ({full_s:.1f} s) | | | "
         f"{', '.join(f'{t:.1f}' for t, _ in full)} |\n"
         f"| pipeline / ceiling | {ratio:.0%} | ≥ 50% | {verdict(ratio >= 0.5)} | |\n"
+        + read_rows(n, reads, avro_read_s, AVRO_CEILING)
+        + f"| full batch pipeline, Avro input | {n / avro_s:,.0f} events/s ({avro_s:.1f} s) "
+        f"| | | {', '.join(f'{t:.1f}' for t in avro_full)} |\n"
+        f"| Avro pipeline / Avro topic's ceiling | {avro_ratio:.0%} | ≥ 50% | "
+        f"{verdict(avro_ratio >= 0.5)} | |\n"
         + freshness_rows("empty state, new topic", fresh)
         + freshness_rows(f"on the batch run's state ({args.orders:,} orders)", loaded_fresh)
         + f"\nFreshness = produce call → the marked value returned by `GlobalStore.get` "

@@ -11,7 +11,7 @@ import logging
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -23,6 +23,9 @@ from globalstore.kafka_settings import kafka_config_options
 from pipelines.defaults import LOCAL_MASTER, ORDERS_RAW_TOPIC, TRIGGER_INTERVAL
 from pipelines.java_clients import java_settings
 from pipelines.topics import require_topic
+
+if TYPE_CHECKING:
+    from pipelines.orders.generator import RawRecord
 
 
 class _Failed(click.ClickException):
@@ -82,6 +85,21 @@ _master_option = click.option(
     "--master", default=LOCAL_MASTER, show_default=True, help="Ignored under spark-submit."
 )
 
+_registry_option = click.option(
+    "--schema-registry",
+    metavar="URL",
+    help="Avro input: the reader schemas are every version of subject <raw topic>-value in "
+    "this Confluent-API schema registry.",
+)
+
+
+def _avro_schema_option(help_text: str) -> Any:
+    return click.option(
+        "--avro-schema",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=help_text,
+    )
+
 
 @pipeline.command("run", cls=_OneLineErrors)
 @click.argument("name")
@@ -106,6 +124,15 @@ _master_option = click.option(
     type=click.IntRange(min=1),
     help="Cap on raw records per micro-batch  [default: no cap]",
 )
+@_registry_option
+@_avro_schema_option("Avro input: the reader schema, a .avsc file (without a registry).")
+@click.option(
+    "--avro-schema-id",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="The schema id the records read with --avro-schema carry.",
+)
 @_master_option
 def run(
     name: str,
@@ -119,6 +146,9 @@ def run(
     trigger_interval: str,
     starting_offsets: str,
     max_offsets_per_trigger: int | None,
+    schema_registry: str | None,
+    avro_schema: Path | None,
+    avro_schema_id: int,
     master: str,
 ) -> None:
     """Run pipeline NAME (batch: what is new since the last run; stream: until Ctrl-C)."""
@@ -139,9 +169,10 @@ def run(
     except KeyError as exc:
         raise click.BadParameter(str(exc.args[0]), param_hint="NAME") from None
     source = source_topic or spec.source_topic
-    # Before Spark starts: a setting Java cannot take, refused credentials or a missing raw
-    # topic is one line, not a Java stack trace.
+    # Before Spark starts: a setting Java cannot take, a registry that does not answer,
+    # refused credentials or a missing raw topic is one line, not a Java stack trace.
     _java_side(kafka_config)
+    avro_schemas = _reader_schemas(schema_registry, avro_schema, avro_schema_id, source)
     require_topic(bootstrap_servers, source, kafka_config, f"pipeline generate {name}")
     if jvm_log is not None and not under_spark_submit():
         click.echo(f"Spark's own output goes to {jvm_log} (-v shows it here)", err=True)
@@ -165,9 +196,33 @@ def run(
         starting_offsets=starting_offsets,
         max_offsets_per_trigger=max_offsets_per_trigger,
         kafka_config=kafka_config,
+        avro_schemas=avro_schemas,
     )
     summary = skeleton.run(spark, spec, options)
     click.echo(f"{name}: {summary.describe()}")
+
+
+def _reader_schemas(
+    registry: str | None, avsc: Path | None, avsc_id: int, source: str
+) -> dict[int, str] | None:
+    """{schema id: schema} of an Avro run, looked up once, before Spark starts; None: JSON."""
+    from pipelines.schema_registry import subject_of, subject_schemas  # noqa: PLC0415
+
+    if registry is not None and avsc is not None:
+        raise click.UsageError("--schema-registry and --avro-schema exclude each other")
+    if registry is not None:
+        return subject_schemas(registry, subject_of(source))
+    if avsc is not None:
+        return {avsc_id: _read_avsc(avsc)}
+    return None
+
+
+def _read_avsc(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        hint = "--avro-schema"
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=hint) from None
 
 
 @pipeline.command("rewrite")
@@ -262,6 +317,16 @@ def _share(ctx: click.Context, param: click.Parameter, value: str) -> float:
 @click.option(
     "--partitions", default=3, show_default=True, type=click.IntRange(min=1), help="If created."
 )
+@click.option(
+    "--format",
+    "value_format",
+    type=click.Choice(["json", "avro"]),
+    default="json",
+    show_default=True,
+    help="avro: the Confluent wire format, with --schema-registry or --avro-schema.",
+)
+@_registry_option
+@_avro_schema_option("Avro without a registry: write the schema here (its id is 1).")
 def generate(
     name: str,
     bootstrap_servers: str,
@@ -271,6 +336,9 @@ def generate(
     seed: int,
     topic: str | None,
     partitions: int,
+    value_format: str,
+    schema_registry: str | None,
+    avro_schema: Path | None,
 ) -> None:
     """Put sample raw events on the raw topic: couriers' order events, out of order, some
     sent twice, a few broken. Creates the topic when it is missing."""
@@ -279,9 +347,31 @@ def generate(
     from pipelines.topics import ensure_topic  # noqa: PLC0415
 
     target = topic or ORDERS_RAW_TOPIC
+    if value_format == "avro" and (schema_registry is None) == (avro_schema is None):
+        raise click.UsageError("--format avro takes one of --schema-registry, --avro-schema")
     ensure_topic(bootstrap_servers, target, partitions, kafka_config)
     shape = StreamShape(orders=orders, bad_every=round(1 / bad) if bad else 0)
     records = events(shape, seed=seed)
+    if value_format == "avro":
+        records = _as_avro(records, schema_registry, avro_schema, target)
     sent = produce(bootstrap_servers, target, records, kafka_config)
     broken = sum(record.bad_reason is not None for record in records)
     click.echo(f"{name}: {sent:,} raw events for {orders:,} orders ({broken:,} broken) -> {target}")
+
+
+def _as_avro(
+    records: list[RawRecord], registry: str | None, avsc: Path | None, topic: str
+) -> list[RawRecord]:
+    """The events in Avro: the schema registered (its id in the records), or written to
+    `avsc` with id 1, the id `pipeline run --avro-schema` expects by default."""
+    from pipelines.orders.avro_events import SCHEMA_TEXT, as_avro  # noqa: PLC0415
+    from pipelines.schema_registry import register, subject_of  # noqa: PLC0415
+
+    if registry is not None:
+        schema_id = register(registry, subject_of(topic), SCHEMA_TEXT)
+    else:
+        assert avsc is not None
+        avsc.write_text(SCHEMA_TEXT + "\n")
+        schema_id = 1
+    click.echo(f"Avro schema id {schema_id}", err=True)
+    return as_avro(records, schema_id)

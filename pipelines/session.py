@@ -27,6 +27,8 @@ from pipelines.java_clients import SECRET_OPTIONS_REGEX
 
 SCALA_BINARY = "2.13"
 KAFKA_CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{pyspark.__version__}"
+# Spark's from_avro, for raw topics of Avro records (pipelines/avro.py).
+AVRO_CONNECTOR = f"org.apache.spark:spark-avro_{SCALA_BINARY}:{pyspark.__version__}"
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -75,7 +77,7 @@ def launcher_defaults(master: str) -> dict[str, str]:
     return {
         "spark.master": master,
         "spark.app.name": "globalstore-pipeline",
-        "spark.jars.packages": KAFKA_CONNECTOR,
+        "spark.jars.packages": f"{KAFKA_CONNECTOR},{AVRO_CONNECTOR}",
         "spark.ui.showConsoleProgress": "false",
         # The Python workers read their warning filters from the environment at start.
         "spark.executorEnv.PYTHONWARNINGS": f"ignore:{PANDAS_3_WARNING}:FutureWarning",

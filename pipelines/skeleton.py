@@ -23,6 +23,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines import failures
+from pipelines.avro import validate_avro
 from pipelines.defaults import TRIGGER_INTERVAL
 from pipelines.java_clients import spark_kafka_options
 from pipelines.metrics import RunSummary, SummaryListener, observe_clean, observe_sink
@@ -52,6 +53,9 @@ class RunOptions:
     kafka_config: Mapping[str, str] = field(default_factory=dict)
     """Kafka client settings with librdkafka's names (security etc.): as they are for the
     admin client, translated for the source and the sink (pipelines/java_clients.py)."""
+    avro_schemas: Mapping[int, str] | None = None
+    """None: the raw values are JSON. Else they are Avro in the Confluent wire format, and
+    this is {schema id: Avro schema (JSON text)} of the ids the run decodes."""
 
     def __post_init__(self) -> None:
         # A setting the Java clients cannot take is refused (ConfigurationError, naming it)
@@ -81,7 +85,12 @@ def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) 
     if options.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
     raw = reader.load()
-    checked = validate(raw, pipeline.fields, pipeline.max_record_bytes)
+    if options.avro_schemas is None:
+        checked = validate(raw, pipeline.fields, pipeline.max_record_bytes)
+    else:
+        checked = validate_avro(
+            raw, pipeline.fields, pipeline.max_record_bytes, options.avro_schemas
+        )
     # Both branches (clean rows to the transform, bad ones to the dead letters) start from
     # one exchange, which Spark then plans once and reuses (ReusedExchange): the source is
     # read and validated once per micro-batch, not once per branch. Each branch's filter

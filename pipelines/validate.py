@@ -99,8 +99,8 @@ def validate(raw: DataFrame, fields: tuple[Field, ...], max_record_bytes: int) -
     fast_checks = []
     for field in fields:
         exact_checks.extend(_type_checks(field))
-        exact_checks.extend(_value_checks(field, sf.col(field.name)))
-        fast_checks.extend(_value_checks(field, sf.col(_fast_column(field))))
+        exact_checks.extend(value_checks(field, sf.col(field.name)))
+        fast_checks.extend(value_checks(field, sf.col(_fast_column(field))))
     fast = sf.col("_fast_ok")
     return looked_up.select(
         *SOURCE_COLUMNS,
@@ -155,7 +155,9 @@ def _type_checks(field: Field) -> list[Column]:
     ]
 
 
-def _value_checks(field: Field, typed: Column) -> list[Column]:
+def value_checks(field: Field, typed: Column) -> list[Column]:
+    """A typed field's checks after its type: the timestamp converted, then its rules
+    (the Avro input, pipelines/avro.py, runs them on its typed fields too)."""
     checks = []
     if field.kind is Kind.TIMESTAMP:
         checks.append(sf.when(typed.isNull(), sf.lit(f"bad_timestamp:{field.name}")))

@@ -20,6 +20,7 @@ from pipelines.cli import pipeline, run
 from pipelines.orders.generator import StreamShape, generate
 from pipelines.package import ENTRY_NAME, ZIP_NAME
 from pipelines.topics import ensure_topics
+from tests.pipelines.fake_registry import fake_registry
 
 REWRITE_ARGS = ["--source-topic", "a", "--target-topic", "b", "--value-format", "2",
                 "--converter", "tests.value_formats:v1_to_v2"]  # fmt: skip
@@ -197,3 +198,26 @@ def test_rewrite_names_a_converter_it_cannot_find_before_spark_starts() -> None:
     args = ["rewrite", "--source-topic", "a", "--target-topic", "b", "--value-format", "2"]
     result = CliRunner().invoke(pipeline, [*args, "--converter", "tests.value_formats:nope"])
     assert result.exit_code == 2 and "has no function 'nope'" in result.output, result.output
+
+
+def test_avro_flags_are_checked_before_anything_connects(tmp_path: Path) -> None:
+    avsc = tmp_path / "e.avsc"
+    avsc.write_text("{}")
+    offline = ["--bootstrap-servers", "127.0.0.1:1"]
+    both = ["--schema-registry", "http://127.0.0.1:1", "--avro-schema", str(avsc)]
+    result = CliRunner().invoke(pipeline, ["run", "orders", *offline, *both])
+    assert result.exit_code == 2
+    assert "--schema-registry and --avro-schema exclude each other" in result.output
+    result = CliRunner().invoke(pipeline, ["generate", "orders", *offline, "--format", "avro"])
+    assert result.exit_code == 2
+    assert "--format avro takes one of --schema-registry, --avro-schema" in result.output
+
+
+def test_a_subject_the_registry_lacks_is_one_line_before_spark_starts() -> None:
+    with fake_registry() as registry:
+        argv = ["run", "orders", "--bootstrap-servers", "127.0.0.1:1"]
+        result = CliRunner().invoke(run, [*argv[1:], "--schema-registry", registry.url])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: the schema registry at http://127.0.0.1:")
+    assert "Subject 'orders.raw-value' not found." in result.output
+    assert "Traceback" not in result.output
