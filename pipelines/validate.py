@@ -11,11 +11,9 @@ Two routes, one result:
   missing, no conversion failed, every number finite, and no string field whose text
   could have come from a non-string token (`from_json` renders a number or an object as
   text for a string field, so text starting with a digit, `-`, `{` or `[`, or `true` /
-  `false`, is in doubt; for a timestamp field, text without a colon or starting with a
-  bracket, unless it is epoch milliseconds: ISO-8601 text starts with a digit too, and
-  sending all of it the exact way made validation three times slower). The tests are
-  on bytes, not regular expressions, where they can be: Spark decodes the text into a
-  Java string for every regular expression it matches.
+  `false`, is in doubt; for a timestamp field, text a number, object, array or boolean
+  could have made, unless it is epoch milliseconds: ISO-8601 text starts with a digit
+  too, and sending all of it the exact way made validation three times slower).
 - **Exact** (the rest): the record as a VARIANT, each field's JSON type looked up, so the
   reason names the first check that fails. It is computed only for those records.
 
@@ -42,10 +40,9 @@ _JSON_TYPES = {
     Kind.TIMESTAMP: f"^(STRING|{_INTEGER})$",  # ISO-8601 text or epoch milliseconds
 }
 _FAST_TYPES = {Kind.STRING: "string", Kind.NUMBER: "double", Kind.TIMESTAMP: "string"}
-# The first characters of text from_json may have made of a non-string token: a number,
-# an object or an array; the whole text of a boolean.
-_RENDERED_FIRST = tuple("-0123456789{[")
-_RENDERED_WHOLE = ("true", "false")
+_IN_DOUBT = r"^[-0-9{\[]|^(true|false)$"  # text from_json may have made of a non-string
+_NUMBER_TEXT = r"^[-+0-9.eE]+$"  # how from_json renders a JSON number as text
+_NOT_TEXT = r"^[{\[]|^(true|false)$"  # ... and an object, an array or a boolean
 _EPOCH_MS = r"^-?[0-9]{1,15}$"  # up to ±10^15 ms: about the year 33,658
 _MAX_DOUBLE = 1.7976931348623157e308
 
@@ -128,14 +125,12 @@ def _fast_certain(field: Field, value: Column) -> Column:
     """True when the fast parse of this field is certainly what the exact route would see."""
     if field.kind is Kind.NUMBER:  # NaN and ±Infinity come from strings: in doubt
         return value.between(-_MAX_DOUBLE, _MAX_DOUBLE)
-    first = sf.substring(value, 1, 1)
     if field.kind is Kind.TIMESTAMP:
-        # ISO text starts with a digit too, but no number or boolean renders with a colon,
-        # and an object or array starts with its bracket; epoch milliseconds are fine either
-        # way (a JSON integer or a string).
-        iso = value.contains(":") & ~first.isin("{", "[")
-        return iso | _epoch_millis(value)
-    return value.isNotNull() & ~(first.isin(*_RENDERED_FIRST) | value.isin(*_RENDERED_WHOLE))
+        # ISO text starts with a digit too, but no number renders with its T, colons or
+        # zone; epoch milliseconds are fine either way (a JSON integer or a string).
+        in_doubt = (value.rlike(_NUMBER_TEXT) & ~value.rlike(_EPOCH_MS)) | value.rlike(_NOT_TEXT)
+        return value.isNotNull() & ~in_doubt
+    return value.isNotNull() & ~value.rlike(_IN_DOUBT)
 
 
 def _fast_typed(field: Field) -> Column:
@@ -145,15 +140,10 @@ def _fast_typed(field: Field) -> Column:
 
 def timestamp_of(text: Column) -> Column:
     """ISO-8601 text, or digits of epoch milliseconds -> timestamp (null if neither)."""
-    millis = sf.when(_epoch_millis(text), text.cast("bigint"))
+    millis = sf.when(text.rlike(_EPOCH_MS), text.cast("bigint"))
     return sf.when(millis.isNotNull(), sf.timestamp_millis(millis)).otherwise(
         sf.try_to_timestamp(text)
     )
-
-
-def _epoch_millis(text: Column) -> Column:
-    # Text with a colon is never epoch milliseconds: ISO-8601 text skips the regex.
-    return ~text.contains(":") & text.rlike(_EPOCH_MS)
 
 
 def _type_checks(field: Field) -> list[Column]:
