@@ -70,6 +70,11 @@ IN_DOUBT = [  # records the fast route must hand to the exact one, and what that
      "wrong_type:event_time"),
     (b'"event_time": "2026-01-01T10:00:00.250Z"', b'"event_time": [1]',
      "wrong_type:event_time"),
+    # Timestamp text without a colon is in doubt, whether it is valid or not.
+    (b'"event_time": "2026-01-01T10:00:00.250Z"', b'"event_time": "2026-01-01"', None),
+    (b'"event_time": "2026-01-01T10:00:00.250Z"', b'"event_time": "soon"',
+     "bad_timestamp:event_time"),
+    (b'"courier_id": "c-1"', b'"courier_id": "[c-1]"', None),  # text like an array
 ]  # fmt: skip
 
 
