@@ -99,6 +99,7 @@ def serve(
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
 
+    target.check_discards()
     served = server.ServedStore(
         lambda listener: target.build(listener, bootstrap_from), start_timeout=target.timeout
     )

@@ -185,8 +185,8 @@ def scan(
 
 
 def _queried_index(target: StoreTarget, value: str | None) -> str | None:
-    """The index `scan` queries: a bare --index NAME, which must also be defined (a store
-    opened without an index's function drops the index), else the only one defined when
+    """The index `scan` queries: a bare --index NAME, which must also be defined (the
+    store's indexes are given with their functions), else the only one defined when
     --value is given; None to scan keys."""
     defined = target.config.indexes
     if len(target.selected) > 1:
@@ -195,8 +195,8 @@ def _queried_index(target: StoreTarget, value: str | None) -> str | None:
         name = target.selected[0]
         if name not in defined:
             raise click.BadParameter(
-                f"give index {name!r} its function too (--index {name}=PKG.MODULE:FUNCTION): "
-                "a store opened without an index's function drops the index",
+                f"give index {name!r} its function too (--index {name}=PKG.MODULE:FUNCTION), "
+                "as every store command gives the store's indexes",
                 param_hint="--index",
             )
         return name

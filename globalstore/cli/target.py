@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from globalstore.cli.discards import refuse_discarding
 from globalstore.cli.formats import chain, import_converter, index_options
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, StoreConfig
 from globalstore.errors import StoreLocked
@@ -31,17 +32,25 @@ class StoreTarget:
     timeout: float
     # Bare `--index NAME`s: the index `scan` queries (other commands take none).
     selected: tuple[str, ...] = ()
+    # Let the options drop the store's indexes or time index, or rebuild it (discards.py).
+    redefine: bool = False
 
     def build(
         self, listener: StoreListener | None = None, bootstrap_from: str | None = None
     ) -> GlobalStore:
-        """The store these options describe, not started."""
+        """The store these options describe, not started (check_discards first)."""
         listeners = () if listener is None else (listener,)
         return GlobalStore(config=self.config, listeners=listeners, bootstrap_from=bootstrap_from)
 
     def open(self, listener: StoreListener | None = None) -> GlobalStore:
         """A started store (its errors rise to the group, which explains them)."""
+        self.check_discards()
         return self.build(listener).start(timeout=self.timeout)
+
+    def check_discards(self) -> None:
+        """Refuse options that would drop what the store has built, unless --redefine."""
+        if not self.redefine:
+            refuse_discarding(self.config)
 
     def open_for_queries(self) -> StoreReader:
         """A started store; or, when a running application holds the directory, a read-only
@@ -86,7 +95,8 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             index_versions=versions,
             ttl=params.pop("ttl"),
         )
-        command(StoreTarget(config, params.pop("timeout"), selected), **params)
+        target = StoreTarget(config, params.pop("timeout"), selected, params.pop("redefine"))
+        command(target, **params)
 
     options = [
         click.option("--topic", required=True, help="The compacted topic the store copies."),
@@ -137,8 +147,8 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             "--transform",
             metavar="PKG.MODULE:FUNCTION",
             help="The store's transform on ingest, fn(key, value) -> value or None "
-            "(docs/store.md). A store written with another one is rebuilt: give the one it "
-            "was written with.",
+            "(docs/store.md). Give the one the store was written with: with another, the "
+            "command refuses (--redefine rebuilds the store).",
         ),
         click.option(
             "--transform-version",
@@ -152,8 +162,9 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             multiple=True,
             metavar="NAME=PKG.MODULE:FUNCTION",
             help="A secondary index, fn(key, value) -> str, list of str or None "
-            "(docs/store.md); repeat for each. A store opened without one of its indexes "
-            "drops it: give them all every time. `scan --index NAME` queries one.",
+            "(docs/store.md); repeat for each. Give all the store's indexes every time: "
+            "without one, the command refuses (--redefine drops it). `scan --index NAME` "
+            "queries one.",
         ),
         click.option(
             "--index-version",
@@ -166,8 +177,14 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             type=click.FloatRange(min=0, min_open=True),
             metavar="SECONDS",
             help="Time to live: keys whose newest record is older are left out of every "
-            "answer and purged from disk (docs/store.md). A store opened without it drops "
-            "its time index: give it every time.",
+            "answer and purged from disk (docs/store.md). Give it every time: without it, "
+            "the command refuses (--redefine drops the store's time index).",
+        ),
+        click.option(
+            "--redefine",
+            is_flag=True,
+            help="Let these options drop an index or the time index the store has, or "
+            "rebuild it with another --transform; without it the command refuses.",
         ),
     ]
     wrapped: Callable[..., None] = kafka_config_options(with_target)

@@ -267,3 +267,26 @@ def test_a_converter_that_cannot_be_found_is_a_usage_error(
         main, ["get", "--topic", "t", "--path", str(tmp_path), "--converter", spec, "k"]
     )
     assert result.exit_code == 2 and says in result.output, result.output
+
+
+def by_kind(key: str, value: object) -> str:
+    return key.split("-")[0]
+
+
+def test_dropping_an_index_takes_redefine(
+    kafka_bootstrap: str, filled: str, tmp_path: Path
+) -> None:
+    """A command without the store's index refuses and drops nothing; with --redefine it
+    drops the index and answers."""
+    indexed = ["--index", f"by_kind={__name__}:by_kind"]
+    assert run(kafka_bootstrap, filled, tmp_path / "s", "count", *indexed).stdout == "54\n"
+
+    refused = run(kafka_bootstrap, filled, tmp_path / "s", "count")
+    one_line_error(refused, "would discard index 'by_kind' version 1 (not given)", "--redefine")
+    kept = run(kafka_bootstrap, filled, tmp_path / "s", "status", *indexed)
+    assert "by_kind v1 ready, 54 entries" in kept.stdout, kept.output
+
+    redefined = run(kafka_bootstrap, filled, tmp_path / "s", "count", "--redefine")
+    assert redefined.stdout == "54\n", redefined.output
+    status = run(kafka_bootstrap, filled, tmp_path / "s", "status")
+    assert status.exit_code == 0 and "by_kind" not in status.stdout, status.output

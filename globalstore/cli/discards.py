@@ -1,0 +1,60 @@
+"""What opening a store with a command's options would throw away; refused unless asked.
+
+The library's StoreConfig is declarative: a store opened without one of its indexes (or
+with another version of it) drops that index, one opened without its ttl drops its time
+index, and one opened with another transform is rebuilt from the topic. In an application
+that is a change of its code; from the shell it is nearly always a forgotten option, and a
+large store takes minutes to build again. So store commands refuse it unless --redefine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from globalstore.cli.errors import UserError
+from globalstore.config import StoreConfig
+from globalstore.indexes import reconcile
+from globalstore.meta import Meta
+from globalstore.storage import Storage
+from globalstore.storage.lock import DirLock
+from globalstore.transform import rebuild_reason
+
+
+def discards(meta: Meta, config: StoreConfig) -> list[str]:
+    """What a store whose meta is `meta` loses when opened with `config`, a phrase each."""
+    lost = []
+    reason = rebuild_reason(meta, config)
+    if reason is not None:
+        lost.append(f"every value, rebuilt from the topic: {reason}")
+    wanted = config.index_definitions()
+    dropped = reconcile(meta.indexes, meta.index_next_id, wanted, empty=False).dropped
+    for name, old in sorted(dropped.items()):
+        now = "not given" if name not in wanted else f"given as version {wanted[name]}"
+        lost.append(f"index {name!r} version {old.version} ({now})")
+    if meta.ttl_ms is not None and config.ttl is None:
+        lost.append(f"the time index of its ttl ({meta.ttl_ms / 1000:g} s; no --ttl given)")
+    return lost
+
+
+def refuse_discarding(config: StoreConfig) -> None:
+    """UserError if opening the store at config.path with `config` would discard what
+    `discards` names; StoreLocked if a process holds the store (it then discards nothing,
+    and queries can look in read-only)."""
+    if not (Path(config.path) / "db" / "CURRENT").exists():
+        return  # no store yet: nothing to lose
+    lock = DirLock(Path(config.path))
+    try:
+        storage = Storage(config.path, config.rocksdb, read_only=True)
+        try:
+            lost = discards(storage.read_meta(), config)
+        finally:
+            storage.close()
+    finally:
+        lock.release()
+    if lost:
+        raise UserError(
+            f"opening {config.path} with these options would discard "
+            + "; ".join(lost)
+            + ". Give the store's --index, --index-version, --ttl and --transform as it was "
+            "written with, or --redefine to discard them."
+        )
