@@ -270,7 +270,7 @@ def test_a_converter_that_cannot_be_found_is_a_usage_error(
 
 
 def by_kind(key: str, value: object) -> str:
-    return key.split("-")[0]
+    return key.partition("-")[0]
 
 
 def test_dropping_an_index_takes_redefine(
