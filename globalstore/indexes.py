@@ -327,14 +327,14 @@ def _index_values(out: object) -> frozenset[bytes]:
 
 
 class Building(Protocol):
-    """What a build needs of the storage (storage/database.py)."""
+    """What a build needs of the store's indexes (storage/index_defs.py)."""
 
     @property
-    def index_defs(self) -> Mapping[str, IndexDef]: ...
+    def defs(self) -> Mapping[str, IndexDef]: ...
 
     def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]: ...
 
-    def build_index_chunk(
+    def build_chunk(
         self, name: str, new: IndexDef, staged: Mapping[bytes, bytes | None]
     ) -> None: ...
 
@@ -348,11 +348,11 @@ class IndexBuild:
 
     @property
     def pending(self) -> bool:
-        return any(not d.built for d in self.storage.index_defs.values())
+        return any(not d.built for d in self.storage.defs.values())
 
     def step(self) -> bool:
         """Index the next chunk of keys; True once every index is built."""
-        unbuilt = [(d.id, n, d) for n, d in self.storage.index_defs.items() if not d.built]
+        unbuilt = [(d.id, n, d) for n, d in self.storage.defs.items() if not d.built]
         if not unbuilt:
             return True
         _, name, d = min(unbuilt)
@@ -365,7 +365,7 @@ class IndexBuild:
             cursor=None if done else pairs[-1][0] + b"\x00",
             scanned=d.scanned + len(pairs),
         )
-        self.storage.build_index_chunk(name, new, dict(pairs))
+        self.storage.build_chunk(name, new, dict(pairs))
         if done:
             log.info("index %r built over %d keys", name, new.scanned)
         return not self.pending

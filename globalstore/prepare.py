@@ -166,11 +166,11 @@ def define_indexes(storage: Storage, config: StoreConfig) -> IndexBuild:
     no longer names) and have every batch index what it writes (indexes.py). Returns the
     build of the indexes the stored values are not indexed in yet."""
     wanted = config.index_definitions()
-    storage.define_indexes(wanted)
-    storage.indexer = (
+    storage.indexes.define(wanted)
+    storage.indexes.indexer = (
         Indexer(config.indexes, decoder(config.value_formats()), config.topic) if wanted else None
     )
-    return IndexBuild(storage, config.index_build_chunk)
+    return IndexBuild(storage.indexes, config.index_build_chunk)
 
 
 def define_ttl(storage: Storage, config: StoreConfig, bulk: bool = False) -> ttl.Purge | None:

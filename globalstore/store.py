@@ -387,7 +387,7 @@ class GlobalStore(StoreQueries):
         if t.in_sync_at is not None:
             in_sync = t.connected and not any(lag.values())
             staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
-        indexer = None if replica is None else replica.storage.indexer
+        indexer = None if replica is None else replica.storage.indexes.indexer
         failures = {} if indexer is None else indexer.failures
         healing = healer is not None and healer.rebuilding
         state = State.REBUILDING if healing else t.state

@@ -8,8 +8,12 @@ database.py   Storage: open (locked, read-only or as a secondary that catches up
 state.py      StorageState, what it holds as of one batch, replaced whole after every change
 scan.py       scans over one point-in-time view, and the background key count
 records.py    Record; records into put/delete operations (the Python hot loop), Applied
+index_defs.py the secondary indexes: their definitions, the entries a batch's keys get,
+              the chunks of their build
 timeindex.py  the time index of a store with a ttl: its entries written with each batch,
               the purge of expired keys, its build, a count without the expired keys
+host.py       IndexHost: what those two indexes use of the Storage holding them
+index_family.py  the index column family both keep their entries in
 options.py    RocksDBOptions as rocksdict Options
 lock.py       the directory lock (one process per store directory)
 failures.py   what an error RocksDB raised means (locked, damaged, refused, a full or failing

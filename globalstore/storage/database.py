@@ -11,6 +11,10 @@ Every apply() is ONE WriteBatch holding the records and the next offset of each 
 they came from (contract 2), so after a crash the stored offsets never run ahead of the data.
 It takes plain records (records.Record) and the partition ends reached, never a Kafka
 message: the consumer and its messages belong to sources.py.
+
+The indexes it holds, secondary (index_defs.py, at `indexes`) and the ttl's time index
+(timeindex.py, at `time`), keep entries derived from the data: apply() puts theirs in its
+batch, and they write their own batches through the members host.IndexHost names.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from globalstore.codec import (
 )
 from globalstore.config import RocksDBOptions
 from globalstore.errors import StorageError
-from globalstore.indexes import Indexer, reconcile
 from globalstore.meta import (
     I64,
     INDEX_CF,
@@ -39,7 +42,6 @@ from globalstore.meta import (
     K_APPLIED_AT,
     K_COUNT,
     K_IN_SYNC_AT,
-    K_INDEX_NEXT_ID,
     K_LAYOUT,
     K_MIGRATE_FROM,
     K_RESTORED_AT,
@@ -47,13 +49,12 @@ from globalstore.meta import (
     K_TOPIC_ID,
     META_CF,
     OFFSET_PREFIX,
-    IndexDef,
     Meta,
-    index_key,
     offset_key,
     parse_meta,
 )
 from globalstore.storage.failures import close_when_unborrowed, open_refusal, reported
+from globalstore.storage.index_defs import SecondaryIndexes
 from globalstore.storage.index_family import IndexFamily
 from globalstore.storage.lock import DirLock, NoLock
 from globalstore.storage.options import rocksdb_options
@@ -95,13 +96,12 @@ class Storage:
         )
         self.state = StorageState()  # only this thread-safe reference is ever replaced
         self._recount: Recount | None = None
-        # The store's index functions (indexes.py), set before the first apply when it has
-        # indexes: every batch then indexes the keys it writes.
-        self.indexer: Indexer | None = None
-        self.time = TimeIndex(self)  # a store with a ttl keeps it (ttl.py)
+        # The indexes it holds write through its IndexHost members (host.py).
+        self.indexes = SecondaryIndexes(self)  # a store with indexes keeps them (indexes.py)
+        self.time = TimeIndex(self, self.indexes)  # a store with a ttl keeps it (ttl.py)
         # Held while writing, and while a reader opens its two iterators (values and index
         # entries): then both see the database at the same sequence number.
-        self._view_lock = threading.Lock()
+        self.view_lock = threading.Lock()
         try:
             self._open()
         except BaseException:
@@ -148,7 +148,7 @@ class Storage:
         else:
             access = rocksdict.AccessType.read_write()
         families = {META_CF: opts}
-        # The index family exists once an index was defined (define_indexes creates it).
+        # The index family exists once an index was defined (index_family() creates it).
         self._has_index_cf = INDEX_CF in _families(self._db_dir(), opts)
         if self._has_index_cf:
             families[INDEX_CF] = opts
@@ -169,6 +169,19 @@ class Storage:
         if db is not None:
             close_when_unborrowed(db.close, self.path)
 
+    @property
+    def index(self) -> IndexFamily | None:
+        """The index column family, None while the store has none."""
+        return self._index
+
+    def index_family(self) -> IndexFamily:
+        """The index column family, created if the store has none yet."""
+        if self._index is None:
+            with self._writing():
+                self._db.create_column_family(INDEX_CF, rocksdb_options(self._options))
+            self._index = IndexFamily(self._db)
+        return self._index
+
     def wipe(self, refill: Callable[[Path], object] | None = None) -> None:
         """Drop every key and all meta; the caller restores from the beginning. `refill`,
         given the store directory while the database is closed and gone, may put another
@@ -182,6 +195,11 @@ class Storage:
         self.state = StorageState()
 
     # -- meta --------------------------------------------------------------------------------
+
+    @property
+    def meta_handle(self) -> rocksdict.ColumnFamily:
+        """The meta column family, for a batch's meta entries."""
+        return self._meta_cf
 
     def read_meta(self) -> Meta:
         """Parse the meta column family; DamagedLayoutError if any entry does not parse."""
@@ -210,7 +228,7 @@ class Storage:
         """A secondary instance: read what the writer logged since the last call (its
         write-ahead log and manifest), and adopt the meta it now holds as the state."""
         with reported(f"catching up with the writer of {self.path}", self.path):
-            with self._view_lock:  # not between a reader's two iterators
+            with self.view_lock:  # not between a reader's two iterators
                 self._db.try_catch_up_with_primary()
             meta = self.read_meta()
             if (meta.indexes or meta.time_index is not None) and self._index is None:
@@ -225,7 +243,7 @@ class Storage:
         wb = rocksdict.WriteBatch(raw_mode=True)
         wb.put(K_RESTORED_AT, I64.pack(now_ms), self._meta_cf)
         wb.put(K_IN_SYNC_AT, I64.pack(now_ms), self._meta_cf)
-        self._write(wb)
+        self.write(wb)
         self.state = dataclasses.replace(self.state, restored_at_ms=now_ms)
 
     def mark_in_sync(self, now_ms: int) -> None:
@@ -252,7 +270,7 @@ class Storage:
             wb.put(K_TOPIC, topic.encode(), self._meta_cf)
         if topic_id is not None:
             wb.put(K_TOPIC_ID, topic_id.encode(), self._meta_cf)
-        self._write(wb)
+        self.write(wb)
         self.state = dataclasses.replace(self.state, count=0, layout=LAYOUT_VERSION)
 
     def put_meta(self, key: bytes, value: bytes | None) -> None:
@@ -331,7 +349,7 @@ class Storage:
         indexes or a time index, ones that also note {key: stored bytes, None if deleted},
         the last write of each key, which _commit indexes. Either loop calls them, so both
         index alike."""
-        if self.indexer is None and not self.time.tracks_writes:
+        if self.indexes.indexer is None and not self.time.tracks_writes:
             return wb.put, wb.delete, None
         staged: dict[bytes, bytes | None] = {}
 
@@ -370,7 +388,7 @@ class Storage:
                 new_count = state.count + delta
         elif self._recount is not None:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
-        entries = self._index_into(wb, staged, state.indexes) if staged else None
+        entries = self.indexes.into(wb, staged, state.indexes) if staged else None
         time_entries = self.time.into(wb, staged) if staged else None
         meta_cf = self._meta_cf
         for p, o in moved.items():
@@ -380,7 +398,7 @@ class Storage:
             wb.delete(K_COUNT, meta_cf)
         else:
             wb.put(K_COUNT, I64.pack(new_count), meta_cf)
-        self._write(wb, self._logged if exact_count else self._unlogged)
+        self.write(wb, logged=exact_count)
         positions = {**state.positions, **moved}
         self.state = dataclasses.replace(state, positions=positions, count=new_count)
         if entries is not None:
@@ -388,73 +406,6 @@ class Storage:
         if time_entries is not None:
             self.state = dataclasses.replace(self.state, time_entries=time_entries)
         return out
-
-    # -- secondary indexes (indexes.py) ------------------------------------------------------
-
-    def _index_into(
-        self,
-        wb: rocksdict.WriteBatch,
-        staged: Mapping[bytes, bytes | None],
-        defs: Mapping[str, IndexDef],
-    ) -> dict[str, int] | None:
-        """Put in `wb` the index changes of the `staged` keys and the indexes' new entry
-        counts; returns the new counts (None: nothing changed)."""
-        if self.indexer is None or self._index is None or not defs:
-            return None
-        entries = self.state.index_entries
-        return self._index.index_into(wb, self.indexer, staged, defs, entries)
-
-    @property
-    def index_defs(self) -> Mapping[str, IndexDef]:
-        return self.state.indexes
-
-    def define_indexes(self, wanted: Mapping[str, int]) -> None:
-        """Make the stored index definitions those of `wanted` ({name: version}), in one
-        batch: a new index (or version) gets a new id, built at once if the store holds no
-        key; the entries of a removed (or replaced) one are deleted with range deletions."""
-        meta = self.read_meta()
-        plan = reconcile(meta.indexes, meta.index_next_id, wanted, self.is_empty())
-        if not plan.written and not plan.dropped:
-            return
-        family = self._index_family()
-        wb = rocksdict.WriteBatch(raw_mode=True)
-        for name, old in plan.dropped.items():
-            family.drop_into(wb, old.id)
-            wb.delete(index_key(name), self._meta_cf)
-            log.info("store %s: dropped index %r (version %d)", self.path, name, old.version)
-        for name, new in plan.written.items():
-            wb.put(index_key(name), new.to_bytes(), self._meta_cf)
-            log.info(
-                "store %s: index %r version %d %s", self.path, name, new.version,
-                "defined" if new.built else "defined; building it from the stored values",
-            )  # fmt: skip
-        wb.put(K_INDEX_NEXT_ID, b"%d" % plan.next_id, self._meta_cf)
-        self._write(wb)
-        entries = {n: self.state.index_entries.get(n, 0) for n in plan.indexes}
-        entries.update(dict.fromkeys(plan.written, 0))
-        self.state = dataclasses.replace(self.state, indexes=plan.indexes, index_entries=entries)
-
-    def _index_family(self) -> IndexFamily:
-        """The index column family, created if the store has none yet."""
-        if self._index is None:
-            with self._writing():
-                self._db.create_column_family(INDEX_CF, rocksdb_options(self._options))
-            self._index = IndexFamily(self._db)
-        return self._index
-
-    def build_index_chunk(
-        self, name: str, new: IndexDef, staged: Mapping[bytes, bytes | None]
-    ) -> None:
-        """Index the `staged` keys (a chunk of stored values) in index `name`, and record its
-        definition `new` (its cursor past the chunk), in one batch: a crash resumes there."""
-        wb = rocksdict.WriteBatch(raw_mode=True)
-        entries = self._index_into(wb, staged, {name: new})
-        wb.put(index_key(name), new.to_bytes(), self._meta_cf)
-        self._write(wb)
-        indexes = {**self.state.indexes, name: new}
-        self.state = dataclasses.replace(
-            self.state, indexes=indexes, index_entries=entries or self.state.index_entries
-        )
 
     def begin_recount(self) -> None:
         """Start counting live keys over a point-in-time iterator. Call it from the writing
@@ -478,15 +429,21 @@ class Storage:
             self.state = dataclasses.replace(self.state, count=n)
         return n
 
+    def recount_removed(self, keys: int) -> None:
+        """`keys` live keys were deleted outside apply() (a purge): a recount running, which
+        counts over a view taken before, leaves them out."""
+        if self._recount is not None:
+            self._recount.delta -= keys
+
     def _writing(self) -> contextlib.AbstractContextManager[None]:
         """Around every call that writes: RocksDB's errors become one StorageError."""
         return reported(f"writing to the store at {self.path}", self.path)
 
-    def _write(
-        self, wb: rocksdict.WriteBatch, options: rocksdict.WriteOptions | None = None
-    ) -> None:
-        with self._writing(), self._view_lock:
-            self._db.write(wb, options or self._logged)
+    def write(self, wb: rocksdict.WriteBatch, logged: bool = True) -> None:
+        """Write `wb` as one batch, under the view lock; `logged=False` skips the write-ahead
+        log (a bulk apply, see apply())."""
+        with self._writing(), self.view_lock:
+            self._db.write(wb, self._logged if logged else self._unlogged)
 
     def _flush(self) -> None:
         """Persist the memtables, data and index entries first: even without atomic flush the
@@ -512,7 +469,7 @@ class Storage:
                 wb.delete(key, self._meta_cf)
             else:
                 wb.put(key, mvalue, self._meta_cf)
-        self._write(wb)
+        self.write(wb)
         if meta is not None and (K_LAYOUT in meta or K_MIGRATE_FROM in meta):
             written = self.read_meta()
             self.state = dataclasses.replace(
@@ -550,7 +507,7 @@ class Storage:
         index = self._index
         if index is None:
             return iter(())
-        with self._view_lock:  # no write between the two: both see the same batches
+        with self.view_lock:  # no write between the two: both see the same batches
             return index.items(self._db.snapshot(), lower, upper, reverse)
 
     def index_count(self, lower: bytes, upper: bytes) -> int:

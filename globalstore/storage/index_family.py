@@ -1,6 +1,6 @@
 """The index column family: the secondary indexes' entries (indexes.py) in a store's RocksDB.
 
-A store gets the family when its first index is defined (Storage.define_indexes), not
+A store gets the family when its first index is defined (index_defs.py), not
 before: a store that never had an index keeps the column families of a version from before
 indexes, which can still open it.
 """

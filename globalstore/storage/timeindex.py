@@ -9,16 +9,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import rocksdict
 
 from globalstore import ttl
 from globalstore.meta import I64, K_COUNT, K_TIME_INDEX, K_TTL, Meta
+from globalstore.storage.host import IndexHost
+from globalstore.storage.index_defs import SecondaryIndexes
 from globalstore.storage.state import StorageState
-
-if TYPE_CHECKING:
-    from globalstore.storage.database import Storage
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +24,9 @@ log = logging.getLogger(__name__)
 class TimeIndex:
     """A Storage's time index (ttl.Expiring for the store thread's purge)."""
 
-    def __init__(self, storage: Storage) -> None:
-        self._s = storage
+    def __init__(self, host: IndexHost, secondary: SecondaryIndexes) -> None:
+        self._s = host
+        self._secondary = secondary  # a purge deletes keys: their index entries go with them
 
     @property
     def time_cursor(self) -> bytes | None:
@@ -45,7 +44,7 @@ class TimeIndex:
         )
 
     def _stored_entries(self) -> int:
-        index = self._s._index
+        index = self._s.index
         raw = None if index is None else index.get(ttl.TIME)
         return 0 if raw is None else int(I64.unpack(raw)[0])
 
@@ -68,20 +67,20 @@ class TimeIndex:
         if ttl_ms is None:
             if not state.time_index and state.ttl_ms is None:
                 return
-            if s._index is not None:
-                s._index.delete_range(wb, *ttl.all_entries())
-            wb.delete(K_TIME_INDEX, s._meta_cf)
-            wb.delete(K_TTL, s._meta_cf)
+            if s.index is not None:
+                s.index.delete_range(wb, *ttl.all_entries())
+            wb.delete(K_TIME_INDEX, s.meta_handle)
+            wb.delete(K_TTL, s.meta_handle)
             cursor, entries = None, 0
             log.info("store %s: no ttl; dropped its time index", s.path)
         else:
             if bulk or not state.time_index:
-                s._index_family().delete_range(wb, *ttl.all_entries())
+                s.index_family().delete_range(wb, *ttl.all_entries())
                 cursor = b"" if bulk or not s.is_empty() else None
                 entries = 0
-                wb.put(K_TIME_INDEX, ttl.cursor_entry(cursor), s._meta_cf)
-            wb.put(K_TTL, I64.pack(ttl_ms), s._meta_cf)
-        s._write(wb)
+                wb.put(K_TIME_INDEX, ttl.cursor_entry(cursor), s.meta_handle)
+            wb.put(K_TTL, I64.pack(ttl_ms), s.meta_handle)
+        s.write(wb)
         s.state = dataclasses.replace(
             state,
             ttl_ms=ttl_ms,
@@ -108,11 +107,11 @@ class TimeIndex:
             keys = [k for k in keys if k < state.time_cursor]
         if not keys:
             return state.time_entries
-        olds: list[bytes | None] = s._db.get(keys)  # type: ignore[arg-type,assignment]
+        olds: list[bytes | None] = s.get_many(keys)
         deletes, puts = ttl.changes(keys, olds, staged)
         if not deletes and not puts:
             return state.time_entries
-        family = s._index_family()
+        family = s.index_family()
         for entry in deletes:
             family.delete(wb, entry)
         for entry in puts:
@@ -125,7 +124,7 @@ class TimeIndex:
 
     def _expired_entries(self, cutoff_ms: int, limit: int) -> list[bytes]:
         """Up to `limit` time entries older than `cutoff_ms`, oldest first."""
-        index = self._s._index
+        index = self._s.index
         return [] if index is None else index.keys(*ttl.expired_range(cutoff_ms), limit)
 
     def purge(self, cutoff_ms: int, limit: int) -> tuple[int, list[bytes]]:
@@ -142,27 +141,26 @@ class TimeIndex:
             return 0, []
         pairs = [ttl.split_time_key(e) for e in entries]
         keys = [k for _, k in pairs]
-        values: list[bytes | None] = s._db.get(keys)  # type: ignore[arg-type,assignment]
+        values: list[bytes | None] = s.get_many(keys)
         wb = rocksdict.WriteBatch(raw_mode=True)
-        _, delete, staged = s._staging(wb)
         deleted = []
         for (ts, key), raw in zip(pairs, values, strict=True):
             if raw is not None and ttl.timestamp(raw) == ts:
-                delete(key)
+                wb.delete(key)
                 deleted.append(key)
         state = s.state
-        family = s._index_family()
+        family = s.index_family()
         for entry in entries:
             family.delete(wb, entry)
-        index_entries = s._index_into(wb, staged, state.indexes) if staged else None
+        staged = dict.fromkeys(deleted)  # {key: None}: the keys deleted
+        index_entries = self._secondary.into(wb, staged, state.indexes) if staged else None
         time_entries = state.time_entries - len(entries)
         family.put(wb, ttl.TIME, I64.pack(time_entries))
         count = None if state.count is None else state.count - len(deleted)
         if count is not None:
-            wb.put(K_COUNT, I64.pack(count), s._meta_cf)
-        s._write(wb)
-        if s._recount is not None:
-            s._recount.delta -= len(deleted)
+            wb.put(K_COUNT, I64.pack(count), s.meta_handle)
+        s.write(wb)
+        s.recount_removed(len(deleted))
         s.state = dataclasses.replace(
             s.state,
             count=count,
@@ -180,7 +178,7 @@ class TimeIndex:
         s, state = self._s, self._s.state
         pairs = s.keys_from(state.time_cursor, limit)
         wb = rocksdict.WriteBatch(raw_mode=True)
-        family = s._index_family()
+        family = s.index_family()
         keys = [key for key, _ in pairs]
         _, puts = ttl.changes(keys, [None] * len(keys), dict(pairs))  # none had an entry
         for entry in puts:
@@ -189,8 +187,8 @@ class TimeIndex:
         cursor = None if len(pairs) < limit else pairs[-1][0] + b"\x00"
         entries = state.time_entries + len(puts)
         family.put(wb, ttl.TIME, I64.pack(entries))
-        wb.put(K_TIME_INDEX, ttl.cursor_entry(cursor), s._meta_cf)
-        s._write(wb)
+        wb.put(K_TIME_INDEX, ttl.cursor_entry(cursor), s.meta_handle)
+        s.write(wb)
         s.state = dataclasses.replace(state, time_cursor=cursor, time_entries=entries)
         return len(pairs)
 
@@ -201,7 +199,7 @@ class TimeIndex:
         time entries below it), both read with no write in between; None while the count is
         unknown (a bulk restore not recounted yet)."""
         s = self._s
-        with s._view_lock:
-            raw = s._meta.get(K_COUNT)
+        with s.view_lock:
+            raw = s.get_meta(K_COUNT)
             expired = s.index_count(*ttl.expired_range(cutoff_ms))
         return None if raw is None else int(I64.unpack(raw)[0]) - expired

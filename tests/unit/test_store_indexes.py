@@ -336,7 +336,7 @@ def test_an_index_function_that_fails_leaves_the_key_out_of_that_index_only(
     assert applied.records == 4 and storage.state.positions == {0: 6}  # nothing else lost
     assert view.find_count("by_courier", "c-1") == 0  # the old entries went
     assert _keys(view.find("by_tag", "y")) == ["a", "b", "c"]
-    assert storage.indexer is not None and storage.indexer.failures == {
+    assert storage.indexes.indexer is not None and storage.indexes.indexer.failures == {
         "by_courier": 4,
         "by_tag": 1,
     }

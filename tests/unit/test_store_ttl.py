@@ -201,7 +201,7 @@ def test_a_stale_time_entry_never_deletes_the_value_it_no_longer_matches(
     stale, index = rocksdict.WriteBatch(raw_mode=True), storage._index
     assert index is not None
     index.put(stale, ttl.time_key(OLD - 5, b"new-2"), b"")
-    storage._write(stale)
+    storage.write(stale)
     assert storage.time.purge(ttl.cutoff(60_000), 10) == (2, [b"old-2"])
     assert storage.get(b"new-2") is not None and (NOW, b"old-1") in _time_entries(storage)
     assert _time_entries(storage) == {(NOW, b"old-1"), (FRESH, b"new-1"), (NOW, b"new-2")}

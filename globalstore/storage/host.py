@@ -1,0 +1,57 @@
+"""IndexHost: what the indexes a Storage holds (index_defs.py, timeindex.py) use of it.
+
+They keep entries derived from the data, so they write through the Storage that holds them:
+into its column families, one logged batch at a time under its view lock, replacing its
+state after each batch (contract 5). Naming that here, rather than handing them the Storage,
+keeps its other members its own and lets the indexes stand below database.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Protocol
+
+import rocksdict
+
+from globalstore.meta import Meta
+from globalstore.storage.index_family import IndexFamily
+from globalstore.storage.state import StorageState
+
+
+class IndexHost(Protocol):
+    """The Storage holding an index, as the index sees it (database.py implements it)."""
+
+    path: Path
+    state: StorageState  # replaced whole after each batch the index writes
+    # Held while writing, and by a reader that must see two things at one instant.
+    view_lock: threading.Lock
+
+    @property
+    def meta_handle(self) -> rocksdict.ColumnFamily:
+        """The meta column family, for a batch's meta entries."""
+
+    @property
+    def index(self) -> IndexFamily | None:
+        """The index column family, None while the store has none."""
+
+    def index_family(self) -> IndexFamily:
+        """The index column family, created if the store has none yet."""
+
+    def write(self, wb: rocksdict.WriteBatch) -> None:
+        """Write `wb` as one logged batch, under the view lock."""
+
+    def recount_removed(self, keys: int) -> None:
+        """`keys` live keys were deleted outside apply(): a recount running leaves them out."""
+
+    def read_meta(self) -> Meta: ...
+
+    def get_meta(self, key: bytes) -> bytes | None: ...
+
+    def is_empty(self) -> bool: ...
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]: ...
+
+    def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]: ...
+
+    def index_count(self, lower: bytes, upper: bytes) -> int: ...
