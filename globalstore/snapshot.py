@@ -38,6 +38,7 @@ from typing import IO, Any, cast
 
 from globalstore.config import RocksDBOptions
 from globalstore.meta import Meta
+from globalstore.snapshot_digests import SENT, KnownDigests
 from globalstore.snapshot_manifest import MANIFEST, FileEntry, Manifest, Sha256Behind, Staging
 from globalstore.storage import Storage
 
@@ -94,29 +95,43 @@ def create(store_path: str | Path, dest: str | Path, rocksdb: RocksDBOptions | N
     return target
 
 
-def tar_chunks(directory: Path, arcroot: str = DB_DIR) -> Iterator[bytes]:
+def tar_chunks(
+    directory: Path, arcroot: str = DB_DIR, known: KnownDigests = SENT
+) -> Iterator[bytes]:
     """The files of a flat directory (a RocksDB checkpoint) as an uncompressed tar stream, in
     chunks of at most 1 MiB, so a snapshot of any size streams in bounded memory. The files
-    are hashed as they are sent; the manifest follows them, then the end-of-archive marker."""
+    are hashed as they are sent, but for table files whose digest is `known` (sent before);
+    the manifest follows them, then the end-of-archive marker."""
     files = []
     for path in sorted(directory.iterdir()):
-        size = path.stat().st_size
-        yield _header(f"{arcroot}/{path.name}", size)
+        stat = path.stat()
+        yield _header(f"{arcroot}/{path.name}", stat.st_size)
+        sha256 = known.get(path, stat)
         with path.open("rb") as f, Sha256Behind() as digest:
-            sent = 0
-            while sent < size:
-                chunk = f.read(min(_CHUNK, size - sent))
-                if not chunk:
-                    raise OSError(f"{path} shrank while being sent")
-                digest.update(chunk)
-                sent += len(chunk)
+            for chunk in _file_chunks(f, path, stat.st_size):
+                if sha256 is None:
+                    digest.update(chunk)
                 yield chunk
-            files.append(FileEntry(path.name, size, digest.hexdigest()))
-        yield _padding(size)
+            if sha256 is None:
+                sha256 = digest.hexdigest()
+                known.remember(path, stat, sha256)
+        files.append(FileEntry(path.name, stat.st_size, sha256))
+        yield _padding(stat.st_size)
     manifest = Manifest.of(files, _checkpoint_meta(directory)).to_bytes()
     yield _header(MANIFEST, len(manifest))
     yield manifest + _padding(len(manifest))
     yield _END
+
+
+def _file_chunks(f: IO[bytes], path: Path, size: int) -> Iterator[bytes]:
+    """The `size` bytes of the open file `path`, a chunk at a time."""
+    sent = 0
+    while sent < size:
+        chunk = f.read(min(_CHUNK, size - sent))
+        if not chunk:
+            raise OSError(f"{path} shrank while being sent")
+        sent += len(chunk)
+        yield chunk
 
 
 def _header(name: str, size: int) -> bytes:

@@ -117,7 +117,16 @@ FLOORS = (
     # RocksDB; what the broker says; the C loop; how a writer wakes reader processes
     ("storage", "topic", "native_restore", "announce"),
     # formats and the transform; planning; snapshots and their manifest; reads and exports
-    ("migrate", "transform", "plan", "snapshot", "snapshot_manifest", "queries", "arrow"),
+    (
+        "migrate",
+        "transform",
+        "plan",
+        "snapshot",
+        "snapshot_manifest",
+        "snapshot_digests",
+        "queries",
+        "arrow",
+    ),
     ("prepare", "sources", "events", "restore_log"),  # what the store thread is made of
     ("thread",),  # the loop
     ("heal",),  # replicas, the one swap, self-healing

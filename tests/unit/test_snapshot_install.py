@@ -5,7 +5,9 @@ has a deadline and close() stops it."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import shutil
 import threading
 import time
@@ -14,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from globalstore import GlobalStore, StoreClosed, snapshot
-from globalstore.snapshot_manifest import MANIFEST
+from globalstore.snapshot_digests import KnownDigests
+from globalstore.snapshot_manifest import MANIFEST, Manifest
 from globalstore.storage import DirLock, Storage
 from tests.snapshot_peer import (
     Peer,
@@ -225,3 +228,62 @@ def test_a_peer_busy_past_the_deadline_leaves_the_store_to_kafka(
     assert 1.0 <= time.monotonic() - began < 3
     assert "took longer than 1s" in caplog.text and len(peer.requests) > 2
     assert [p.name for p in (tmp_path / "b").iterdir()] == []
+
+
+def test_a_table_file_sent_before_is_not_hashed_again(
+    tmp_path: Path, peer: Peer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A second send of the same table files takes their digests from the first; bytes that
+    rotted on disk in between no longer match them, and the receiver refuses the snapshot.
+    Files other than tables are hashed on every send."""
+    checkpoint = checkpoint_of_a_store(tmp_path, values=3_000)
+    known = KnownDigests()
+    first = _sent_digests(b"".join(snapshot.tar_chunks(checkpoint, known=known)))
+    table = max(checkpoint.glob("*.sst"), key=lambda p: p.stat().st_size)
+    options = next(checkpoint.glob("OPTIONS-*"))
+    assert options.read_bytes().startswith(b"# This")  # a comment: the bit flipped below
+    _rot(table, table.stat().st_size // 2)
+    _rot(options, 2)
+    again = b"".join(snapshot.tar_chunks(checkpoint, known=known))
+    second = _sent_digests(again)
+    assert second[table.name] == first[table.name] != _sha256(table)
+    assert second[options.name] == _sha256(options) != first[options.name]
+    peer.serve(again)
+    warning = _refused(peer.url(), tmp_path / "b", caplog)
+    assert f"{table.name} does not match its SHA-256" in warning
+
+
+def test_known_digests_are_of_table_files_and_the_least_recently_used_go(tmp_path: Path) -> None:
+    files = [tmp_path / f"00000{i}.sst" for i in range(3)] + [tmp_path / "OPTIONS-000007"]
+    for i, path in enumerate(files):
+        path.write_bytes(b"x" * i)
+    stats = [path.stat() for path in files]
+    known = KnownDigests(limit=2)
+    for path, stat in zip(files, stats, strict=True):
+        known.remember(path, stat, path.name)
+        known.get(files[0], stats[0])  # used again after each: the oldest use is files[1]
+    assert [known.get(p, s) for p, s in zip(files, stats, strict=True)] == [
+        files[0].name, None, files[2].name, None
+    ]  # fmt: skip
+
+
+def _sent_digests(body: bytes) -> dict[str, str]:
+    """{file name: SHA-256} as the manifest at the end of a tar stream gives them."""
+    manifest = list(members(body))[-1]
+    raw = body[manifest.offset_data : manifest.offset_data + manifest.size]
+    return {f.name: f.sha256 for f in Manifest.parse(raw).files}
+
+
+def _rot(path: Path, offset: int) -> None:
+    """Flip a bit of `path` at `offset`, keeping its inode, size and modification time."""
+    stat = path.stat()
+    with path.open("r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)[0]
+        f.seek(offset)
+        f.write(bytes([byte ^ 0x01]))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
