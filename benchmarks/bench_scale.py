@@ -370,8 +370,11 @@ def measure_size(bootstrap: str, keys: int, args: argparse.Namespace, work: Path
 def snapshot_round(
     run: SizeRun, bootstrap: str, topic: str, store: Path, new: Path, max_snapshots: int
 ) -> None:
+    """A fresh peer: a boot from its first send (it hashes every file), the stream read and
+    discarded, then a boot from a later send (the digests of its table files known)."""
     try:
         with peer(bootstrap, topic, store, max_snapshots) as url:
+            run.add("first boot", run_step("boot", bootstrap, topic, str(new), url))
             port = int(url.split(":")[2].split("/")[0])
             run.snapshot.append(snapshot_stream(port))
             log(f"snapshot: first byte, all, bytes {run.snapshot[-1]}")
@@ -435,20 +438,21 @@ def size_rows(runs: list[SizeRun]) -> list[tuple[str, ...]]:
         [f"{median([s[0] for s in r.snapshot]):,.2f}" if r.snapshot else "failed" for r in runs],
     )
     row(
-        "snapshot: whole stream, s",
+        "snapshot: whole stream (a later send), s",
         [f"{median([s[1] for s in r.snapshot]):,.1f}" if r.snapshot else "failed" for r in runs],
     )
     replay = [r.med("restore", "seconds") for r in runs]
-    boot = [r.med("boot", "seconds") for r in runs]
     row("replay (cold restore), s", [f"{x:,.1f}" for x in replay])
-    row("boot from the peer's snapshot, s", [f"{x:,.1f}" for x in boot])
-    speedup = [a / b for a, b in zip(replay, boot, strict=True)]
-    row(
-        "replay / snapshot boot",
-        [f"{x:,.1f}x" for x in speedup],
-        "≥ 10x at the largest",
-        speedup[-1] >= 10,
-    )
+    for step, which in (("first boot", "the peer's first send"), ("boot", "a later send")):
+        boot = [r.med(step, "seconds") for r in runs]
+        row(f"boot from {which}, s", [f"{x:,.1f}" for x in boot])
+        speedup = [a / b for a, b in zip(replay, boot, strict=True)]
+        row(
+            f"replay / boot from {which}",
+            [f"{x:,.1f}x" for x in speedup],
+            "≥ 10x at the largest",
+            speedup[-1] >= 10,
+        )
     p99 = [r.med("restart", "p99_ms") for r in runs]
     row("get p50, ms", [f"{r.med('restart', 'p50_ms'):,.3f}" for r in runs])
     row(
@@ -494,7 +498,8 @@ SIZE_PICTURES: dict[str, tuple[str, str, dict[str, tuple[str, str]], float | Non
         "seconds",
         {
             "replay (cold restore)": ("restore", "seconds"),
-            "boot from snapshot": ("boot", "seconds"),
+            "boot, the peer's first send": ("first boot", "seconds"),
+            "boot, a later send": ("boot", "seconds"),
         },
         None,
     ),
@@ -572,8 +577,10 @@ def sizes(args: argparse.Namespace, bootstrap: str, work: Path) -> str:
         f"{UNCACHED_GETS:,} gets of random keys over the whole key space, timed one by one, "
         "default 64 MB block cache.",
         f"Snapshot: `globalstore serve --max-snapshots {args.max_snapshots}` on the restored "
-        "store, GET /v1/snapshot read and discarded; the boot is a GlobalStore with "
-        "bootstrap_from=that URL on an empty directory, start() to ready; replay is the cold "
+        "store, a fresh one each round; a boot is a GlobalStore with bootstrap_from=that URL "
+        "on an empty directory, start() to ready: first from the peer's first send (it hashes "
+        "every file), then GET /v1/snapshot read and discarded (the stream rows), then a boot "
+        "from that later send (the peer knows its table files' digests); replay is the cold "
         "restore above.",
     ]
     if large is not None:
