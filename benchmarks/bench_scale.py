@@ -12,9 +12,10 @@ script with --step), so each peak RSS is that process's VmHWM.
 --sizes, per size (one topic of that many keys, ~250-byte JSON values, deleted afterwards):
 cold restore (records/s, peak RSS, disk per key); a restart with the OS page cache dropped
 (when this process may: root), time from process start to the first answered get, then
-`get` p50/p99 on random keys over the whole key space; a full scan; a serving peer
-(`globalstore serve`) streaming /v1/snapshot to a reader that discards it; a new instance
-booting from that snapshot against the replay. Then peak RSS with 3,000 values of 900 KB.
+`get` p50/p99 on random keys over the whole key space; a full scan; a new instance booting
+from a fresh serving peer's (`globalstore serve`) first snapshot, that peer streaming
+/v1/snapshot to a reader that discards it, and a boot from a later send (the table files'
+digests known), each boot against the replay. Then peak RSS with 3,000 values of 900 KB.
 
 --instances, per count N on one topic of --keys: N cold restores at the same moment against
 one alone; N instances following while a writer overwrites keys (broker CPU, produce→visible
