@@ -1,5 +1,8 @@
 """Two checkouts of this project side by side: cold restore rate and produce→visible latency
 of each, alternating in one run on one broker, so a restructuring can show it costs nothing.
+With --snapshot, also each checkout's `globalstore serve` as a snapshot peer: the whole
+GET /v1/snapshot stream read and discarded, and a new instance's boot from it (after one
+uncounted send per peer, so a peer that keeps what it learned from a send shows it).
 
     git worktree add /tmp/before HEAD~3 && (cd /tmp/before && python setup.py build_ext --inplace)
     python benchmarks/bench_ab.py /tmp/before . --keys 1000000 --rounds 3
@@ -12,8 +15,10 @@ medians of each and after/before ratios.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -59,13 +64,22 @@ def child(args: list[str]) -> None:
     kind, bootstrap, topic, path = args[:4]
     if kind == "restore":
         result = restore_rate(bootstrap, topic, Path(path))
+    elif kind == "boot":
+        from bench_serve import boot_seconds  # noqa: PLC0415 - needs the child's globalstore
+
+        result = {"seconds": boot_seconds(bootstrap, topic, Path(path), args[4])}
     else:
         result = follow_latency(bootstrap, topic, Path(path), int(args[4]))
     print(json.dumps(result))
 
 
+def checkout_env(checkout: Path) -> dict[str, str]:
+    """This environment, importing globalstore from `checkout` (and the benchmarks)."""
+    return {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{Path(__file__).parent}"}
+
+
 def measure(checkout: Path, *args: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{Path(__file__).parent}"}
+    env = checkout_env(checkout)
     command = [sys.executable, __file__, "--child", *args]
     done = subprocess.run(
         command, env=env, cwd=checkout, capture_output=True, text=True,
@@ -91,6 +105,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=1000, help="produce→visible samples")
+    parser.add_argument("--snapshot", action="store_true", help="also stream and boot from peers")
     args = parser.parse_args()
     checkouts = {"before": args.before.resolve(), "after": args.after.resolve()}
     results: dict[tuple[str, str], list[float]] = {}
@@ -117,13 +132,50 @@ def main() -> None:
                     results.setdefault((label, "follow p99 ms"), []).append(1000 * got["p99"])
                 log(f"round {r + 1}: " + json.dumps({f"{k[0]} {k[1]}": round(v[-1], 2)
                                                       for k, v in results.items()}))  # fmt: skip
+            if args.snapshot:
+                snapshot_rounds(broker.bootstrap, restore_topic, checkouts, work, args.rounds,
+                                results)  # fmt: skip
     print("| measure | before | after | after / before | raw before | raw after |")
     print("|---|---|---|---|---|---|")
-    for measure_name in ("restore rec/s", "follow p50 ms", "follow p99 ms"):
+    for measure_name in dict.fromkeys(name for _, name in results):
         before, after = results[("before", measure_name)], results[("after", measure_name)]
         b, a = statistics.median(before), statistics.median(after)
         raw = [", ".join(f"{x:,.4g}" for x in xs) for xs in (before, after)]
         print(f"| {measure_name} | {b:,.4g} | {a:,.4g} | {a / b:.3f} | {raw[0]} | {raw[1]} |")
+
+
+def snapshot_rounds(
+    bootstrap: str,
+    topic: str,
+    checkouts: dict[str, Path],
+    work: Path,
+    rounds: int,
+    results: dict[tuple[str, str], list[float]],
+) -> None:
+    """Each checkout's peer on a store of `topic`; one uncounted stream from each, then per
+    round, alternating which goes first, a stream from each and a boot from each."""
+    from bench_serve import serve, snapshot_stream  # noqa: PLC0415
+
+    from globalstore.localkafka import free_port  # noqa: PLC0415
+
+    ports = {label: free_port() for label in checkouts}
+    with contextlib.ExitStack() as peers:
+        for label, where in checkouts.items():
+            proc = serve(bootstrap, topic, work / f"peer-{label}", ports[label],
+                         env=checkout_env(where))  # fmt: skip
+            peers.callback(proc.wait, 120)
+            peers.callback(proc.terminate)
+            snapshot_stream(ports[label])
+        for r in range(rounds):
+            order = list(checkouts) if r % 2 == 0 else list(reversed(checkouts))
+            for label in order:
+                seconds = snapshot_stream(ports[label])[1]
+                results.setdefault((label, "snapshot stream s"), []).append(seconds)
+                url = f"http://127.0.0.1:{ports[label]}/v1/snapshot"
+                path = str(work / f"boot-{label}-{r}")
+                got = measure(checkouts[label], "boot", bootstrap, topic, path, url)
+                results.setdefault((label, "boot s"), []).append(got["seconds"])
+                shutil.rmtree(path, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bench_store import (
@@ -48,13 +48,19 @@ HEADING = "## Serving"
 
 
 def serve(
-    bootstrap: str, topic: str, path: Path, port: int, options: Sequence[str] = ()
+    bootstrap: str,
+    topic: str,
+    path: Path,
+    port: int,
+    options: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`globalstore serve` (with more `options`) in its own process, once /readyz says ready."""
+    """`globalstore serve` (with more `options`) in its own process, once /readyz says ready.
+    `env`: the process's environment (default: this one's)."""
     command = [str(Path(sys.executable).parent / "globalstore"), "serve", "--topic", topic]
     command += ["--bootstrap-servers", bootstrap, "--path", str(path), "--port", str(port)]
     command += ["--timeout", "600", *options]
-    proc = subprocess.Popen(command)
+    proc = subprocess.Popen(command, env=env)
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
         if proc.poll() is not None:
