@@ -13,6 +13,7 @@ from pathlib import Path
 
 from globalstore.cli.errors import UserError
 from globalstore.config import StoreConfig
+from globalstore.errors import StorageError
 from globalstore.indexes import reconcile
 from globalstore.meta import Meta
 from globalstore.storage import Storage
@@ -44,11 +45,7 @@ def refuse_discarding(config: StoreConfig) -> None:
         return  # no store yet: nothing to lose
     lock = DirLock(Path(config.path))
     try:
-        storage = Storage(config.path, config.rocksdb, read_only=True)
-        try:
-            lost = discards(storage.read_meta(), config)
-        finally:
-            storage.close()
+        lost = _discarded_by(config)
     finally:
         lock.release()
     if lost:
@@ -58,3 +55,18 @@ def refuse_discarding(config: StoreConfig) -> None:
             + ". Give the store's --index, --index-version, --ttl and --transform as it was "
             "written with, or --redefine to discard them."
         )
+
+
+def _discarded_by(config: StoreConfig) -> list[str]:
+    """`discards` of the store at config.path; nothing when it cannot be read: opening it
+    rebuilds a damaged store anyway (with a WARNING saying why), whatever the options."""
+    try:
+        storage = Storage(config.path, config.rocksdb, read_only=True)
+    except StorageError:
+        return []
+    try:
+        return discards(storage.read_meta(), config)
+    except StorageError:  # DamagedLayoutError: meta entries that do not parse
+        return []
+    finally:
+        storage.close()

@@ -137,6 +137,13 @@ def test_redefine_lets_the_command_go_on(written: Path) -> None:
     assert result.exit_code == 2 and "127.0.0.1:1" in result.output, result.output  # no broker
 
 
+def test_a_damaged_store_is_left_to_the_rebuild_opening_it_makes(written: Path) -> None:
+    (written / "db" / "CURRENT").write_bytes(b"not a manifest name\n")
+    result = _run(written)
+    assert "would discard" not in result.output
+    assert result.exit_code == 2 and "127.0.0.1:1" in result.output, result.output  # no broker
+
+
 def test_a_held_store_is_looked_into_read_only_whatever_the_options(held: Path) -> None:
     result = _run(held)
     assert result.exit_code == 0, result.output
