@@ -48,9 +48,10 @@ class KnownDigests:
         """Keep `sha256`, hashed from the file `stat` describes, if it is a table file."""
         if path.suffix != TABLE_SUFFIX:
             return
+        key = _identity(stat)
         with self._lock:
-            self._digests[_identity(stat)] = sha256
-            self._digests.move_to_end(_identity(stat))
+            self._digests[key] = sha256
+            self._digests.move_to_end(key)
             while len(self._digests) > self._limit:
                 self._digests.popitem(last=False)
 
