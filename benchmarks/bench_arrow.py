@@ -28,8 +28,8 @@ import orjson
 import pyarrow as pa
 
 from globalstore import ReadOnlyStore
-from globalstore.arrow import BATCH_ROWS
 from globalstore.codec import format_headers
+from globalstore.read.arrow import BATCH_ROWS
 from globalstore.storage import Storage
 
 COUNT_SQL = (

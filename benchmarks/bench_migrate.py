@@ -46,9 +46,9 @@ from globalstore import GlobalStore, StoreListener, SwitchingStore
 from globalstore.codec import HEADER
 from globalstore.converters import ValueFormats, decoder
 from globalstore.localkafka import LocalKafka, free_port
-from globalstore.meta import K_LAYOUT
-from globalstore.migrate import Limits, Migration
+from globalstore.shaping.migrate import Limits, Migration
 from globalstore.storage import Storage
+from globalstore.storage.meta import K_LAYOUT
 
 BUILD_BATCH = 10_000
 TARGET_RATE = 100_000  # keys/s

@@ -151,7 +151,7 @@ class _Installs(logging.Handler):
 def step_boot(bootstrap: str, topic: str, path: str, url: str) -> dict[str, float]:
     """A new instance on an empty directory from a peer's snapshot, start() to ready."""
     installs = _Installs()
-    logger = logging.getLogger("globalstore.snapshot")
+    logger = logging.getLogger("globalstore.snapshots.archive")
     logger.addHandler(installs)
     logger.setLevel(logging.INFO)
     began = time.time()

@@ -34,8 +34,8 @@ from bench_store import (
     write_docs,
 )
 
+from globalstore.follow.topic import end_offsets
 from globalstore.localkafka import LocalKafka, Security, free_port
-from globalstore.topic import end_offsets
 
 HEADING = "## Store over SASL_SSL"
 TARGET = 0.8  # the SASL_SSL restore at >= 80 % of the plaintext one

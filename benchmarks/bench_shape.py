@@ -46,8 +46,8 @@ from bench_store import (
 
 from globalstore import GlobalStore
 from globalstore.config import StoreConfig
+from globalstore.follow.topic import end_offsets
 from globalstore.localkafka import LocalKafka, free_port
-from globalstore.topic import end_offsets
 
 CUSTOMERS_PER_KEY = 20  # keys per customer: what a find for one customer returns
 STATUSES = ("new", "paid", "shipped", "delivered")

@@ -50,10 +50,10 @@ from peers import peak_rss_mb
 from globalstore import GlobalStore, StoreListener
 from globalstore.codec import encode_key, encode_value, format_headers
 from globalstore.config import RocksDBOptions, StoreConfig
+from globalstore.follow.thread import StoreThread
+from globalstore.follow.topic import end_offsets
 from globalstore.localkafka import LocalKafka, free_port
-from globalstore.reader import StoreReader
-from globalstore.thread import StoreThread
-from globalstore.topic import end_offsets
+from globalstore.read.protocols import StoreReader
 
 PARTITIONS = 6
 MULTI_GET = 100  # keys per get_many call

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from globalstore import ttl
 from globalstore.config import StoreConfig
-from globalstore.prepare import define_ttl
-from globalstore.queries import StoreQueries
+from globalstore.follow.prepare import define_ttl
+from globalstore.read.queries import StoreQueries
+from globalstore.shaping import ttl
 from globalstore.storage import Record, Storage
 
 BATCH = 10_000

@@ -28,20 +28,20 @@ from globalstore.errors import (
     UnknownIndex,
     UnreadableStore,
 )
+from globalstore.follow.topic import end_offsets
 from globalstore.listeners import StoreListener
-from globalstore.reader import (
+from globalstore.read.protocols import (
     ArrowOptions,
     FollowingStore,
     ScanFilters,
     StoreReader,
     StoreStatus,
 )
-from globalstore.readonly import ReadOnlyStore
-from globalstore.shared import SharedStore
-from globalstore.state import State
-from globalstore.store import GlobalStore
-from globalstore.switch import SwitchingStore
-from globalstore.topic import end_offsets
+from globalstore.status import State
+from globalstore.stores.global_store import GlobalStore
+from globalstore.stores.read_only_store import ReadOnlyStore
+from globalstore.stores.shared_store import SharedStore
+from globalstore.stores.switching_store import SwitchingStore
 
 __all__ = [
     "ArrowOptions",

@@ -14,7 +14,7 @@ from typing import Any
 from globalstore.codec import VALUE_FORMAT_VERSION
 from globalstore.converters import ValueFormats
 from globalstore.errors import ConfigurationError
-from globalstore.kafka_settings import ClientSettings
+from globalstore.kafka.settings import ClientSettings
 
 # Where every command and the examples look for Kafka unless told otherwise: the local
 # broker's default address, or GLOBALSTORE_BOOTSTRAP when it is set.

@@ -18,8 +18,8 @@ import click
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP
 from globalstore.converters import import_converter
 from globalstore.errors import ConfigurationError, GlobalStoreError
-from globalstore.kafka_clients import LIBRDKAFKA_LOG
-from globalstore.kafka_settings import kafka_config_options
+from globalstore.kafka.clients import LIBRDKAFKA_LOG
+from globalstore.kafka.settings import kafka_config_options
 from pipelines.defaults import LOCAL_MASTER, ORDERS_RAW_TOPIC, TRIGGER_INTERVAL
 from pipelines.java_clients import java_settings
 from pipelines.topics import require_topic

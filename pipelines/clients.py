@@ -3,7 +3,7 @@
 Each gets the librdkafka side of the user's settings (Java-only names stripped), a logger,
 so that librdkafka's own log lines go through Python logging (the `globalstore` command
 shows them with -v) and never straight to the terminal, and an error callback that notices
-the broker refusing the credentials (globalstore/kafka_clients.py).
+the broker refusing the credentials (globalstore/kafka/clients.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from globalstore.kafka_clients import LIBRDKAFKA_LOG, Refusals
+from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals
 from pipelines.java_clients import librdkafka_settings
 
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from globalstore.errors import FatalError
-from globalstore.kafka_clients import unauthenticated
-from globalstore.kafka_settings import mask_text
+from globalstore.kafka.clients import unauthenticated
+from globalstore.kafka.settings import mask_text
 
 _MAX_CAUSES = 20  # a cause chain is short; the bound only guards against a cycle
 _TRACEBACK = "Traceback (most recent call last)"

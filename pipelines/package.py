@@ -24,8 +24,9 @@ CONTRACT_MODULES = (
     "config.py",
     "converters.py",
     "errors.py",
-    "kafka_settings.py",
-    "kafka_clients.py",
+    "kafka/__init__.py",
+    "kafka/settings.py",
+    "kafka/clients.py",
 )
 """The globalstore modules pipelines/ needs: codec, config, converters, the Kafka client
 settings (`--kafka-config`, secret masking), what every librdkafka client shares, and what

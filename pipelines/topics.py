@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type:
 
 from globalstore.codec import require_compacted
 from globalstore.errors import BrokerUnavailable, FatalError, TopicNotFound
-from globalstore.kafka_clients import Refusals, create_client
+from globalstore.kafka.clients import Refusals, create_client
 from pipelines.clients import client_config
 
 ADMIN_TIMEOUT_S = 30.0

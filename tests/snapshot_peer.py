@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
-from globalstore import meta, snapshot
-from globalstore.storage import Storage
+from globalstore.snapshots import archive as snapshot
+from globalstore.storage import Storage, meta
 
 
 @dataclasses.dataclass

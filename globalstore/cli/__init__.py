@@ -15,7 +15,7 @@ from globalstore.cli.migrate import migrate
 from globalstore.cli.serve import serve
 from globalstore.cli.snapshot import snapshot
 from globalstore.cli.store import register
-from globalstore.kafka_clients import LIBRDKAFKA_LOG
+from globalstore.kafka.clients import LIBRDKAFKA_LOG
 
 # Groups that live outside the library package, loaded only when named: the pipeline command
 # belongs to pipelines/ (it is also the spark-submit entry), and importing it costs nothing

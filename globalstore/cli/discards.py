@@ -14,11 +14,11 @@ from pathlib import Path
 from globalstore.cli.errors import UserError
 from globalstore.config import StoreConfig
 from globalstore.errors import StorageError
-from globalstore.indexes import reconcile
-from globalstore.meta import Meta
+from globalstore.shaping.indexes import reconcile
+from globalstore.shaping.transform import rebuild_reason
 from globalstore.storage import Storage
 from globalstore.storage.lock import DirLock
-from globalstore.transform import rebuild_reason
+from globalstore.storage.meta import Meta
 
 
 def discards(meta: Meta, config: StoreConfig) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from globalstore.config import BOOTSTRAP_ENV
-from globalstore.kafka_settings import parse_pairs
+from globalstore.kafka.settings import parse_pairs
 from globalstore.localkafka import (
     DEFAULT_HEAP,
     DEFAULT_KAFKA_VERSION,

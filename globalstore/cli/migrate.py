@@ -19,9 +19,9 @@ import click
 from globalstore.cli.store import Progress
 from globalstore.cli.target import StoreTarget, store_options
 from globalstore.errors import StoreFailed
-from globalstore.state import State
+from globalstore.status import State
 from globalstore.storage import Storage
-from globalstore.switch import remove_store
+from globalstore.stores.switching_store import remove_store
 
 _POLL = 0.1
 

@@ -9,8 +9,8 @@ from typing import TextIO
 
 import click
 
-from globalstore import snapshot as snapshots
 from globalstore.cli.errors import UserError
+from globalstore.snapshots import archive as snapshots
 from globalstore.storage import DirLock
 
 

@@ -25,12 +25,12 @@ from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.target import StoreTarget, store_options
 from globalstore.cli.watch import Watcher, watch
 from globalstore.errors import BrokerUnavailable
+from globalstore.follow.topic import records_between
 from globalstore.listeners import StoreListener
-from globalstore.reader import StoreStatus
-from globalstore.readonly import ReadOnlyStore
-from globalstore.state import State
-from globalstore.store import GlobalStore
-from globalstore.topic import records_between
+from globalstore.read.protocols import StoreStatus
+from globalstore.status import State
+from globalstore.stores.global_store import GlobalStore
+from globalstore.stores.read_only_store import ReadOnlyStore
 
 _LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
 _BAR_INTERVAL = 0.1  # seconds between redraws of the terminal progress bar

@@ -17,11 +17,11 @@ from globalstore.cli.discards import refuse_discarding
 from globalstore.cli.formats import chain, import_converter, index_options
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, StoreConfig
 from globalstore.errors import StoreLocked
-from globalstore.kafka_settings import kafka_config_options
+from globalstore.kafka.settings import kafka_config_options
 from globalstore.listeners import StoreListener
-from globalstore.reader import StoreReader
-from globalstore.readonly import ReadOnlyStore
-from globalstore.store import GlobalStore
+from globalstore.read.protocols import StoreReader
+from globalstore.stores.global_store import GlobalStore
+from globalstore.stores.read_only_store import ReadOnlyStore
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
-from globalstore.reader import StoreStatus
+from globalstore.read.protocols import StoreStatus
 
 
 class Watcher:

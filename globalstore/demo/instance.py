@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from globalstore.store import GlobalStore
+from globalstore.stores.global_store import GlobalStore
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from typing import Any, TextIO, TypeVar
 
 from globalstore.demo.instance import content_digest, restore_and_report
 from globalstore.demo.report import CourierCheck, DemoResult
+from globalstore.follow.topic import end_offsets
 from globalstore.localkafka import LocalKafka, free_port
-from globalstore.topic import end_offsets
 from pipelines import skeleton
 from pipelines.couriers.reference import ExpectedCouriers
 from pipelines.metrics import RunSummary

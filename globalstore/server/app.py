@@ -31,7 +31,7 @@ from globalstore.errors import (
     StoreNotReady,
     UnknownIndex,
 )
-from globalstore.reader import reaches
+from globalstore.read.protocols import reaches
 from globalstore.server import bodies, openapi, params
 from globalstore.server.guard import Guard
 from globalstore.server.metrics import Metrics, stopped_by
@@ -39,7 +39,7 @@ from globalstore.server.params import BadRequest
 from globalstore.server.served import ServedStore
 from globalstore.server.settings import ServerSettings
 from globalstore.server.streams import LimitedStream, NoFreeSlot, Slots, drained
-from globalstore.state import State
+from globalstore.status import State
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import orjson
 
-from globalstore import snapshot
 from globalstore.errors import InvalidValue, StoreClosed
-from globalstore.reader import FollowingStore
+from globalstore.read.protocols import FollowingStore
 from globalstore.server.params import encode_cursor, encode_match_cursor
+from globalstore.snapshots import archive as snapshot
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from globalstore.errors import GlobalStoreError, RetriableError
 from globalstore.listeners import StoreListener
-from globalstore.reader import FollowingStore
+from globalstore.read.protocols import FollowingStore
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from globalstore.server.guard import Guard, load_token
 from globalstore.server.run import uvicorn_config
 from globalstore.server.served import ServedStore
 from globalstore.server.settings import ServerSettings
-from globalstore.shared import SharedStore
+from globalstore.stores.shared_store import SharedStore
 
 _SPEC_ENV = "GLOBALSTORE_SERVE_WORKER"
 

@@ -35,7 +35,11 @@ from globalstore.codec import (
 )
 from globalstore.config import RocksDBOptions
 from globalstore.errors import StorageError
-from globalstore.meta import (
+from globalstore.storage.failures import close_when_unborrowed, open_refusal, reported
+from globalstore.storage.index_defs import SecondaryIndexes
+from globalstore.storage.index_family import IndexFamily
+from globalstore.storage.lock import DirLock, NoLock
+from globalstore.storage.meta import (
     I64,
     INDEX_CF,
     INDEX_PREFIX,
@@ -53,10 +57,6 @@ from globalstore.meta import (
     offset_key,
     parse_meta,
 )
-from globalstore.storage.failures import close_when_unborrowed, open_refusal, reported
-from globalstore.storage.index_defs import SecondaryIndexes
-from globalstore.storage.index_family import IndexFamily
-from globalstore.storage.lock import DirLock, NoLock
 from globalstore.storage.options import rocksdb_options
 from globalstore.storage.records import Applied, Delete, NativeBatch, Put, Records, fill
 from globalstore.storage.scan import Recount, scan_items

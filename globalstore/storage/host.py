@@ -14,8 +14,8 @@ from typing import Protocol
 
 import rocksdict
 
-from globalstore.meta import Meta
 from globalstore.storage.index_family import IndexFamily
+from globalstore.storage.meta import Meta
 from globalstore.storage.state import StorageState
 
 

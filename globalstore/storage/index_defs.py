@@ -12,9 +12,9 @@ from collections.abc import Mapping
 
 import rocksdict
 
-from globalstore.indexes import Indexer, reconcile
-from globalstore.meta import K_INDEX_NEXT_ID, IndexDef, index_key
+from globalstore.shaping.indexes import Indexer, reconcile
 from globalstore.storage.host import IndexHost
+from globalstore.storage.meta import K_INDEX_NEXT_ID, IndexDef, index_key
 
 log = logging.getLogger(__name__)
 

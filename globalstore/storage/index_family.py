@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import rocksdict
 
-from globalstore.indexes import Indexer, count_key, id_ranges
-from globalstore.meta import I64, INDEX_CF, IndexDef
+from globalstore.shaping.indexes import Indexer, count_key, id_ranges
+from globalstore.storage.meta import I64, INDEX_CF, IndexDef
 from globalstore.storage.scan import index_items
 
 

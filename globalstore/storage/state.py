@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from globalstore.meta import IndexDef
+from globalstore.storage.meta import IndexDef
 
 
 @dataclass(frozen=True)

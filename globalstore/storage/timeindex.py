@@ -12,10 +12,10 @@ from collections.abc import Mapping
 
 import rocksdict
 
-from globalstore import ttl
-from globalstore.meta import I64, K_COUNT, K_TIME_INDEX, K_TTL, Meta
+from globalstore.shaping import ttl
 from globalstore.storage.host import IndexHost
 from globalstore.storage.index_defs import SecondaryIndexes
+from globalstore.storage.meta import I64, K_COUNT, K_TIME_INDEX, K_TTL, Meta
 from globalstore.storage.state import StorageState
 
 log = logging.getLogger(__name__)

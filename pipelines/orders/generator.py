@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, Message, Producer
 
-from globalstore.kafka_clients import Refusals, create_client
+from globalstore.kafka.clients import Refusals, create_client
 from pipelines.clients import client_config
 from pipelines.spec import DEFAULT_MAX_RECORD_BYTES
 

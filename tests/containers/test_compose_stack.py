@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from globalstore.topic import end_offsets
+from globalstore.follow.topic import end_offsets
 from tests.containers.compose_project import ComposeProject, docker, get_json
 from tests.containers.orders_stack import (
     APP_PORT,

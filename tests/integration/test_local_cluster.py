@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from globalstore.cli import main
-from globalstore.kafka_settings import read_properties
+from globalstore.kafka.settings import read_properties
 from globalstore.localkafka import LocalKafka
 from tests.secured_cluster import secured_cluster
 from tests.waiting import eventually

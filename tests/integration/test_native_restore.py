@@ -15,10 +15,11 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from globalstore import GlobalStore, StoreConfig, StoreListener, native_restore
+from globalstore import GlobalStore, StoreConfig, StoreListener
 from globalstore.codec import VALUE_FORMAT_HEADER, format_headers
+from globalstore.follow import native as native_restore
+from globalstore.follow.topic import end_offsets
 from globalstore.storage import Storage
-from globalstore.topic import end_offsets
 from tests.integration.store_support import produce, producer
 
 PARTITIONS = 3
@@ -116,7 +117,7 @@ def test_c_loop_writes_what_the_python_loop_writes(
 ) -> None:
     topic = make_topic(partitions=PARTITIONS)
     fill_topic(kafka_bootstrap, topic)
-    with caplog.at_level(logging.INFO, logger="globalstore.sources"):
+    with caplog.at_level(logging.INFO, logger="globalstore.follow.sources"):
         by_c = restore(kafka_bootstrap, topic, tmp_path / "c", native=True)
     assert f"restoring {topic} with the C loop" in caplog.text
     by_python = restore(kafka_bootstrap, topic, tmp_path / "py", native=False)
@@ -147,7 +148,7 @@ def test_c_loop_transforms_what_the_python_loop_transforms(
 ) -> None:
     topic = make_topic(partitions=PARTITIONS)
     fill_topic(kafka_bootstrap, topic)
-    with caplog.at_level(logging.INFO, logger="globalstore.sources"):
+    with caplog.at_level(logging.INFO, logger="globalstore.follow.sources"):
         by_c = restore(kafka_bootstrap, topic, tmp_path / "c", True, transform=odd_shape)
     assert f"restoring {topic} with the C loop, transforming each value in Python" in caplog.text
     by_python = restore(kafka_bootstrap, topic, tmp_path / "py", False, transform=odd_shape)

@@ -33,8 +33,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from globalstore import AuthenticationError, GlobalStore
 from globalstore.codec import encode_key, encode_value, format_headers, parse_json
+from globalstore.follow.topic import end_offsets
 from globalstore.localkafka import LocalKafka
-from globalstore.topic import end_offsets
 from tests.integration.serve_support import serving_process
 from tests.integration.store_support import produce, producer
 from tests.secured_cluster import secured_cluster

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from globalstore import GlobalStore, SharedStore, State, StoreNotReady
-from globalstore.announce import BATCHES, READERS
+from globalstore.replicas.announce import BATCHES, READERS
 from tests.integration.serve_support import serving_process
 from tests.integration.store_support import produce
 from tests.integration.test_store_heal import NEW, OLD, Gate, Reader, _recreate

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka.admin import AclOperation, NewTopic  # type: ignore[attr-defined]
 
 from globalstore import AuthorizationError, FatalError, GlobalStore
-from globalstore.topic import end_offsets
+from globalstore.follow.topic import end_offsets
 from tests.integration.sasl_broker import SaslBroker, sasl_broker
 from tests.integration.store_support import produce
 

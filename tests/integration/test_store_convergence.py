@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from globalstore import GlobalStore, StoreClosed, StoreListener
-from globalstore.topic import end_offsets
+from globalstore.follow.topic import end_offsets
 from tests.integration.store_support import produce
 
 _INSTANCE = """

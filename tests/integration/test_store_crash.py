@@ -46,9 +46,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from globalstore import GlobalStore
 from globalstore.codec import HEADER_SIZE, encode_key, encode_value, format_headers, origin
-from globalstore.meta import offset_key
+from globalstore.follow.topic import end_offsets
 from globalstore.storage import Storage
-from globalstore.topic import end_offsets
+from globalstore.storage.meta import offset_key
 from tests.integration.store_support import produce, producer
 
 PARTITIONS = 4

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from globalstore import GlobalStore, StorageError, StoreFailed
-from globalstore.state import State
+from globalstore.status import State
 from tests.integration.serve_support import running_server, served_store, wait_ready
 from tests.integration.store_support import produce
 from tests.pipelines.kafka_read import compacted_json, end_offsets

@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 
 from globalstore import GlobalStore
 from globalstore.codec import encode_value, format_headers
-from globalstore.topic import end_offsets
+from globalstore.follow.topic import end_offsets
 from tests.integration.store_support import produce
 
 

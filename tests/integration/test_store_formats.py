@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from globalstore import ConversionFailed, GlobalStore, StoreConfig, UnreadableStore, migrate
+from globalstore import ConversionFailed, GlobalStore, StoreConfig, UnreadableStore
 from globalstore.codec import LAYOUT_VERSION
-from globalstore.meta import Meta
+from globalstore.shaping import migrate
 from globalstore.storage import Storage
+from globalstore.storage.meta import Meta
 from tests.integration.store_support import produce
 from tests.unit.test_store_migrate import make_v0_store
 from tests.value_formats import BAD_ID, CONVERTERS, v3

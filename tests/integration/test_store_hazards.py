@@ -27,8 +27,8 @@ from globalstore import (
     TopicNotFound,
 )
 from globalstore.codec import VALUE_FORMAT_HEADER
-from globalstore.meta import K_LAYOUT
 from globalstore.storage import Storage, rocksdb_options
+from globalstore.storage.meta import K_LAYOUT
 from tests.integration.store_support import produce, produce_raw, producer, set_topic_config
 
 REBUILD = "rebuilding store"

@@ -11,7 +11,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from globalstore import GlobalStore, StoreListener
-from globalstore.heal import BESIDE
+from globalstore.replicas.heal import BESIDE
 from tests.integration.store_support import HeldRestore, produce
 from tests.integration.test_store_hazards import _create_when_deleted
 

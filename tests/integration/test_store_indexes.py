@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from globalstore import GlobalStore, ReadOnlyStore
-from globalstore.reader import StoreReader
+from globalstore.read.protocols import StoreReader
 from globalstore.storage import Storage
 from tests.integration.crash_indexer import by_courier
 from tests.integration.store_support import Record, produce

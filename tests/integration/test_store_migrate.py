@@ -9,8 +9,8 @@ import orjson
 
 from globalstore import GlobalStore
 from globalstore.codec import LAYOUT_VERSION
-from globalstore.meta import K_LAYOUT, K_TOPIC, offset_key
 from globalstore.storage import Storage
+from globalstore.storage.meta import K_LAYOUT, K_TOPIC, offset_key
 from tests.integration.store_support import produce
 
 

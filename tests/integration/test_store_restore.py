@@ -15,8 +15,8 @@ from globalstore import (
     StoreListener,
     StoreNotReady,
 )
+from globalstore.follow.topic import end_offsets
 from globalstore.storage import Storage
-from globalstore.topic import end_offsets
 from tests.integration.store_support import Record, produce
 
 

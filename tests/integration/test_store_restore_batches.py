@@ -16,7 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 
 from globalstore import GlobalStore, StoreConfig
 from globalstore.codec import encode_key, encode_value, format_headers
-from globalstore.topic import end_offsets
+from globalstore.follow.topic import end_offsets
 from tests.integration.store_support import Record, produce, producer
 
 PARTITIONS = 3

@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 
 from globalstore import GlobalStore
 from globalstore.codec import encode_key, encode_value, format_headers
-from globalstore.topic import end_offsets
+from globalstore.follow.topic import end_offsets
 
 WAIT = 20.0
 

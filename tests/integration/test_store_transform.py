@@ -18,12 +18,13 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from globalstore import GlobalStore, StoreListener, snapshot
+from globalstore import GlobalStore, StoreListener
 from globalstore.cli import main
 from globalstore.codec import decode
+from globalstore.follow.topic import end_offsets
 from globalstore.server import ServedStore
+from globalstore.snapshots import archive as snapshot
 from globalstore.storage import Storage
-from globalstore.topic import end_offsets
 from tests.integration.serve_support import running_server, wait_ready
 from tests.integration.store_support import Record, produce
 from tests.integration.test_store_crash import RESTORE_PAUSE, Child, TopicLog, warnings_logged
@@ -162,7 +163,7 @@ def test_a_transform_that_raises_is_counted_and_logged_and_keeps_the_key(
         assert store["k001"] == 1 and store["k002"] == 2002
         assert client.get("/v1/status").json()["transform_failures"] == 3
         assert "globalstore_transform_failures_total 3.0" in client.get("/metrics").text
-    logged = [r.getMessage() for r in caplog.records if r.name == "globalstore.transform"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "globalstore.shaping.transform"]
     assert [line.split(" (")[0] for line in logged] == [
         f"transform raised on key 'k007' of {topic} partition 0 offset 200",
         f"transform raised on key 'new' of {topic} partition 0 offset 201",

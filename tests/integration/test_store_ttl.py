@@ -14,7 +14,7 @@ from typing import Any
 
 from globalstore import GlobalStore, ReadOnlyStore
 from globalstore.codec import encode_key, encode_value, format_headers
-from globalstore.reader import StoreReader
+from globalstore.read.protocols import StoreReader
 from tests.integration.store_support import producer
 
 TTL = 3600.0  # seconds

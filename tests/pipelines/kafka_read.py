@@ -11,7 +11,7 @@ import orjson
 from confluent_kafka import Consumer, TopicPartition
 
 from globalstore import GlobalStore
-from globalstore.topic import end_offsets
+from globalstore.follow.topic import end_offsets
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from globalstore.codec import VALUE_FORMAT_HEADER, VALUE_FORMAT_VERSION
-from globalstore.topic import end_offsets
+from globalstore.follow.topic import end_offsets
 from pipelines import skeleton
 from pipelines.orders.generator import RawRecord, StreamShape, generate, produce
 from pipelines.orders.reference import ExpectedOrders

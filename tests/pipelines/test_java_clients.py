@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from globalstore.errors import ConfigurationError
-from globalstore.kafka_clients import LIBRDKAFKA_LOG, Refusals
-from globalstore.kafka_settings import is_secret
+from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals
+from globalstore.kafka.settings import is_secret
 from pipelines.clients import client_config
 from pipelines.java_clients import (
     SECRET_OPTIONS_REGEX,

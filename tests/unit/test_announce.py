@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from globalstore.announce import READERS, Announcer, WakeSocket, WriterNote
+from globalstore.replicas.announce import READERS, Announcer, WakeSocket, WriterNote
 
 NOTE = WriterNote(
     writer="1-a", live=".", state="running", ready=True, positions={0: 5, 2: 7},

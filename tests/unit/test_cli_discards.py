@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from globalstore.cli import main
 from globalstore.cli.discards import discards
 from globalstore.config import StoreConfig
-from globalstore.meta import Meta
-from globalstore.prepare import define_indexes, define_ttl
+from globalstore.follow.prepare import define_indexes, define_ttl
+from globalstore.shaping.transform import meta_entries
 from globalstore.storage import Storage
-from globalstore.transform import meta_entries
+from globalstore.storage.meta import Meta
 
 HERE = "tests.unit.test_cli_discards"
 WRITTEN_WITH = ["--index", f"by_courier={HERE}:by_courier", "--ttl", "60"]

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from globalstore.cli import main
 from globalstore.config import StoreConfig
-from globalstore.prepare import define_indexes
+from globalstore.follow.prepare import define_indexes
 from globalstore.storage import Storage
 from tests.unit.store_fakes import batch
 

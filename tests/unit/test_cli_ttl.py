@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from globalstore.cli import main
 from globalstore.config import StoreConfig
-from globalstore.prepare import define_ttl
+from globalstore.follow.prepare import define_ttl
 from globalstore.storage import Storage
 from tests.unit.test_cli_indexes import _keys
 from tests.unit.test_store_ttl import NOW, OLD

@@ -6,7 +6,7 @@ import io
 import time
 
 from globalstore.cli.watch import Watcher
-from globalstore.reader import StoreStatus
+from globalstore.read.protocols import StoreStatus
 
 
 def _status(applied: int, lag: int) -> StoreStatus:

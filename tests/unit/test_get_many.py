@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from globalstore import ReadOnlyStore, StoreClosed
-from globalstore.queries import StoreQueries
+from globalstore.read.queries import StoreQueries
 from globalstore.storage import Storage
 from tests.unit.store_fakes import batch
 

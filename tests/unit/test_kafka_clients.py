@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from globalstore.errors import AuthenticationError, ConfigurationError
-from globalstore.kafka_clients import Refusals, create_client, unauthenticated
+from globalstore.kafka.clients import Refusals, create_client, unauthenticated
 from tests.scram_settings import AUTH_MESSAGE, SECRET, SETTINGS
 
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from globalstore import ConfigurationError, StoreConfig
-from globalstore.kafka_settings import (
+from globalstore.kafka.settings import (
     KAFKA_CONFIG_FILE_ENV,
     MASK,
     ClientSettings,

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from globalstore.cli import main
-from globalstore.kafka_settings import read_properties
+from globalstore.kafka.settings import read_properties
 from globalstore.localkafka import ClusterShape, LocalKafka, LocalKafkaError, Security
 from globalstore.localkafka.broker import DEFAULT_HEAP, DEFAULT_NODE_HEAP, server_settings
 from globalstore.localkafka.security import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from globalstore import StoreConfig
-from globalstore.native_restore import native_settings
+from globalstore.follow.native import native_settings
 
 
 def test_settings_become_librdkafka_strings() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from globalstore.config import StoreConfig
-from globalstore.meta import Meta
-from globalstore.plan import Plan, plan, rebuild_reason
-from globalstore.topic import Marks, TopicInfo
+from globalstore.follow.plan import Plan, plan, rebuild_reason
+from globalstore.follow.topic import Marks, TopicInfo
+from globalstore.storage.meta import Meta
 
 CONFIG = StoreConfig("orders", "h:1", Path("s"), bulk_restore_threshold=100)
 INFO = TopicInfo((0, 1), "id-1", "compact", 60_000)

@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from globalstore.config import StoreConfig
-from globalstore.prepare import define_indexes
-from globalstore.queries import StoreQueries, index_statuses
-from globalstore.reader import StoreStatus
+from globalstore.follow.prepare import define_indexes
+from globalstore.read.protocols import StoreStatus
+from globalstore.read.queries import StoreQueries, index_statuses
 from globalstore.server import ServedStore, ServerSettings, create_app
-from globalstore.state import State
+from globalstore.status import State
 from globalstore.storage import Storage
 from tests.unit.store_fakes import batch
 

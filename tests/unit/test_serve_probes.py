@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from globalstore.errors import StorageError
-from globalstore.reader import StoreStatus
+from globalstore.read.protocols import StoreStatus
 from globalstore.server import ServedStore, ServerSettings, create_app
-from globalstore.state import State
+from globalstore.status import State
 
 with warnings.catch_warnings():  # starlette's notice about the httpx it uses
     warnings.simplefilter("ignore")

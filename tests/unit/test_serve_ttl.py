@@ -10,12 +10,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from globalstore import ttl
 from globalstore.config import StoreConfig
-from globalstore.prepare import define_ttl
-from globalstore.queries import ttl_status
-from globalstore.reader import StoreStatus
+from globalstore.follow.prepare import define_ttl
+from globalstore.read.protocols import StoreStatus
+from globalstore.read.queries import ttl_status
 from globalstore.server import ServedStore, ServerSettings, create_app
+from globalstore.shaping import ttl
 from globalstore.storage import Storage
 from tests.unit.test_serve_indexes import TOPIC, TestClient, _Served, _storage, by_courier
 from tests.unit.test_store_ttl import NOW, OLD

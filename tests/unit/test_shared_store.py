@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from globalstore import SharedStore, State
-from globalstore.announce import Announcer, WriterNote, new_writer_id
+from globalstore.replicas.announce import Announcer, WriterNote, new_writer_id
 from globalstore.storage import Storage
 from tests.unit.store_fakes import batch
 from tests.waiting import eventually
@@ -86,7 +86,7 @@ def test_a_silent_writer_makes_the_reader_stale(
     writer.write(("a", "1"), start=0)
     shared = SharedStore(writer.home).start(timeout=5)
     assert shared.status().ready and shared.status().staleness_seconds == 0.0
-    monkeypatch.setattr("globalstore.shared.WRITER_SILENT_S", 0.05)
+    monkeypatch.setattr("globalstore.stores.shared_store.WRITER_SILENT_S", 0.05)
     writer.announcer.close()  # no farewell, no heartbeat: as a killed writer
     writer.announcer = Announcer(writer.home, lambda: None)  # for the fixture to close
     time.sleep(0.1)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from globalstore import meta, snapshot
-from globalstore.snapshot_manifest import MANIFEST, FileEntry, Manifest, Sha256Behind
-from globalstore.storage import Storage
+from globalstore.snapshots import archive as snapshot
+from globalstore.snapshots.manifest import MANIFEST, FileEntry, Manifest, Sha256Behind
+from globalstore.storage import Storage, meta
 from tests.snapshot_peer import checkpoint_of_a_store
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from globalstore import GlobalStore, StoreClosed, snapshot
-from globalstore.snapshot_digests import KnownDigests
-from globalstore.snapshot_manifest import MANIFEST, Manifest
+from globalstore import GlobalStore, StoreClosed
+from globalstore.snapshots import archive as snapshot
+from globalstore.snapshots.digests import KnownDigests
+from globalstore.snapshots.manifest import MANIFEST, Manifest
 from globalstore.storage import DirLock, Storage
 from tests.snapshot_peer import (
     Peer,

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError
 
 from globalstore.codec import format_headers, origin
 from globalstore.config import StoreConfig
-from globalstore.sources import ConsumerSource, split
+from globalstore.follow.sources import ConsumerSource, split
 from globalstore.storage import Storage
 from tests.unit.store_fakes import Err, Msg, messages
 

@@ -13,10 +13,10 @@ import pytest
 import rocksdict
 
 from globalstore.errors import ConfigurationError, StorageError
-from globalstore.meta import INDEX_CF, K_IN_SYNC_AT, META_CF
 from globalstore.storage import Storage
 from globalstore.storage.failures import Failure, classify, disk_report, is_borrowed
 from globalstore.storage.lock import DirLock
+from globalstore.storage.meta import INDEX_CF, K_IN_SYNC_AT, META_CF
 from tests.unit.store_fakes import NO_SPACE, FullDisk, batch
 
 

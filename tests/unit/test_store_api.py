@@ -14,7 +14,7 @@ from globalstore import (
     ReadOnlyStore,
     StorageError,
 )
-from globalstore.announce import BATCHES, READERS
+from globalstore.replicas.announce import BATCHES, READERS
 from globalstore.storage import Storage
 from tests.unit.store_fakes import batch
 

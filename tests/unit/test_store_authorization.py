@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from globalstore import AuthorizationError, BrokerUnavailable, FatalError, StoreConfig
-from globalstore.topic import TopicInfo, check_compaction, denied
+from globalstore.follow.topic import TopicInfo, check_compaction, denied
 
 
 @pytest.mark.parametrize(

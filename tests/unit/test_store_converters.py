@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from globalstore import migrate
 from globalstore.codec import LAYOUT_VERSION, origin, stored_format
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import ConfigurationError, ConversionFailed, InvalidValue
-from globalstore.meta import K_CONVERT_CURSOR
+from globalstore.shaping import migrate
 from globalstore.storage import Storage
+from globalstore.storage.meta import K_CONVERT_CURSOR
 from tests.unit.store_fakes import batch
 from tests.value_formats import CONVERTERS, v1_to_v2, v2_to_v3, v3
 

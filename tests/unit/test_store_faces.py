@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from mypy import api
 
-from globalstore.state import State, enter
+from globalstore.status import State, enter
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from globalstore.config import StoreConfig
-from globalstore.heal import BESIDE, Healer, Live, Replica, adopt_rebuilt
-from globalstore.migrate import Migration
-from globalstore.plan import Plan
-from globalstore.prepare import Prepared
-from globalstore.state import State
+from globalstore.follow.plan import Plan
+from globalstore.follow.prepare import Prepared
+from globalstore.follow.thread import StoreThread
+from globalstore.replicas.heal import BESIDE, Healer, Live, Replica, adopt_rebuilt
+from globalstore.shaping.migrate import Migration
+from globalstore.status import State
 from globalstore.storage import Storage
-from globalstore.thread import StoreThread
 from tests.unit.store_fakes import FakeConsumer, batch, messages
 from tests.unit.test_store_thread import _eventually
 

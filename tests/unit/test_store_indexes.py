@@ -16,16 +16,17 @@ import orjson
 import pytest
 import rocksdict
 
-from globalstore import IndexNotReady, ReadOnlyStore, SharedStore, UnknownIndex, indexes
+from globalstore import IndexNotReady, ReadOnlyStore, SharedStore, UnknownIndex
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
-from globalstore.indexes import IndexBuild
-from globalstore.migrate import Migration
-from globalstore.plan import Plan
-from globalstore.prepare import Prepared, define_indexes
-from globalstore.queries import StoreQueries
+from globalstore.follow.plan import Plan
+from globalstore.follow.prepare import Prepared, define_indexes
+from globalstore.follow.thread import StoreThread
+from globalstore.read.queries import StoreQueries
+from globalstore.shaping import indexes
+from globalstore.shaping.indexes import IndexBuild
+from globalstore.shaping.migrate import Migration
 from globalstore.storage import Storage
-from globalstore.thread import StoreThread
 from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, batch, messages
 from tests.unit.test_shared_store import Writer
 

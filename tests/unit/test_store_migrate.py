@@ -8,11 +8,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from globalstore import migrate
 from globalstore.codec import HEADER_SIZE, LAYOUT_VERSION, UNKNOWN, decode, origin
 from globalstore.converters import ValueFormats
-from globalstore.meta import K_LAYOUT, K_MIGRATE_CURSOR, K_MIGRATE_FROM, Meta, offset_key
+from globalstore.shaping import migrate
 from globalstore.storage import Storage
+from globalstore.storage.meta import K_LAYOUT, K_MIGRATE_CURSOR, K_MIGRATE_FROM, Meta, offset_key
 from tests.unit.store_fakes import batch
 
 PLAIN = ValueFormats()

@@ -14,8 +14,8 @@ import pytest
 from globalstore import StorageError, StoreLocked
 from globalstore.codec import LAYOUT_VERSION, origin
 from globalstore.errors import DamagedLayoutError
-from globalstore.meta import K_COUNT, K_LAYOUT
 from globalstore.storage import Storage
+from globalstore.storage.meta import K_COUNT, K_LAYOUT
 from tests.unit.store_fakes import batch
 
 

@@ -14,12 +14,12 @@ import pytest
 
 from globalstore.config import StoreConfig
 from globalstore.errors import OffsetsOutOfRange, StorageError
-from globalstore.migrate import Migration
-from globalstore.plan import Plan
-from globalstore.prepare import Prepared
-from globalstore.state import State
+from globalstore.follow.plan import Plan
+from globalstore.follow.prepare import Prepared
+from globalstore.follow.thread import StoreThread
+from globalstore.shaping.migrate import Migration
+from globalstore.status import State
 from globalstore.storage import Storage
-from globalstore.thread import StoreThread
 from tests.unit.store_fakes import NO_SPACE, FakeConsumer, FullDisk, messages
 
 TOPIC = "t"

@@ -10,16 +10,16 @@ from typing import Any
 import orjson
 import pytest
 
-from globalstore import transform
 from globalstore.codec import HEADER_SIZE, decode, format_headers, origin
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError, InvalidValue
-from globalstore.meta import Meta
-from globalstore.plan import rebuild_reason
-from globalstore.snapshot_manifest import Manifest
-from globalstore.sources import ConsumerSource
+from globalstore.follow.plan import rebuild_reason
+from globalstore.follow.sources import ConsumerSource
+from globalstore.follow.topic import Marks, TopicInfo
+from globalstore.shaping import transform
+from globalstore.snapshots.manifest import Manifest
 from globalstore.storage import Record, Storage
-from globalstore.topic import Marks, TopicInfo
+from globalstore.storage.meta import Meta
 from tests.unit.store_fakes import LikeTheCLoop, Msg, batch, messages
 
 TOPIC = "t"

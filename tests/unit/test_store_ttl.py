@@ -15,15 +15,16 @@ import orjson
 import pytest
 import rocksdict
 
-from globalstore import GlobalStore, ReadOnlyStore, SharedStore, ttl
+from globalstore import GlobalStore, ReadOnlyStore, SharedStore
 from globalstore.codec import pack
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
-from globalstore.migrate import Migration
-from globalstore.plan import Plan
-from globalstore.prepare import Prepared, define_indexes, define_ttl
+from globalstore.follow.plan import Plan
+from globalstore.follow.prepare import Prepared, define_indexes, define_ttl
+from globalstore.follow.thread import StoreThread
+from globalstore.shaping import ttl
+from globalstore.shaping.migrate import Migration
 from globalstore.storage import Record, Storage
-from globalstore.thread import StoreThread
 from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, Msg
 from tests.unit.test_shared_store import Writer
 from tests.unit.test_store_indexes import FNS, TOPIC, _v, _View

@@ -18,13 +18,15 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from globalstore import migrate, plan, snapshot, topic, transform, ttl
 from globalstore.config import OnUnreadable, StoreConfig
 from globalstore.converters import decoder
 from globalstore.errors import BrokerUnavailable, DamagedLayoutError, UnreadableStore
-from globalstore.health import Health
-from globalstore.indexes import IndexBuild, Indexer
-from globalstore.kafka_clients import LIBRDKAFKA_LOG, create_client
+from globalstore.follow import plan, topic
+from globalstore.follow.health import Health
+from globalstore.kafka.clients import LIBRDKAFKA_LOG, create_client
+from globalstore.shaping import migrate, transform, ttl
+from globalstore.shaping.indexes import IndexBuild, Indexer
+from globalstore.snapshots import archive as snapshot
 from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from globalstore.codec import Decode
 from globalstore.config import IndexFn
-from globalstore.meta import IndexDef
+from globalstore.storage.meta import IndexDef
 
 log = logging.getLogger(__name__)
 

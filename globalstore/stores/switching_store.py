@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
-from globalstore import arrow
 from globalstore.codec import Entry
 from globalstore.errors import StoreClosed
-from globalstore.heal import Live
-from globalstore.reader import ArrowOptions, ScanFilters, StoreStatus
+from globalstore.read import arrow
+from globalstore.read.protocols import ArrowOptions, ScanFilters, StoreStatus
+from globalstore.replicas.heal import Live
 from globalstore.storage import Storage
-from globalstore.store import GlobalStore
+from globalstore.stores.global_store import GlobalStore
 
 if TYPE_CHECKING:
     import pyarrow as pa

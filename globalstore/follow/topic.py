@@ -32,7 +32,7 @@ from globalstore.errors import (
     BrokerUnavailable,
     TopicNotFound,
 )
-from globalstore.kafka_clients import LIBRDKAFKA_LOG
+from globalstore.kafka.clients import LIBRDKAFKA_LOG
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ import orjson
 from globalstore.codec import HEADER, HEADER_SIZE, LAYOUT_VERSION, format_headers, value_format
 from globalstore.config import StoreConfig
 from globalstore.converters import ValueFormats
-from globalstore.meta import K_TRANSFORM, K_TRANSFORM_FORMAT, Meta
 from globalstore.storage import Record, Records
+from globalstore.storage.meta import K_TRANSFORM, K_TRANSFORM_FORMAT, Meta
 from globalstore.storage.records import Delete, Headers, NativeBatch, Put
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypedDict, Unpack
 
 from globalstore.codec import Entry
-from globalstore.state import State
+from globalstore.status import State
 
 if TYPE_CHECKING:
     import pyarrow as pa

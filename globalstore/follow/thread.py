@@ -24,17 +24,19 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from globalstore import events, state, ttl
+from globalstore import status as state
 from globalstore.config import StoreConfig
 from globalstore.errors import GlobalStoreError
-from globalstore.health import Health
-from globalstore.kafka_clients import LIBRDKAFKA_LOG, Refusals, create_client
+from globalstore.follow import events
+from globalstore.follow.health import Health
+from globalstore.follow.prepare import Preparation, Prepare, Prepared
+from globalstore.follow.progress import RestoreLog
+from globalstore.follow.sources import BatchSource, ConsumerSource, native_source
+from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
-from globalstore.migrate import Migration
-from globalstore.prepare import Preparation, Prepare, Prepared
-from globalstore.restore_log import RestoreLog
-from globalstore.sources import BatchSource, ConsumerSource, native_source
-from globalstore.state import State
+from globalstore.shaping import ttl
+from globalstore.shaping.migrate import Migration
+from globalstore.status import State
 from globalstore.storage import Applied, Storage
 
 log = logging.getLogger(__name__)

@@ -31,8 +31,8 @@ from typing import Generic, TypeVar
 
 from globalstore.config import StoreConfig
 from globalstore.errors import OffsetsOutOfRange
+from globalstore.follow.thread import StoreThread
 from globalstore.storage import Storage
-from globalstore.thread import StoreThread
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import orjson
 from confluent_kafka import KafkaError
 
-from globalstore.kafka_clients import Refusals
+from globalstore.kafka.clients import Refusals
 
 log = logging.getLogger(__name__)
 

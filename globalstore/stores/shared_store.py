@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from globalstore import codec, ttl
-from globalstore.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
+from globalstore import codec
 from globalstore.config import RocksDBOptions
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import (
@@ -36,10 +35,12 @@ from globalstore.errors import (
     StoreClosed,
     StoreNotReady,
 )
-from globalstore.heal import Live
-from globalstore.queries import StoreQueries, index_statuses, ttl_status
-from globalstore.reader import StoreStatus, behind, reaches
-from globalstore.state import State
+from globalstore.read.protocols import StoreStatus, behind, reaches
+from globalstore.read.queries import StoreQueries, index_statuses, ttl_status
+from globalstore.replicas.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
+from globalstore.replicas.heal import Live
+from globalstore.shaping import ttl
+from globalstore.status import State
 from globalstore.storage import Storage
 from globalstore.waiting import wait_until
 

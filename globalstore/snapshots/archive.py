@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from globalstore.config import RocksDBOptions
-from globalstore.meta import Meta
-from globalstore.snapshot_digests import SENT, KnownDigests
-from globalstore.snapshot_manifest import MANIFEST, FileEntry, Manifest, Sha256Behind, Staging
+from globalstore.snapshots.digests import SENT, KnownDigests
+from globalstore.snapshots.manifest import MANIFEST, FileEntry, Manifest, Sha256Behind, Staging
 from globalstore.storage import Storage
+from globalstore.storage.meta import Meta
 
 log = logging.getLogger(__name__)
 

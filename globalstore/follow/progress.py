@@ -8,8 +8,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from globalstore.plan import Plan
-from globalstore.topic import records_between
+from globalstore.follow.plan import Plan
+from globalstore.follow.topic import records_between
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from globalstore import topic
 from globalstore.config import StoreConfig
 from globalstore.errors import FatalError, OffsetsOutOfRange
-from globalstore.health import Health
+from globalstore.follow import topic
+from globalstore.follow.health import Health
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from globalstore import migrate, transform
 from globalstore.config import StoreConfig
-from globalstore.meta import Meta
-from globalstore.topic import Marks, TopicInfo, records_between
+from globalstore.follow.topic import Marks, TopicInfo, records_between
+from globalstore.shaping import migrate, transform
+from globalstore.storage.meta import Meta
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from globalstore.meta import Meta
+from globalstore.storage.meta import Meta
 
 MANIFEST = "manifest.json"
 VERSION = 1  # of the manifest's own format

@@ -21,10 +21,11 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-from globalstore import native_restore, transform
 from globalstore.config import StoreConfig
-from globalstore.native_restore import NativeRestorer
-from globalstore.plan import Plan
+from globalstore.follow import native as native_restore
+from globalstore.follow.native import NativeRestorer
+from globalstore.follow.plan import Plan
+from globalstore.shaping import transform
 from globalstore.storage import Applied, Record, Records, Storage
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
-from globalstore import codec, heal, snapshot, ttl
-from globalstore.announce import Announcer, WriterNote, new_writer_id
+from globalstore import codec
 from globalstore.config import OnOutOfRange, StoreConfig
 from globalstore.converters import decoder
 from globalstore.errors import (
@@ -24,13 +23,17 @@ from globalstore.errors import (
     StoreFailed,
     StoreNotReady,
 )
+from globalstore.follow.thread import StoreThread, ThreadStatus
 from globalstore.listeners import StoreListener
-from globalstore.queries import StoreQueries, index_statuses, ttl_status
-from globalstore.reader import StoreStatus, behind, reaches
-from globalstore.state import State
+from globalstore.read.protocols import StoreStatus, behind, reaches
+from globalstore.read.queries import StoreQueries, index_statuses, ttl_status
+from globalstore.replicas import heal
+from globalstore.replicas.announce import Announcer, WriterNote, new_writer_id
+from globalstore.shaping import ttl
+from globalstore.snapshots import archive as snapshot
+from globalstore.status import State
 from globalstore.storage import DirLock, Storage, StorageState
 from globalstore.storage.failures import reported
-from globalstore.thread import StoreThread, ThreadStatus
 from globalstore.waiting import wait_until
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from globalstore.codec import LAYOUT_VERSION, UNKNOWN, pack
 from globalstore.converters import ValueFormats
 from globalstore.errors import ConversionFailed
-from globalstore.meta import (
+from globalstore.storage import Storage
+from globalstore.storage.meta import (
     K_CONVERT_CURSOR,
     K_LAYOUT,
     K_MIGRATE_CURSOR,
@@ -43,7 +44,6 @@ from globalstore.meta import (
     K_VALUE_FORMAT,
     Meta,
 )
-from globalstore.storage import Storage
 
 log = logging.getLogger(__name__)
 

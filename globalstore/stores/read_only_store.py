@@ -11,13 +11,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from globalstore import codec, ttl
+from globalstore import codec
 from globalstore.config import RocksDBOptions
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import StoreClosed
-from globalstore.queries import StoreQueries, index_statuses, ttl_status
-from globalstore.reader import StoreStatus
-from globalstore.state import State
+from globalstore.read.protocols import StoreStatus
+from globalstore.read.queries import StoreQueries, index_statuses, ttl_status
+from globalstore.shaping import ttl
+from globalstore.status import State
 from globalstore.storage import Storage
 
 

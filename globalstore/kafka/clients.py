@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from confluent_kafka import KafkaError, KafkaException
 
 from globalstore.errors import AuthenticationError, ConfigurationError
-from globalstore.kafka_settings import mask_text
+from globalstore.kafka.settings import mask_text
 
 # librdkafka's own log lines (connection failures and the like, which the clients retry and
 # the store reports through status()) go to Python logging under this name, never raw to

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Unpack
 
-from globalstore import arrow, codec, indexes, ttl
+from globalstore import codec
 from globalstore.errors import (
     GlobalStoreError,
     IndexNotReady,
@@ -20,9 +20,11 @@ from globalstore.errors import (
     StoreClosed,
     UnknownIndex,
 )
-from globalstore.meta import IndexDef
-from globalstore.reader import IndexStatus, ScanFilters, TtlStatus
+from globalstore.read import arrow
+from globalstore.read.protocols import IndexStatus, ScanFilters, TtlStatus
+from globalstore.shaping import indexes, ttl
 from globalstore.storage import Storage, StorageState
+from globalstore.storage.meta import IndexDef
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -1,0 +1,1 @@
+"""Kafka client settings and clients (librdkafka's names), shared with the pipelines."""

@@ -1,0 +1,1 @@
+"""The read side every face shares: protocols, queries, Arrow."""

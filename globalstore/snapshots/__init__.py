@@ -1,0 +1,1 @@
+"""Snapshots of a store: create, stream, fetch and install, with their manifest."""

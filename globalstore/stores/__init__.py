@@ -1,0 +1,2 @@
+"""The faces users construct, one per file: GlobalStore, SharedStore, ReadOnlyStore and
+SwitchingStore."""
