@@ -1,7 +1,11 @@
-"""The optional C restore loop (globalstore/_native.c). Where it cannot be compiled (no C
+"""The optional C restore loop (globalstore/follow/_native.c). Where it cannot be compiled (no C
 compiler or no Python headers) the package installs without it and restores use the Python
 loop. The store's log says which loop each restore ran ("restoring <topic> with the C loop")."""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("globalstore._native", ["globalstore/_native.c"], optional=True)])
+setup(
+    ext_modules=[
+        Extension("globalstore.follow._native", ["globalstore/follow/_native.c"], optional=True)
+    ]
+)

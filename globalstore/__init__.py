@@ -1,6 +1,18 @@
 """globalstore: every application instance gets a complete, local, queryable RocksDB copy of a
 compacted Kafka topic. See docs/store.md."""
 
+# The layout, one role per package, each floor importing only the floors below it (the
+# `layers` contract in pyproject.toml holds this; docs/architecture.md draws it):
+#   cli/ demo/ server/   the commands, the demo, HTTP   (localkafka/: the dev broker, apart)
+#   stores/              the faces users construct: GlobalStore, SharedStore, ReadOnly, Switching
+#   replicas/            the live copy and its swap, healing, announcements to reader processes
+#   follow/ | read/      the write side (Kafka -> a WriteBatch a batch) | the shared queries
+#   shaping/ | snapshots/  what user functions do to values | a store's copy as files or a stream
+#   storage/             RocksDB and every on-disk byte layout; the one write path
+#   config               frozen settings
+#   codec converters kafka/ listeners status waiting errors: what every floor speaks
+# The names imported below are the public API; everything else may change.
+
 from globalstore.codec import Entry
 from globalstore.config import RocksDBOptions, StoreConfig
 from globalstore.errors import (

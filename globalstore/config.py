@@ -85,7 +85,7 @@ class StoreConfig:
     # lookup (~10 µs for a key on disk) and counts live keys after ready instead, in the
     # background (a keys-only scan, ~1 s per million keys).
     bulk_restore_threshold: int = 50_000
-    # A bulk restore runs the C loop (globalstore/_native.c) when it is built: 1.7-2.2x the
+    # A bulk restore runs the C loop (globalstore/follow/_native.c) when it is built: 1.7-2.2x the
     # records/s of the Python loop, which it matches record for record. False: Python only.
     native_restore: bool = True
     # Keys counted per loop iteration by that recount (~20 ms for 20k), between follow

@@ -1,4 +1,4 @@
-"""The C bulk-restore loop (globalstore/_native.c) behind a small Python face.
+"""The C bulk-restore loop (globalstore/follow/_native.c) behind a small Python face.
 
 A cold restore spends most of its CPU turning records into confluent-kafka Message objects
 and reading them back (docs/benchmarks.md, issue 14). The C loop consumes with a consumer of
@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError  # also maps confluent-kafka's librdkafka
 from globalstore.codec import LAYOUT_VERSION, VALUE_FORMAT_VERSION, format_headers, value_format
 
 try:
-    from globalstore import _native
+    from globalstore.follow import _native
 
     BUILT = True
 except ImportError:  # not compiled (no C compiler where the package was installed)
@@ -60,7 +60,7 @@ class NativeRestorer:
         self, conf: Mapping[str, str], topic: str, offsets: Mapping[int, int], batch_size: int
     ) -> None:
         if not BUILT:
-            raise RuntimeError("globalstore._native is not built")
+            raise RuntimeError("globalstore.follow._native is not built")
         [(name, declared)] = format_headers()
         self._restorer = _native.Restorer(
             conf=dict(conf),

@@ -520,7 +520,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, "globalstore._native", "The bulk-restore loop in C.", -1,
+    PyModuleDef_HEAD_INIT, "globalstore.follow._native", "The bulk-restore loop in C.", -1,
     module_methods,
 };
 

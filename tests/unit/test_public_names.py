@@ -1,0 +1,21 @@
+"""`from globalstore import ...` keeps every public name, wherever its module lives."""
+
+from __future__ import annotations
+
+import globalstore
+
+PUBLIC = {
+    "ArrowOptions", "AuthenticationError", "AuthorizationError", "BrokerUnavailable",
+    "ConfigurationError", "ConversionFailed", "DamagedLayoutError", "Entry", "FatalError",
+    "FollowingStore", "GlobalStore", "GlobalStoreError", "IndexNotReady", "InvalidValue",
+    "OffsetsOutOfRange", "ReadOnlyStore", "RetriableError", "RocksDBOptions", "ScanFilters",
+    "SharedStore", "StartTimeout", "State", "StorageError", "StoreAlreadyStarted",
+    "StoreClosed", "StoreConfig", "StoreFailed", "StoreListener", "StoreLocked",
+    "StoreNotReady", "StoreReader", "StoreStatus", "SwitchingStore", "TopicNotCompacted",
+    "TopicNotFound", "UnknownIndex", "UnreadableStore", "end_offsets",
+}  # fmt: skip
+
+
+def test_every_public_name_is_exported() -> None:
+    assert set(globalstore.__all__) == PUBLIC
+    assert all(getattr(globalstore, name) is not None for name in PUBLIC)
