@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -23,6 +23,8 @@ from globalstore.kafka.settings import kafka_config_options
 from pipelines.defaults import LOCAL_MASTER, ORDERS_RAW_TOPIC, TRIGGER_INTERVAL
 from pipelines.java_clients import java_settings
 from pipelines.topics import require_topic
+
+FC = TypeVar("FC", bound=Callable[..., Any])  # a click command's function
 
 if TYPE_CHECKING:
     from pipelines.orders.generator import RawRecord
@@ -93,7 +95,7 @@ _registry_option = click.option(
 )
 
 
-def _avro_schema_option(help_text: str) -> Any:
+def _avro_schema_option(help_text: str) -> Callable[[FC], FC]:
     return click.option(
         "--avro-schema",
         type=click.Path(dir_okay=False, path_type=Path),
@@ -179,7 +181,7 @@ def run(
     spark = build_session(master=master, jvm_log=jvm_log)
     target = target_topic or spec.target_topic
     if checkpoint_dir is None:
-        if not spark.sparkContext.master.startswith("local"):
+        if not (spark.sparkContext.master or "").startswith("local"):
             raise click.UsageError(
                 "--checkpoint-dir is required on a cluster: a URI every node can reach "
                 "(hdfs://, s3a://, a shared mount), since executors write the state there"
