@@ -35,6 +35,7 @@ class StoreListener:
 
 
 def wants_changes(listener: StoreListener) -> bool:
+    """True if `listener` overrides on_changes (the store then lists each batch's keys)."""
     return type(listener).on_changes is not StoreListener.on_changes
 
 

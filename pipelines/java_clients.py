@@ -81,6 +81,7 @@ class _Family:
 
 
 def is_java_only(name: str) -> bool:
+    """True for a setting only Java clients know (librdkafka would refuse it)."""
     return name.startswith(JAVA_FAMILIES)
 
 

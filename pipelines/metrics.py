@@ -24,6 +24,8 @@ SINK_METRICS = "sink"
 
 @dataclass
 class RunSummary:
+    """What a pipeline run wrote, counted over its batches."""
+
     batches: int = 0
     clean: int = 0
     dead_lettered: int = 0
@@ -40,6 +42,7 @@ def observe_clean(checked: DataFrame) -> DataFrame:
 
 
 def observe_sink(records: DataFrame, target_topic: str) -> DataFrame:
+    """`records` with the counts of what goes where, observed for the RunSummary."""
     to_target = sf.col("topic") == target_topic
     return records.observe(
         SINK_METRICS,

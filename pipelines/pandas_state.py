@@ -26,6 +26,7 @@ NO_HORIZON = 0
 
 
 def empty_frame(dtypes: Dtypes) -> pd.DataFrame:
+    """A frame with no rows and the columns of `dtypes`."""
     return pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in dtypes.items()})
 
 
@@ -62,6 +63,7 @@ def horizon_ms(state: GroupState) -> int:
 
 
 def arrow_schema(dtypes: Dtypes) -> pa.Schema:
+    """The Arrow schema of `dtypes`."""
     return pa.schema(
         [(c, pa.string() if d == "str" else pa.from_numpy_dtype(d)) for c, d in dtypes.items()]
     )
@@ -70,6 +72,7 @@ def arrow_schema(dtypes: Dtypes) -> pa.Schema:
 def to_table(frame: pd.DataFrame, schema: pa.Schema) -> pa.Table:
     # pa.array takes pandas' Arrow-backed strings as they are; to_numpy() would build one
     # Python object per string first.
+    """`frame` as an Arrow table of `schema`."""
     return pa.table(
         [pa.array(frame[name], type=schema.field(name).type) for name in schema.names],
         schema=schema,
@@ -85,14 +88,17 @@ def write_table(table: pa.Table) -> bytes:
 
 
 def read_table(blob: bytes) -> pa.Table:
+    """An Arrow table from its IPC stream bytes."""
     return pa.ipc.open_stream(blob).read_all()
 
 
 def to_arrow(frame: pd.DataFrame, schema: pa.Schema) -> bytes:
+    """`frame` as Arrow IPC stream bytes of `schema`."""
     return write_table(to_table(frame, schema))
 
 
 def from_arrow(blob: bytes) -> pd.DataFrame:
+    """A frame from Arrow IPC stream bytes."""
     return read_table(blob).to_pandas()
 
 

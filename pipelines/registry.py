@@ -10,6 +10,7 @@ PIPELINES: dict[str, Pipeline] = {pipeline.name: pipeline for pipeline in (ORDER
 
 
 def get_pipeline(name: str) -> Pipeline:
+    """The pipeline called `name`, or a KeyError naming the known ones."""
     try:
         return PIPELINES[name]
     except KeyError:

@@ -85,6 +85,7 @@ def launcher_defaults(master: str) -> dict[str, str]:
 
 
 def under_spark_submit() -> bool:
+    """True when this process was started by spark-submit."""
     return SUBMIT_ENV in os.environ
 
 

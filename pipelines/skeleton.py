@@ -41,6 +41,8 @@ WAIT_SLICE_S = 1  # how soon a Ctrl-C is acted on while the query runs (whole se
 
 @dataclass(frozen=True)
 class RunOptions:
+    """Where a run reads and writes, and how (batch or stream), with its client settings."""
+
     bootstrap_servers: str
     source_topic: str
     target_topic: str
@@ -201,6 +203,7 @@ def _sigint_noted() -> Iterator[threading.Event]:
 
 
 def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> PipelineRun:
+    """Create the run's topics if missing and start the job; the handle waits or stops it."""
     ensure_topics(
         options.bootstrap_servers,
         options.source_topic,

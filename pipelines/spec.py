@@ -30,6 +30,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class Field:
+    """A raw event's field: its name, its kind and the rules its value must pass."""
+
     name: str
     kind: Kind
     rules: tuple[Rule, ...] = ()
@@ -41,6 +43,8 @@ Transform = Callable[[DataFrame], DataFrame]
 
 @dataclass(frozen=True)
 class Pipeline:
+    """A job: the raw fields it validates, the transform it runs, and its three topics."""
+
     name: str
     fields: tuple[Field, ...]
     transform: Transform

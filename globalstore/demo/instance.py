@@ -21,6 +21,8 @@ from globalstore.stores.global_store import GlobalStore
 
 @dataclass(frozen=True)
 class InstanceReport:
+    """What one demo instance restored: its key count, a digest of its content, sample values."""
+
     pid: int
     count: int
     digest: str
@@ -31,6 +33,7 @@ class InstanceReport:
 def restore_and_report(
     topic: str, bootstrap_servers: str, path: Path, sample_keys: tuple[str, ...]
 ) -> InstanceReport:
+    """Restore `topic` into a store at `path` (run in a child process) and describe it."""
     started = time.monotonic()
     with GlobalStore(topic=topic, bootstrap_servers=bootstrap_servers, path=path) as store:
         restored = time.monotonic() - started

@@ -26,6 +26,8 @@ class CourierCheck:
 
 @dataclass(frozen=True)
 class DemoResult:
+    """Everything the demo measured, and the problems it found in it."""
+
     produced: int
     bad: int
     dead_letters: int
@@ -54,6 +56,7 @@ class DemoResult:
 
 
 def render_summary(result: DemoResult) -> str:
+    """The demo's summary for a terminal: OK or FAILED, then each step's figures."""
     problems = result.problems()
     first = result.instances[0]
     run = result.pipeline

@@ -53,6 +53,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class DemoOptions:
+    """The knobs of `globalstore demo`."""
+
     orders: int = 3000
     seed: int = 7
     partitions: int = 3
@@ -78,6 +80,7 @@ class Steps:
 
 
 def run_demo(options: DemoOptions, progress: TextIO = sys.stderr) -> DemoResult:
+    """Run the demo end to end in a throw-away directory, reporting progress to `progress`."""
     work = Path(tempfile.mkdtemp(prefix="globalstore-demo-"))
     try:
         return _run_in(work, options, Steps(progress))

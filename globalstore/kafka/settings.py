@@ -35,6 +35,7 @@ _Command = TypeVar("_Command", bound=Callable[..., Any])
 
 
 def is_secret(name: str) -> bool:
+    """True for a setting whose value must never be shown (passwords, keys, tokens)."""
     lowered = name.lower()
     return any(word in lowered for word in _SECRET_WORDS)
 

@@ -31,6 +31,8 @@ _RESOLVE_TIMEOUT_S = 900
 
 @dataclass(frozen=True)
 class ResolvedJars:
+    """Apache Kafka's jars in the local cache, and the time resolving them took."""
+
     directory: Path
     seconds: float  # 0.0 when the cache already held them
 
@@ -40,6 +42,7 @@ class ResolvedJars:
 
 
 def cache_root() -> Path:
+    """The cache globalstore keeps downloads in (`$XDG_CACHE_HOME/globalstore`)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "globalstore"
 

@@ -85,6 +85,7 @@ def is_our_broker(pid: int) -> bool:
 
 
 def send_signal(pid: int, signum: int) -> None:
+    """Send `signum` to `pid`; a process already gone is not an error."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signum)
 

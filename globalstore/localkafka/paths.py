@@ -17,12 +17,15 @@ from pathlib import Path
 
 
 def default_data_dir() -> Path:
+    """Where the local broker keeps its data unless told otherwise."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "globalstore" / "kafka"
 
 
 @dataclass(frozen=True)
 class NodeFiles:
+    """The files of one broker node under its directory."""
+
     directory: Path
 
     @property
@@ -69,6 +72,7 @@ class NodeFiles:
 
 
 def log_sizes(files: NodeFiles) -> list[int]:
+    """The sizes of the node's log files now, for log_since()."""
     return [path.stat().st_size if path.exists() else 0 for path in _logs(files)]
 
 

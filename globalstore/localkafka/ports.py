@@ -12,6 +12,7 @@ _BIND_FAILURES = ("java.net.BindException", "Address already in use")
 
 
 def port_is_free(port: int) -> bool:
+    """True if nothing listens on `port` of the loopback address."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

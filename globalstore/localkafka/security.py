@@ -44,6 +44,8 @@ BROKER_USER = "admin"
 
 
 class Security(StrEnum):
+    """How the local cluster's clients connect: plaintext, SASL/SCRAM over TLS, or mutual TLS."""
+
     PLAINTEXT = "plaintext"
     SASL_SSL = "sasl_ssl"
     MTLS = "mtls"
@@ -55,6 +57,7 @@ class Security(StrEnum):
 
 
 def parse_security(value: Security | str) -> Security:
+    """`value` as a Security, or a ValueError naming the choices."""
     try:
         return Security(value)
     except ValueError:

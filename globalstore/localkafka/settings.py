@@ -102,6 +102,7 @@ def server_settings(
 
 
 def render_properties(settings: Mapping[str, str]) -> str:
+    """`settings` as the text of a Java properties file."""
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 

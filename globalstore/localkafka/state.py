@@ -74,12 +74,15 @@ def check_shape(data_dir: Path, shape: ClusterShape) -> None:
 
 
 def record_shape(data_dir: Path, shape: ClusterShape) -> None:
+    """Remember a cluster's shape in its data directory (nothing for the default shape)."""
     if shape != ClusterShape():
         (data_dir / SHAPE_FILE).write_text(json.dumps(shape.as_dict()) + "\n")
 
 
 @dataclass(frozen=True)
 class BrokerStatus:
+    """What `globalstore kafka status` reports of the local broker."""
+
     running: bool
     pid: int | None  # the first running node's
     bootstrap: str

@@ -64,6 +64,8 @@ _INDEX_RETRY_SECONDS = 5  # an index being built: a build takes seconds to minut
 
 
 class PositionNotReached(Exception):  # noqa: N818 - reads as the condition it reports
+    """A read's `min_position` was not reached within its wait."""
+
     def __init__(self, wanted: Mapping[int, int], current: Mapping[int, int], waited: float):
         super().__init__(f"min_position not reached within {waited:g}s")
         self.wanted = dict(wanted)

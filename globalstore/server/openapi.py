@@ -104,6 +104,7 @@ def _stream_errors(route: str, limit: int) -> dict[str, Any]:
 
 
 def document(settings: ServerSettings) -> dict[str, Any]:
+    """The OpenAPI document of the API `settings` serve."""
     item = {
         "type": "object",
         "required": ["key", "value"],

@@ -40,10 +40,12 @@ def text(params: Mapping[str, str], name: str, max_bytes: int = 4096) -> str | N
 
 
 def key_range(params: Mapping[str, str]) -> Range:
+    """The prefix, start and end query parameters as a Range."""
     return Range(text(params, "prefix"), text(params, "start"), text(params, "end"))
 
 
 def integer(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    """Query parameter `name` as an int in [low, high], `default` when absent."""
     raw = params.get(name)
     if raw is None:
         return default
@@ -57,6 +59,7 @@ def integer(params: Mapping[str, str], name: str, default: int, low: int, high: 
 
 
 def seconds(params: Mapping[str, str], name: str, default: float, high: float) -> float:
+    """Query parameter `name` as seconds in [0, high], `default` when absent."""
     raw = params.get(name)
     if raw is None:
         return default

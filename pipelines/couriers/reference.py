@@ -17,6 +17,8 @@ from pipelines.orders.reference import LIFECYCLE, ExpectedOrders, good_events, i
 
 @dataclass
 class Courier:
+    """The reference's figures for one courier."""
+
     delivered: int = 0
     cancelled: int = 0
     seen: tuple[int, int, float, float] = (-1, -1, 0.0, 0.0)  # event ms, rank, lat, lon

@@ -36,6 +36,8 @@ ENDINGS = {"DELIVERED": "delivered", "CANCELLED": "cancelled"}  # terminal statu
 
 @dataclass(frozen=True)
 class CourierState:
+    """The couriers job's state for one group: every order, and one row per courier."""
+
     orders: orders.BucketState  # every order's (one bucket holding them all)
     couriers: pd.DataFrame  # COURIER_DTYPES, one row per courier seen
 

@@ -39,6 +39,7 @@ _OUTPUT_SCHEMA = (
 def couriers_pipeline(
     retention_ms: int = DEFAULT_RETENTION_MS, future_skew_ms: int = DEFAULT_FUTURE_SKEW_MS
 ) -> Pipeline:
+    """The couriers job: figures per courier from the raw order events."""
     return raw_orders_pipeline("couriers", transform, retention_ms, future_skew_ms)
 
 
@@ -72,6 +73,7 @@ def courier_updates(
 
 
 def load_state(state: GroupState) -> CourierState:
+    """The group's state as Spark kept it, or an empty one."""
     if not state.exists:
         return CourierState.empty()
     events, markers, couriers = state.get
@@ -79,6 +81,7 @@ def load_state(state: GroupState) -> CourierState:
 
 
 def encode_state(folded: CourierState) -> tuple[bytes, bytes, bytes]:
+    """The state as the Arrow blobs Spark keeps."""
     return (*encode_bucket(folded.orders), to_arrow(folded.couriers, _ARROW_COURIERS))
 
 

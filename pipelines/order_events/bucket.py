@@ -59,6 +59,7 @@ def decode_bucket(events: bytes, markers: bytes) -> BucketState:
 
 
 def encode_bucket(bucket: BucketState) -> Blobs:
+    """A bucket's events and markers as Arrow blobs."""
     return to_arrow(bucket.events, _EVENTS), to_arrow(bucket.markers, _MARKERS)
 
 

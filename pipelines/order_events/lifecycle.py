@@ -51,6 +51,8 @@ DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
 @dataclass(frozen=True)
 class BucketState:
+    """The state of one bucket of orders: events of the active ones, markers of the ended."""
+
     events: pd.DataFrame  # EVENT_DTYPES: distinct events of the active orders
     markers: pd.DataFrame  # MARKER_DTYPES: ended orders and their latest event time
 

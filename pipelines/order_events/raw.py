@@ -21,6 +21,7 @@ DEFAULT_FUTURE_SKEW_MS = 3600 * 1000
 
 def fields(future_skew_ms: int = DEFAULT_FUTURE_SKEW_MS) -> tuple[Field, ...]:
     # current_timestamp() is the micro-batch's start: one instant for all its records.
+    """The raw event's fields and the rules each must pass (else a dead letter)."""
     not_future = Rule(
         lambda c: sf.unix_millis(c) <= sf.unix_millis(sf.current_timestamp()) + future_skew_ms,
         "future_timestamp",

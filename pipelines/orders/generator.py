@@ -36,6 +36,8 @@ _PRODUCER_DEFAULTS = {
 
 @dataclass(frozen=True)
 class RawRecord:
+    """One raw record as produced, and why the pipeline must dead-letter it (if it must)."""
+
     key: bytes | None
     value: bytes
     bad_reason: str | None = None  # the reason the pipeline must dead-letter it with
@@ -43,6 +45,8 @@ class RawRecord:
 
 @dataclass(frozen=True)
 class StreamShape:
+    """The size and timing of a generated stream of order events."""
+
     orders: int = 1000
     couriers: int = 200
     start_ms: int = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -58,6 +62,7 @@ class StreamShape:
 
 
 def iso_utc(millis: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC text with milliseconds and Z."""
     return datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 

@@ -31,6 +31,7 @@ def millis(event_time: str | int) -> int:
 
 
 def iso(ms: int) -> str:
+    """Epoch milliseconds as the outputs' ISO-8601 text."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
@@ -47,6 +48,8 @@ Event = tuple[int, int, str, float, float]  # event ms, lifecycle rank, courier,
 
 @dataclass
 class Order:
+    """The reference's view of one order: its distinct events."""
+
     events: set[Event] = field(default_factory=set)  # distinct: duplicates count once
 
     def value(self, order_id: str) -> dict[str, Any]:

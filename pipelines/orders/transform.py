@@ -47,6 +47,7 @@ _OUTPUT_SCHEMA = (
 def orders_pipeline(
     retention_ms: int = DEFAULT_RETENTION_MS, future_skew_ms: int = DEFAULT_FUTURE_SKEW_MS
 ) -> Pipeline:
+    """The orders job: one current value per active order from the raw events."""
     return raw_orders_pipeline("orders", transform, retention_ms, future_skew_ms)
 
 
