@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from globalstore.status import State
+
 
 class StoreListener:
     """Restore progress, state changes and the keys each applied batch changed."""
@@ -25,8 +27,9 @@ class StoreListener:
     def on_restore_end(self, topic: str, total_records: int, seconds: float) -> None:
         """Every partition reached its captured end offset; the store is ready."""
 
-    def on_state_change(self, topic: str, old: str, new: str) -> None:
-        """The store moved between created, starting, restoring, running, failed, closed."""
+    def on_state_change(self, topic: str, old: State, new: State) -> None:
+        """The store moved between created, starting, restoring, running, failed, closed
+        (a State is a str: `new == "running"` holds as before)."""
 
     def on_changes(self, topic: str, upserted: Sequence[str], deleted: Sequence[str]) -> None:
         """A batch was applied (restoring or following): the keys it wrote and deleted, each
@@ -59,7 +62,7 @@ class _FanOut(StoreListener):
         for listener in self.listeners:
             listener.on_restore_end(topic, total_records, seconds)
 
-    def on_state_change(self, topic: str, old: str, new: str) -> None:
+    def on_state_change(self, topic: str, old: State, new: State) -> None:
         for listener in self.listeners:
             listener.on_state_change(topic, old, new)
 
