@@ -9,7 +9,7 @@ from click.testing import CliRunner, Result
 from globalstore.cli import main
 from tests.integration.store_support import produce
 from tests.integration.test_cli_store import one_line_error
-from tests.unit.test_store_migrate import make_v0_store
+from tests.unit.shaping.test_migrate import make_v0_store
 
 N = 300
 

@@ -19,7 +19,7 @@ from globalstore.shaping import migrate
 from globalstore.storage import Storage
 from globalstore.storage.meta import Meta
 from tests.integration.store_support import produce
-from tests.unit.test_store_migrate import make_v0_store
+from tests.unit.shaping.test_migrate import make_v0_store
 from tests.value_formats import BAD_ID, CONVERTERS, v3
 
 N = 3_000

@@ -28,7 +28,7 @@ from globalstore.shaping.indexes import IndexBuild
 from globalstore.shaping.migrate import Migration
 from globalstore.storage import Storage
 from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, batch, messages
-from tests.unit.test_shared_store import Writer
+from tests.unit.stores.test_shared_store_parts import Writer
 
 TOPIC = "t"
 

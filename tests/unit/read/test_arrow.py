@@ -29,8 +29,8 @@ from globalstore import (
 )
 from globalstore.codec import HEADER, LAYOUT_VERSION, format_headers
 from globalstore.storage import Record, Storage
-from tests.unit.test_shared_store import Writer
-from tests.unit.test_store_indexes import _open, _View
+from tests.unit.shaping.test_indexes import _open, _View
+from tests.unit.stores.test_shared_store_parts import Writer
 
 TOPIC = "t"
 

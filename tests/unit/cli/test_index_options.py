@@ -18,7 +18,7 @@ from globalstore.follow.prepare import define_indexes
 from globalstore.storage import Storage
 from tests.unit.store_fakes import batch
 
-FN = "tests.unit.test_cli_indexes:by_courier"
+FN = "tests.unit.cli.test_index_options:by_courier"
 
 
 def by_courier(key: str, value: Any) -> str:

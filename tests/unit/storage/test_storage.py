@@ -146,7 +146,7 @@ def test_second_process_is_locked(storage: Storage, tmp_path: Path) -> None:
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        cwd=Path(__file__).parents[2],
+        cwd=Path(__file__).parents[3],
         check=False,
     )
     assert out.returncode == 0, out.stderr
@@ -216,7 +216,7 @@ def _crash_after(tmp_path: Path, steps: str) -> None:
         "s.apply(batch(('b', '2'), ('c', '3'), p=1), {}, False, 2)\n"
         f"{steps}\nos._exit(0)\n"
     )
-    subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], check=True)
+    subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[3], check=True)
 
 
 def test_a_crash_loses_unlogged_bulk_batches_with_their_offsets(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from globalstore.read.queries import ttl_status
 from globalstore.server import ServedStore, ServerSettings, create_app
 from globalstore.shaping import ttl
 from globalstore.storage import Storage
-from tests.unit.test_serve_indexes import TOPIC, TestClient, _Served, _storage, by_courier
-from tests.unit.test_store_ttl import NOW, OLD
+from tests.unit.server.test_index_routes import TOPIC, TestClient, _Served, _storage, by_courier
+from tests.unit.shaping.test_ttl import NOW, OLD
 
 
 class _Expiring(_Served):

@@ -16,8 +16,8 @@ from globalstore.replicas.heal import BESIDE, Healer, Live, Replica, adopt_rebui
 from globalstore.shaping.migrate import Migration
 from globalstore.status import State
 from globalstore.storage import Storage
+from tests.unit.follow.test_thread import _eventually
 from tests.unit.store_fakes import FakeConsumer, batch, messages
-from tests.unit.test_store_thread import _eventually
 
 
 def _store(path: Path, key: str, restored_at: int | None) -> None:

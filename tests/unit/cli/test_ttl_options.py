@@ -15,8 +15,8 @@ from globalstore.cli import main
 from globalstore.config import StoreConfig
 from globalstore.follow.prepare import define_ttl
 from globalstore.storage import Storage
-from tests.unit.test_cli_indexes import _keys
-from tests.unit.test_store_ttl import NOW, OLD
+from tests.unit.cli.test_index_options import _keys
+from tests.unit.shaping.test_ttl import NOW, OLD
 
 
 @pytest.fixture

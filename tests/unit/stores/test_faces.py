@@ -11,7 +11,7 @@ from mypy import api
 
 from globalstore.status import State, enter
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 _CALLER = """
 from globalstore import FollowingStore, GlobalStore, ReadOnlyStore, StoreReader, SwitchingStore

@@ -25,9 +25,9 @@ from globalstore.follow.thread import StoreThread
 from globalstore.shaping import ttl
 from globalstore.shaping.migrate import Migration
 from globalstore.storage import Record, Storage
+from tests.unit.shaping.test_indexes import FNS, TOPIC, _v, _View
 from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, Msg
-from tests.unit.test_shared_store import Writer
-from tests.unit.test_store_indexes import FNS, TOPIC, _v, _View
+from tests.unit.stores.test_shared_store_parts import Writer
 
 TTL = 60.0  # seconds
 # Record timestamps. A module is imported when the suite is collected, maybe many minutes

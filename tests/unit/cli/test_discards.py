@@ -20,7 +20,7 @@ from globalstore.shaping.transform import meta_entries
 from globalstore.storage import Storage
 from globalstore.storage.meta import Meta
 
-HERE = "tests.unit.test_cli_discards"
+HERE = "tests.unit.cli.test_discards"
 WRITTEN_WITH = ["--index", f"by_courier={HERE}:by_courier", "--ttl", "60"]
 WRITTEN_WITH += ["--transform", f"{HERE}:unchanged", "--transform-version", "2"]
 
