@@ -21,6 +21,7 @@ from globalstore.errors import (
     UnknownIndex,
 )
 from globalstore.read import arrow
+from globalstore.read.copy import Copy
 from globalstore.read.protocols import IndexStatus, ScanFilters, TtlStatus
 from globalstore.shaping import indexes, ttl
 from globalstore.storage import Storage, StorageState
@@ -34,20 +35,22 @@ _MISSING: Any = object()
 
 
 class StoreQueries:
-    """Query methods over `_ready_storage()`; subclasses say when the storage may be read."""
+    """Query methods over `_copy()`; subclasses say which copy answers and when."""
 
     topic: str
     path: Path
     _closed: bool = False
-    # The point-lookup function: RocksDB's get itself once readable (the hot path).
-    _lookup: Callable[[bytes], bytes | None]
     # codec.decode, or one that converts older value formats (converters.decoder).
     _decode: codec.Decode = staticmethod(codec.decode)
     # The value format queries answer in: stored JSON of this format needs no conversion.
     _value_format: int = codec.VALUE_FORMAT_VERSION
 
-    def _ready_storage(self) -> Storage:
+    def _copy(self) -> Copy:
+        """The copy that answers now; StoreNotReady or StoreClosed when none may."""
         raise NotImplementedError
+
+    def _ready_storage(self) -> Storage:
+        return self._copy().storage
 
     def close(self) -> None:
         raise NotImplementedError
@@ -108,13 +111,9 @@ class StoreQueries:
 
     def _fetch(self, key: bytes) -> bytes | None:
         try:
-            return self._lookup(key)
+            return self._copy().lookup(key)
         except Exception as exc:
             self._reraise(exc)
-
-    def _lookup_unavailable(self, key: bytes) -> bytes | None:
-        storage = self._ready_storage()  # raises StoreNotReady / StoreClosed
-        return ttl.visible(storage.get(key), storage.state.ttl_ms)
 
     # -- scans -------------------------------------------------------------------------------
 

@@ -1,42 +1,37 @@
-"""Replacing the live copy of a store at one instant, and self-healing, which does it.
+"""Self-healing: a store's replica rebuilt beside the live one and swapped in.
 
-A Replica is a storage and the thread filling it; `Live` holds the one that answers and
-swaps another in at one instant (`swap`, the one operation that does so: a self-heal swaps
-replicas here, SwitchingStore swaps whole stores). Readers take `Live.current` once per call;
-a scan holds its copy until it ends, and a swap returns only once no scan is open on the
-copy it replaced, which the caller may then release.
-
-Self-healing: while following, offsets out of range (topic recreated, records deleted) stop
-the store thread (OffsetsOutOfRange). With StoreConfig.out_of_range="rebuild" (the default)
-the store's Healer then restores the topic from the beginning into <path>/rebuild, with a
-thread of its own, while queries keep answering from the last state; once that copy has
-reached its end offsets it is swapped in. Disk for two copies during the rebuild is the price.
-A later heal rebuilds into the directory the live copy is not in, so the two places take
-turns. At the next start the copy whose restore completed last is kept in <path> and the
-other is dropped (`adopt_rebuilt`): a process that opens the store then, a reader on its
-files among them, follows the swap by reading <path>.
+A Replica is a copy of the store (read/copy.py) and the thread filling it; the store's
+`Live` (live.py) holds the one that answers. While following, offsets out of range (topic
+recreated, records deleted) stop the store thread (OffsetsOutOfRange). With
+StoreConfig.out_of_range="rebuild" (the default) the store's Healer then restores the topic
+from the beginning into <path>/rebuild, with a thread of its own, while queries keep
+answering from the last state; once that copy has reached its end offsets it is swapped in.
+Disk for two copies during the rebuild is the price. A later heal rebuilds into the
+directory the live copy is not in, so the two places take turns. At the next start the copy
+whose restore completed last is kept in <path> and the other is dropped (`adopt_rebuilt`): a
+process that opens the store then, a reader on its files among them, follows the swap by
+reading <path>.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import shutil
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, TypeVar
 
 from globalstore.config import StoreConfig
 from globalstore.errors import OffsetsOutOfRange
 from globalstore.follow.thread import StoreThread
+from globalstore.read.copy import Copy
+from globalstore.replicas.live import Live
 from globalstore.storage import Storage
 
+__all__ = ["BESIDE", "Healer", "Replica", "adopt_rebuilt"]
+
 log = logging.getLogger(__name__)
-_T = TypeVar("_T")
-_Item = TypeVar("_Item")
 
 BESIDE = "rebuild"  # the directory, inside the store's, that a rebuild fills
 _WATCH_INTERVAL = 0.1  # seconds between two looks at a thread the healer waits on
@@ -68,17 +63,12 @@ def _restored_at(path: Path) -> int | None:
         copy.close()
 
 
-@dataclass(frozen=True)
-class Replica:
-    """A storage and the thread filling it."""
+class Replica(Copy):
+    """A copy of the store and the thread filling it."""
 
-    storage: Storage
-    thread: StoreThread
-    # RocksDB's own get on the storage (valid until it closes): the point-lookup hot path.
-    get: Callable[[bytes], bytes | None] = dataclasses.field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "get", self.storage.reader())
+    def __init__(self, storage: Storage, thread: StoreThread) -> None:
+        super().__init__(storage)
+        self.thread = thread
 
     def close(self) -> None:
         self.thread.stop()
@@ -87,72 +77,10 @@ class Replica:
         self.storage.close()
 
 
-class Live(Generic[_T]):
-    """The copy that answers now, replaced at one instant by swap()."""
-
-    def __init__(self, first: _T) -> None:
-        self.current = first  # read once per call: one reference, replaced whole
-        self._scans = {id(first): 0}  # open scans per copy: a swap waits for zero
-        self._changed = threading.Condition()
-
-    def swap(self, new: _T) -> _T:
-        """Answer from `new` from now on; return the old copy once no scan is open on it."""
-        with self._changed:
-            old, self.current = self.current, new
-            self._scans.setdefault(id(new), 0)
-            while self._scans.get(id(old), 0) > 0:
-                self._changed.wait()
-            self._scans.pop(id(old), None)
-        return old
-
-    def scan(self, open_scan: Callable[[_T], Iterator[_Item]]) -> Iterator[_Item]:
-        """A scan of the current copy, which stays held until the scan ends."""
-        with self._changed:
-            copy = self.current
-            self._scans[id(copy)] += 1
-        try:
-            scan = open_scan(copy)  # the point-in-time view is taken here
-        except BaseException:
-            self._scan_ended(copy)
-            raise
-        return _HeldScan(scan, functools.partial(self._scan_ended, copy))
-
-    def _scan_ended(self, copy: _T) -> None:
-        with self._changed:
-            self._scans[id(copy)] -= 1
-            self._changed.notify_all()
-
-
-class _HeldScan(Iterator[_Item]):
-    """A scan that holds its copy until it is exhausted, closed or collected."""
-
-    def __init__(self, scan: Iterator[_Item], release: Callable[[], None]) -> None:
-        self._scan: Iterator[_Item] | None = scan
-        self._release = release
-
-    def __next__(self) -> _Item:
-        if self._scan is None:
-            raise StopIteration
-        try:
-            return next(self._scan)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        scan, self._scan = self._scan, None
-        if scan is not None:
-            getattr(scan, "close", lambda: None)()
-            self._release()
-
-    def __del__(self) -> None:
-        self.close()
-
-
 class Healer(threading.Thread):
     """Watches the live replica's thread; when it stops on offsets out of range after it was
-    ready, rebuilds a replica beside it and swaps that in. Owns every replica it made and
-    the copies they replaced; the store only reads `live`, `rebuilding` and `heals`."""
+    ready, rebuilds a replica beside it and swaps that in (`live` closes what it retires);
+    the store only reads `live`, `rebuilding` and `heals`."""
 
     def __init__(
         self,
@@ -168,12 +96,11 @@ class Healer(threading.Thread):
         self.on_swap = on_swap
         self.heals = 0  # replicas swapped in since start
         self.rebuilding = False  # a rebuild beside the live copy is under way
-        self._retired: list[Storage] = []  # copies replaced, closed with the store
         self._stopped = threading.Event()
         self._rebuild: StoreThread | None = None
 
     def stop(self) -> None:
-        """Stop watching and any rebuild; close what it made. Call join() after."""
+        """Stop watching and any rebuild (closing it). Call join() after."""
         self._stopped.set()
         rebuild = self._rebuild
         if rebuild is not None:
@@ -185,17 +112,12 @@ class Healer(threading.Thread):
                 replica = self._rebuilt()
                 if replica is None:
                     return
-                self._retired.append(self.live.swap(replica).storage)
+                self.live.swap(replica)
                 self.heals += 1
                 log.warning("store %s: switched to the copy rebuilt beside it", self.config.path)
                 self.on_swap()
         finally:
             self.rebuilding = False
-            # A point read that took the old copy just before a swap may still be on it:
-            # the copies replaced stay open until the store closes.
-            self._stopped.wait()
-            for storage in self._retired:
-                storage.close()
 
     def _needs_heal(self) -> bool:
         """Wait for the live thread to end: True if it lost its position after being ready."""
@@ -238,15 +160,12 @@ class Healer(threading.Thread):
     def _storage_beside(self) -> Storage:
         """An empty store where the live copy is not: <path>/rebuild on the first heal; on
         later ones, the other place, where the copy the last heal retired still sits."""
-        home = self.config.path
-        live = self.live.current.storage.path
-        target = home / BESIDE if live == home else home
-        for older in self._retired:
-            if older.path == target:
-                # Retired a heal ago: every query since has run on the live copy.
-                self._retired.remove(older)
-                older.wipe()
-                return older
-        beside = home / BESIDE  # the first heal
+        older = self.live.take_retired()
+        if older is not None:
+            # Retired by the last heal, in the place the live copy is not; its thread had
+            # ended (_needs_heal), and every query since has run on the live copy.
+            older.storage.wipe()
+            return older.storage
+        beside = self.config.path / BESIDE  # the first heal
         shutil.rmtree(beside, ignore_errors=True)
         return Storage(beside, self.config.rocksdb)

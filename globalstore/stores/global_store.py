@@ -29,7 +29,7 @@ from globalstore.read.protocols import StoreStatus, behind, reaches
 from globalstore.read.queries import StoreQueries, index_statuses, ttl_status
 from globalstore.replicas import heal
 from globalstore.replicas.announce import Announcer, WriterNote, new_writer_id
-from globalstore.shaping import ttl
+from globalstore.replicas.live import Live
 from globalstore.snapshots import archive as snapshot
 from globalstore.status import State
 from globalstore.storage import DirLock, Storage, StorageState
@@ -80,7 +80,7 @@ class GlobalStore(StoreQueries):
         self.topic = config.topic
         self.path = config.path
         self._listeners = tuple(listeners)
-        self._live: heal.Live[heal.Replica] | None = None  # None until started
+        self._live: Live[heal.Replica] | None = None  # None until started
         self._healer: heal.Healer | None = None
         self._announcer: Announcer | None = None  # wakes reader processes (shared.py)
         self._writer_id = new_writer_id()
@@ -88,7 +88,6 @@ class GlobalStore(StoreQueries):
         self._lifecycle = threading.Lock()
         self._closed = False
         self._closing = threading.Event()  # close() was called: stops a snapshot install
-        self._lookup = self._lookup_unavailable
         formats = config.value_formats()
         self._decode, self._value_format = decoder(formats), formats.current
 
@@ -179,7 +178,7 @@ class GlobalStore(StoreQueries):
         # Short broker requests while planning, so a failed start() returns near its timeout.
         rpc_timeout = min(5.0, max(0.5, timeout / 2))
         thread = self._make_thread(self.config, storage, rpc_timeout, self._bootstrap_from)
-        self._live = heal.Live(heal.Replica(storage, thread))
+        self._live = Live(heal.Replica(storage, thread))
         with reported(f"announcing the store at {path} to reader processes", path):
             self._announcer = Announcer(path, self._writer_note)
         thread.start()
@@ -218,7 +217,6 @@ class GlobalStore(StoreQueries):
 
     def _detach(self) -> _Taken:
         """With the lifecycle lock held: take what start() took out of self."""
-        self._lookup = self._lookup_unavailable
         taken = _Taken(self._live, self._healer, self._announcer)
         self._live, self._healer, self._announcer = None, None, None
         return taken
@@ -230,7 +228,7 @@ class GlobalStore(StoreQueries):
             if taken.announcer is not None and live is not None:
                 stack.callback(self._farewell, taken.announcer, live.current)
             if live is not None:
-                stack.callback(live.current.close)
+                stack.callback(live.close)
             if taken.healer is not None:  # first: it may be about to swap
                 stack.callback(taken.healer.join)
                 stack.callback(taken.healer.stop)
@@ -270,23 +268,16 @@ class GlobalStore(StoreQueries):
     def _live_thread(self) -> StoreThread:
         return self._replica().thread
 
-    def _ready_storage(self) -> Storage:
+    def _copy(self) -> heal.Replica:
+        """The live replica once restored (also after a later failure: it keeps serving its
+        last state, status() tells)."""
         replica = self._replica()
-        storage, status = replica.storage, replica.thread.status
-        if status.state is State.FAILED and status.restored_at_ms is None:
-            raise StoreFailed(f"store thread for {self.topic!r} failed") from status.error
+        status = replica.thread.status
         if status.restored_at_ms is None:
+            if status.state is State.FAILED:
+                raise StoreFailed(f"store thread for {self.topic!r} failed") from status.error
             raise StoreNotReady(f"store for {self.topic!r} is {status.state.value}")
-        # Ready (or failed after it: keep serving the last state, status() tells). From now
-        # on point lookups go straight to RocksDB, of whichever copy is live (heal.py).
-        live = self._live
-        if live is not None:
-
-            def lookup(key: bytes) -> bytes | None:
-                return live.current.get(key)  # at each call: a heal swaps the live copy
-
-            self._lookup = ttl.hiding(lookup, storage.state.ttl_ms)
-        return storage
+        return replica
 
     def _raise_unless_started(self) -> NoReturn:
         if self._closed:
@@ -423,7 +414,7 @@ class GlobalStore(StoreQueries):
 class _Taken(NamedTuple):
     """What a started store holds, apart from its settings."""
 
-    live: heal.Live[heal.Replica] | None
+    live: Live[heal.Replica] | None
     healer: heal.Healer | None
     announcer: Announcer | None
 

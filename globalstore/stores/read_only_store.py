@@ -15,9 +15,9 @@ from globalstore import codec
 from globalstore.config import RocksDBOptions
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import StoreClosed
+from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus
 from globalstore.read.queries import StoreQueries, index_statuses, ttl_status
-from globalstore.shaping import ttl
 from globalstore.status import State
 from globalstore.storage import Storage
 
@@ -42,13 +42,13 @@ class ReadOnlyStore(StoreQueries):
         meta = storage.read_meta()
         storage.load(meta)
         self.topic = meta.topic or ""
-        self._storage: Storage | None = storage
-        self._lookup = ttl.hiding(storage.reader(), storage.state.ttl_ms)
+        self._view: Copy | None = Copy(storage)
 
-    def _ready_storage(self) -> Storage:
-        if self._storage is None:
+    def _copy(self) -> Copy:
+        view = self._view
+        if view is None:
             raise StoreClosed(f"read-only view of {self.path} is closed")
-        return self._storage
+        return view
 
     def count(self) -> int:
         """Live keys as last counted; counted here, over the view, when a bulk restore had
@@ -88,10 +88,9 @@ class ReadOnlyStore(StoreQueries):
 
     def close(self) -> None:
         self._closed = True
-        storage, self._storage = self._storage, None
-        self._lookup = self._lookup_unavailable
-        if storage is not None:
-            storage.close()
+        view, self._view = self._view, None
+        if view is not None:
+            view.close()
 
     def __enter__(self) -> ReadOnlyStore:
         return self

@@ -14,13 +14,11 @@ from its last state, and status() says it is stale and since when.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +33,11 @@ from globalstore.errors import (
     StoreClosed,
     StoreNotReady,
 )
+from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus, behind, reaches
 from globalstore.read.queries import StoreQueries, index_statuses, ttl_status
 from globalstore.replicas.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
-from globalstore.replicas.heal import Live
-from globalstore.shaping import ttl
+from globalstore.replicas.live import Live
 from globalstore.status import State
 from globalstore.storage import Storage
 from globalstore.waiting import wait_until
@@ -51,17 +49,12 @@ _RECEIVE_S = 0.25  # longest wait for a note, so close() is noticed soon
 _QUERY_GRACE_S = 0.001  # after a note, the time left to queries to catch up themselves
 
 
-@dataclass(frozen=True)
-class _Copy:
+class _WriterCopy(Copy):
     """A secondary instance on one writer's live copy."""
 
-    storage: Storage
-    writer: str
-    live: str
-    get: Callable[[bytes], bytes | None] = dataclasses.field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "get", self.storage.reader())
+    def __init__(self, storage: Storage, writer: str, live: str) -> None:
+        super().__init__(storage)
+        self.writer, self.live = writer, live
 
 
 class SharedStore(StoreQueries):
@@ -82,9 +75,7 @@ class SharedStore(StoreQueries):
         self._rocksdb = rocksdb
         formats = ValueFormats(value_format, dict(converters or {}))
         self._decode, self._value_format = decoder(formats), formats.current
-        self._lookup = self._lookup_unavailable
-        self._live: Live[_Copy] | None = None
-        self._retired: _Copy | None = None  # replaced; closed at the next swap or close()
+        self._live: Live[_WriterCopy] | None = None
         self._note: WriterNote | None = None
         self._heard_at = 0.0  # monotonic time of the last note
         self._in_sync_at: float | None = None
@@ -133,13 +124,10 @@ class SharedStore(StoreQueries):
     def close(self) -> None:
         """Stop catching up and close the copy. Idempotent."""
         self._closed = True
-        self._lookup = self._lookup_unavailable
         self._stop_following()
         live, self._live = self._live, None
-        for copy in (self._retired, None if live is None else live.current):
-            if copy is not None:
-                copy.storage.close()
-        self._retired = None
+        if live is not None:
+            live.close()
         batches, self._batches = self._batches, None
         if batches is not None:
             batches.close()
@@ -239,25 +227,12 @@ class SharedStore(StoreQueries):
             raise
         storage.load(meta)
         self.topic = meta.topic or self.topic
-        copy = _Copy(storage, note.writer, note.live)
+        copy = _WriterCopy(storage, note.writer, note.live)
         if self._live is None:
             self._batches = BatchCounter(self.path, create=False)  # the writer made it
-            live = self._live = Live(copy)
-            fresh = self._fresh
-
-            def lookup(key: bytes) -> bytes | None:
-                fresh()
-                copy = live.current  # at each call: a swap replaces the copy
-                # The writer's ttl as last caught up: a restart of the writer may change it.
-                return ttl.visible(copy.get(key), copy.storage.state.ttl_ms)
-
-            self._lookup = lookup
+            self._live = Live(copy)
         else:
-            # A point read that took the old copy just before may still be on it: it is
-            # closed at the next swap, when nothing can still hold it.
-            retired, self._retired = self._retired, self._live.swap(copy)
-            if retired is not None:
-                retired.storage.close()
+            self._live.swap(copy)  # the old copy retires (live.py)
         log.info("shared store at %s: reading the copy in %s", self.path, storage.path)
 
     def _track_sync(self, note: WriterNote) -> None:
@@ -267,17 +242,15 @@ class SharedStore(StoreQueries):
 
     # -- queries (the methods are StoreQueries') ---------------------------------------------
 
-    def _copy(self) -> _Copy:
+    def _copy(self) -> _WriterCopy:
+        """The writer's live copy, caught up first if the writer has applied a batch since."""
+        self._fresh()
         live = self._live
         if live is None:
             if self._closed:
                 raise StoreClosed(f"shared store at {self.path} is closed")
             raise StoreNotReady(f"shared store at {self.path} has no ready copy from a writer")
         return live.current
-
-    def _ready_storage(self) -> Storage:
-        self._fresh()
-        return self._copy().storage
 
     def count(self) -> int:
         """Live keys as the writer last counted them; counted here, over the view, right

@@ -22,7 +22,7 @@ from globalstore.codec import Entry
 from globalstore.errors import StoreClosed
 from globalstore.read import arrow
 from globalstore.read.protocols import ArrowOptions, ScanFilters, StoreStatus
-from globalstore.replicas.heal import Live
+from globalstore.replicas.live import Live
 from globalstore.storage import Storage
 from globalstore.stores.global_store import GlobalStore
 
@@ -37,7 +37,7 @@ class SwitchingStore:
     """The query methods of the active GlobalStore; switch_to() replaces it by another."""
 
     def __init__(self, active: GlobalStore) -> None:
-        self._live = Live(active)  # the swap a self-heal uses too (heal.py)
+        self._live = Live(active)  # the swap a self-heal uses too (replicas/live.py)
         self._closed = False
         self.switched_at: float | None = None  # monotonic time of the last switch
 
@@ -76,8 +76,12 @@ class SwitchingStore:
             new.start(wait=False)
         if not new.wait_until_ready(timeout):
             return False
-        old = self._live.swap(new)  # returns once no scan is open on the old store
+        self._live.swap(new)  # returns once no scan is open on the old store
         self.switched_at = time.monotonic()
+        # Closed now, not at the next switch as a retired copy would be: it follows its
+        # topic until closed, and a read that meets it closed retries on `new` (_on_active).
+        old = self._live.take_retired()
+        assert old is not None  # the store swap() just retired
         log.info("switched queries from %s to %s", old.path, new.path)
         old.close()
         if remove_old:
@@ -87,7 +91,7 @@ class SwitchingStore:
 
     def close(self) -> None:
         self._closed = True
-        self._live.current.close()
+        self._live.close()
 
     def __enter__(self) -> SwitchingStore:
         return self

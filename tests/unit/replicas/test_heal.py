@@ -8,11 +8,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+from rocksdict import DbClosedError
+
 from globalstore.config import StoreConfig
 from globalstore.follow.plan import Plan
 from globalstore.follow.prepare import Prepared
 from globalstore.follow.thread import StoreThread
-from globalstore.replicas.heal import BESIDE, Healer, Live, Replica, adopt_rebuilt
+from globalstore.replicas.heal import BESIDE, Healer, Replica, adopt_rebuilt
+from globalstore.replicas.live import Live
 from globalstore.shaping.migrate import Migration
 from globalstore.status import State
 from globalstore.storage import Storage
@@ -112,14 +116,16 @@ def test_a_lost_position_is_rebuilt_beside_and_swapped_in_at_one_instant(tmp_pat
         old.out_of_range = 0
         _eventually(lambda: live.current is not served, "the rebuilt copy swapped in")
         assert made == [tmp_path / BESIDE] and live.current.storage.path == tmp_path / BESIDE
-        assert live.current.get(b"gone") is None and live.current.get(b"k") is not None
+        assert live.current.lookup(b"gone") is None and live.current.lookup(b"k") is not None
         assert live.current.thread.status.state is State.RUNNING
         assert not swapped.wait(0.3)  # the swap returns once no scan is open on the old copy
         assert [key for key, _ in held] == [b"k"]  # which the scan still sees as it was
         assert swapped.wait(10) and healer.heals == 1
-        assert served.storage.get(b"gone") is not None  # kept open until the store closes
+        assert served.lookup(b"gone") is not None  # retired: open until the next swap or close
     finally:
         held.close()
         healer.stop()
         healer.join()
-        live.current.close()
+        live.close()
+    with pytest.raises(DbClosedError):  # the retired copy closed with the live one
+        served.lookup(b"gone")

@@ -13,6 +13,7 @@ import pytest
 
 from globalstore.config import StoreConfig
 from globalstore.follow.prepare import define_indexes
+from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus
 from globalstore.read.queries import StoreQueries, index_statuses
 from globalstore.server import ServedStore, ServerSettings, create_app
@@ -36,10 +37,10 @@ class _Served(StoreQueries):
 
     def __init__(self, storage: Storage) -> None:
         self.storage, self.topic, self.path = storage, TOPIC, storage.path
-        self._lookup = storage.reader()
+        self._view = Copy(storage)
 
-    def _ready_storage(self) -> Storage:
-        return self.storage
+    def _copy(self) -> Copy:
+        return self._view
 
     def status(self) -> StoreStatus:
         state = self.storage.state

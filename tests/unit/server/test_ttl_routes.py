@@ -15,7 +15,6 @@ from globalstore.follow.prepare import define_ttl
 from globalstore.read.protocols import StoreStatus
 from globalstore.read.queries import ttl_status
 from globalstore.server import ServedStore, ServerSettings, create_app
-from globalstore.shaping import ttl
 from globalstore.storage import Storage
 from tests.unit.server.test_index_routes import TOPIC, TestClient, _Served, _storage, by_courier
 from tests.unit.shaping.test_ttl import NOW, OLD
@@ -23,10 +22,6 @@ from tests.unit.shaping.test_ttl import NOW, OLD
 
 class _Expiring(_Served):
     """The test API's store face, with the ttl as the faces apply it."""
-
-    def __init__(self, storage: Storage) -> None:
-        super().__init__(storage)
-        self._lookup = ttl.hiding(storage.reader(), storage.state.ttl_ms)
 
     def count(self) -> int:
         return self._unexpired_count(self.storage, self.storage.state.count or 0)

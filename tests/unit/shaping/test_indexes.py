@@ -22,6 +22,7 @@ from globalstore.errors import ConfigurationError
 from globalstore.follow.plan import Plan
 from globalstore.follow.prepare import Prepared, define_indexes
 from globalstore.follow.thread import StoreThread
+from globalstore.read.copy import Copy
 from globalstore.read.queries import StoreQueries
 from globalstore.shaping import indexes
 from globalstore.shaping.indexes import IndexBuild
@@ -57,10 +58,10 @@ class _View(StoreQueries):
 
     def __init__(self, storage: Storage) -> None:
         self.storage, self.topic, self.path = storage, TOPIC, storage.path
-        self._lookup = storage.reader()
+        self._view = Copy(storage)
 
-    def _ready_storage(self) -> Storage:
-        return self.storage
+    def _copy(self) -> Copy:
+        return self._view
 
     def close(self) -> None:
         self.storage.close()

@@ -1,0 +1,112 @@
+"""The copy of a store that answers now, and the one way to replace it.
+
+`Live` holds the copy (read/copy.py) that answers and swaps another in at one instant
+(`swap`: a self-heal swaps replicas, a SharedStore the writer's copies, a SwitchingStore
+whole stores). Readers take `Live.current` once per call; a scan holds its copy until it
+ends, and a swap returns only once no scan is open on the copy it replaced.
+
+Retiring, the one policy: a point read that took the old copy just before a swap may still
+be on it, and a point read is not tracked (that would cost every get a lock). So the copy a
+swap replaces stays open, retired, until the next swap or close(), when nothing can still
+hold it; `take_retired()` hands it to a caller that reuses it (a heal rebuilds in its
+directory) or closes it sooner because its reads retry elsewhere (SwitchingStore).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from typing import Generic, Protocol, TypeVar
+
+__all__ = ["Closable", "Live"]
+
+
+class Closable(Protocol):
+    def close(self) -> None:
+        """Release what the copy holds."""
+
+
+_C = TypeVar("_C", bound=Closable)
+_Item = TypeVar("_Item")
+
+
+class Live(Generic[_C]):
+    """The copy that answers now, replaced at one instant by swap()."""
+
+    def __init__(self, first: _C) -> None:
+        self.current = first  # read once per call: one reference, replaced whole
+        self._retired: _C | None = None
+        self._scans = {id(first): 0}  # open scans per copy: a swap waits for zero
+        self._changed = threading.Condition()
+
+    def swap(self, new: _C) -> None:
+        """Answer from `new` from now on; return once no scan is open on the old copy, which
+        retires (and the copy retired before it closes)."""
+        with self._changed:
+            old, self.current = self.current, new
+            self._scans.setdefault(id(new), 0)
+            while self._scans.get(id(old), 0) > 0:
+                self._changed.wait()
+            self._scans.pop(id(old), None)
+            before, self._retired = self._retired, old
+        if before is not None:
+            before.close()
+
+    def take_retired(self) -> _C | None:
+        """The retired copy, now the caller's to reuse or close; None if there is none."""
+        with self._changed:
+            retired, self._retired = self._retired, None
+        return retired
+
+    def close(self) -> None:
+        """Close the current copy and the retired one."""
+        retired = self.take_retired()
+        try:
+            self.current.close()
+        finally:
+            if retired is not None:
+                retired.close()
+
+    def scan(self, open_scan: Callable[[_C], Iterator[_Item]]) -> Iterator[_Item]:
+        """A scan of the current copy, which stays held until the scan ends."""
+        with self._changed:
+            copy = self.current
+            self._scans[id(copy)] += 1
+        try:
+            scan = open_scan(copy)  # the point-in-time view is taken here
+        except BaseException:
+            self._scan_ended(copy)
+            raise
+        return _HeldScan(scan, functools.partial(self._scan_ended, copy))
+
+    def _scan_ended(self, copy: _C) -> None:
+        with self._changed:
+            self._scans[id(copy)] -= 1
+            self._changed.notify_all()
+
+
+class _HeldScan(Iterator[_Item]):
+    """A scan that holds its copy until it is exhausted, closed or collected."""
+
+    def __init__(self, scan: Iterator[_Item], release: Callable[[], None]) -> None:
+        self._scan: Iterator[_Item] | None = scan
+        self._release = release
+
+    def __next__(self) -> _Item:
+        if self._scan is None:
+            raise StopIteration
+        try:
+            return next(self._scan)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        scan, self._scan = self._scan, None
+        if scan is not None:
+            getattr(scan, "close", lambda: None)()
+            self._release()
+
+    def __del__(self) -> None:
+        self.close()
