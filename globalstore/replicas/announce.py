@@ -1,4 +1,4 @@
-"""How the process that writes a store wakes the processes that read it (shared.py).
+"""How the process that writes a store wakes the processes that read it (shared_store.py).
 
 The writer raises a counter in shared memory (<store>/readers/batches, a mapped file) after
 every batch it applies: a reader compares it with the value it last caught up to on each
