@@ -1,6 +1,6 @@
 """Fresh under load: produce→visible while the store's process is read hard.
 
-    python benchmarks/bench_freshness.py [--seconds 60] [--rounds 2] [--write-docs]
+    python benchmarks/bench_freshness.py [--seconds 60] [--rounds 2]
 
 A background writer produces --rate records/s (15k) to random keys of a 100k-key topic; a
 probe writer produces one probe record every 20 ms carrying its send time; in the store's
@@ -66,7 +66,6 @@ from globalstore.codec import format_headers
 from globalstore.localkafka import LocalKafka, free_port
 
 HERE = Path(__file__).resolve()
-DOCS = HERE.parent.parent / "docs" / "benchmarks.md"
 PROBE_EVERY_S = 0.02
 STEADY_LAG = 2000  # records behind the topic's end (~0.1 s of writes): following, not catching up
 VARIANTS: dict[str, dict[str, Any]] = {

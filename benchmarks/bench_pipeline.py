@@ -10,7 +10,7 @@ beside that topic's own read ceiling and its validation floor.
 
 Without --bootstrap-servers a local broker is started in a temporary directory. Results
 are printed (PASS/MISS per target); --write-docs replaces the "## Pipeline" section of
-docs/benchmarks.md, leaving every other section as it is.
+benchmarks/results/latest.md, leaving every other section as it is.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from pipelines.orders.transform import ORDERS, STATE_BUCKETS
 from pipelines.session import build_session
 from pipelines.validate import fast_parse, validate
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+DOC = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "latest.md"
 SECTION = "## Pipeline"
 FINDINGS = "### Findings"  # hand-written; --write-docs keeps it
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
@@ -366,7 +366,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="timed runs of each (≥ 2)")
     parser.add_argument("--rate", type=float, default=200.0, help="freshness events/s")
     parser.add_argument("--seconds", type=float, default=60.0, help="freshness duration")
-    parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    parser.add_argument(
+        "--write-docs", action="store_true", help="update benchmarks/results/latest.md"
+    )
     args = parser.parse_args()
 
     with (

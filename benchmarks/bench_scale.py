@@ -5,9 +5,9 @@
     python benchmarks/bench_scale.py --instances 1,5,10,20 --keys 1000000 --write-docs
 
 It is a script, not a test: it prints what it measured with PASS/MISS per target and, with
---write-docs, replaces its own sections of docs/benchmarks.md ("## Scale: sizes", "## Scale:
-instances") and draws their pictures. Every store runs in a fresh process of its own (this
-script with --step), so each peak RSS is that process's VmHWM.
+--write-docs, replaces its own sections of benchmarks/results/latest.md ("## Scale: sizes",
+"## Scale: instances") and draws their pictures. Every store runs in a fresh process of its
+own (this script with --step), so each peak RSS is that process's VmHWM.
 
 --sizes, per size (one topic of that many keys, ~250-byte JSON values, deleted afterwards):
 cold restore (records/s, peak RSS, disk per key); a restart with the OS page cache dropped
@@ -74,7 +74,7 @@ from globalstore.codec import format_headers
 from globalstore.localkafka import LocalKafka, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs" / "benchmarks.md"
+DOCS = ROOT / "benchmarks" / "results" / "latest.md"
 STEP_TIMEOUT_S = 4 * 3600.0  # a 50M restore on a shared box: generous, never endless
 START_TIMEOUT_S = 3 * 3600.0  # start() of one store, within its step
 VALUE_BYTES = 250  # bench_shape.order: an order of 10 fields

@@ -10,7 +10,7 @@ runs four contestants in turn (the two listeners' order alternating), so noise f
 neighbours hits all alike: the plain consumer ceiling and the store's cold restore, each
 over both listeners. It prints medians and the median of each round's SASL_SSL / PLAINTEXT
 ratio; --write-docs replaces the "## Store over SASL_SSL" section of
-docs/benchmarks.md (nothing else there).
+benchmarks/results/latest.md (nothing else there).
 """
 
 from __future__ import annotations
@@ -127,7 +127,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    parser.add_argument(
+        "--write-docs", action="store_true", help="update benchmarks/results/latest.md"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-secured-") as tmp:
         workdir = Path(tmp)
@@ -150,7 +152,7 @@ def main() -> None:
     print(table(result))
     if args.write_docs:
         write_docs(section(result, about, setup), HEADING)
-        log(f"wrote the '{HEADING}' section of docs/benchmarks.md")
+        log(f"wrote the '{HEADING}' section of benchmarks/results/latest.md")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ booting from a peer's snapshot against a full restore from Kafka, in the same ru
 
 The server is `globalstore serve` in its own process; the load generator (benchmarks/loadgen.py)
 runs in this one, on loopback. Prints a table with PASS/MISS per target; --write-docs replaces
-the "## Serving" section of docs/benchmarks.md (nothing else there).
+the "## Serving" section of benchmarks/results/latest.md (nothing else there).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from globalstore import GlobalStore
 from globalstore.localkafka import LocalKafka, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs" / "benchmarks.md"
+DOCS = ROOT / "benchmarks" / "results" / "latest.md"
 HEADING = "## Serving"
 
 

@@ -7,7 +7,8 @@ with the ceiling a plain confluent-kafka consumer reaches on the same topic.
     python benchmarks/bench_store.py --profile         # + cProfile of restore and get
 
 It is a script, not a test: it prints a table with PASS/MISS per target and, with
---write-docs, replaces the "## Store" section of docs/benchmarks.md (nothing else there).
+--write-docs, replaces the "## Store" section of benchmarks/results/latest.md (nothing else
+there); docs/performance.md is then updated from it by hand.
 The peers (benchmarks/peers.py) need ktables (in the dev extra) and, for Kafka Streams,
 java 17+ and mvn on the PATH.
 
@@ -60,7 +61,7 @@ MULTI_GET = 100  # keys per get_many call
 Client = Mapping[str, str]  # Kafka client settings added to the connection (security)
 NO_CLIENT: Client = {}
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs" / "benchmarks.md"
+DOCS = ROOT / "benchmarks" / "results" / "latest.md"
 
 
 # -- results -------------------------------------------------------------------------------
@@ -846,7 +847,7 @@ def run(args: argparse.Namespace, bootstrap: str, kafka_version: str, workdir: P
         "a quarter of the uncompressed values, so most reads decompress a block read from a "
         "table file (page-cached); which of get_many and the loop reads a batch first "
         "alternates, as the second finds its blocks cached. benchmarks/bench_reads.py takes "
-        "these reads apart (docs/benchmarks.md, Point reads).",
+        "these reads apart (docs/performance.md, Point reads).",
         "Thread-CPU rows (information): the same get loop and scan timed with "
         "time.thread_time(), i.e. without the time the thread waited for a core on a shared "
         "machine; wall time is what the targets are about.",

@@ -1,4 +1,4 @@
-"""Pictures of benchmark results, for docs/benchmarks.md: a person should see the standing at
+"""Pictures of benchmark results, for docs/performance.md: a person should see the standing at
 a glance. matplotlib draws to PNG files without a display (the Agg backend)."""
 
 from __future__ import annotations

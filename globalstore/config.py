@@ -43,7 +43,8 @@ class RocksDBOptions:
     # the block cache skip a system call and a copy (up to +25 % gets/s at 1M and 4M keys),
     # but every mapped page a get or a compaction touches counts in RSS, which then grows
     # with the store: 339 / 482 / 885 MB at 1M / 4M / 10M keys against 226 / 252 / 272 MB
-    # with pread (docs/benchmarks.md). pread keeps memory bounded by the caches.
+    # with pread (docs/performance.md, "Point reads and get_many"). pread keeps memory
+    # bounded by the caches.
     mmap_reads: bool = False
 
 
@@ -184,7 +185,8 @@ class StoreConfig:
             # When a partition's queue is full, librdkafka waits this long before fetching
             # it again (default 1 s): with the small queues above the restore kept idling on
             # it. 10 ms doubled a 1M-record cold restore (134k -> 268k rec/s, same run,
-            # alternating, docs/benchmarks.md) at no memory cost: the queues stay capped.
+            # alternating, benchmarks/results/history.md, "Store") at no memory cost: the
+            # queues stay capped.
             "fetch.queue.backoff.ms": 10,
         }
         base.update(self.kafka_config)

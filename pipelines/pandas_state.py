@@ -45,7 +45,7 @@ def member_of(values: Strings, among: Strings) -> np.ndarray:
     pandas' `isin` on Arrow-backed strings (what PySpark hands the state function) builds
     one Python scalar per element of `among`. Against a bucket's ended markers, kept for
     the whole retention, that was half of a stream batch's state update on top of 100k
-    orders (docs/benchmarks.md).
+    orders (benchmarks/results/history.md, "Pipeline").
     """
     found = pc.is_in(_large_strings(values), value_set=_large_strings(among))
     return np.asarray(pc.fill_null(found, False))

@@ -50,8 +50,8 @@ def sql_defaults(shuffle_partitions: int) -> dict[str, str]:
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         # Commit a micro-batch by appending its changes to a changelog instead of taking a
         # RocksDB checkpoint every time: cut the state commit of a small stream-mode batch
-        # from ~0.5-0.9 s to ~0.2-0.4 s (docs/benchmarks.md). Snapshots still happen in the
-        # background maintenance task.
+        # from ~0.5-0.9 s to ~0.2-0.4 s (benchmarks/results/history.md, "Pipeline"). Snapshots
+        # still happen in the background maintenance task.
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Spark's default of 200 shuffle partitions is 200 state-store instances per batch;
         # it is fixed in the checkpoint at the first run, so choose it deliberately.
@@ -62,7 +62,7 @@ def sql_defaults(shuffle_partitions: int) -> dict[str, str]:
         # never JIT-compiles a method over 8,000 bytes of bytecode: it runs interpreted.
         # Validation of the 6 orders fields is 7,626 bytes, one more field crosses it; at
         # this limit Spark generates code per operator instead (validation 20 % faster
-        # than interpreted, docs/benchmarks.md).
+        # than interpreted, docs/performance.md, "Pipeline").
         "spark.sql.codegen.hugeMethodLimit": str(JIT_METHOD_LIMIT),
         # Plans (explain, the UI's SQL tab, a failed query's message) show the Kafka source's
         # and sink's options, redacting the values whose name matches this or whose name or

@@ -111,7 +111,7 @@ def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) 
 def _provenance_for_rejects_only(checked: DataFrame) -> DataFrame:
     """Null the raw record and where it came from on clean rows: only dead letters use them,
     so the exchange then moves a clean row's typed fields without its raw bytes (a batch run
-    ~6 % faster, docs/benchmarks.md)."""
+    ~6 % faster, benchmarks/results/history.md, "Pipeline")."""
     rejected = sf.col(REASON).isNotNull()
     return checked.select(
         *(

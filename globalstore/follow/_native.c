@@ -4,8 +4,9 @@
  * confluent-kafka's consume() builds a Message (key, value, headers, timestamp objects) for
  * every record and the Python loop then reads it back through seven accessors: about 1.7 us
  * a record, most of a cold restore's CPU. Here a record costs two bytes objects and one
- * WriteBatch.put call. The Python loop (storage._fill) stays the reference: same records
- * written, same offsets, same events and skipped keys (tests/unit/test_native_restore.py).
+ * WriteBatch.put call. The Python loop (storage.records.fill) stays the reference: same
+ * records written, same offsets, same events and skipped keys
+ * (tests/integration/test_native_restore.py).
  *
  * librdkafka's C interface is ABI-stable. The few types and functions used here are declared
  * below and resolved at run time (load()) in the librdkafka that confluent-kafka itself
@@ -414,7 +415,7 @@ static int add_skipped(PyObject *skipped, const rk_message *m) {
     return rc;
 }
 
-/* One data record into the WriteBatch, as storage._fill writes it. */
+/* One data record into the WriteBatch, as storage.records.fill writes it. */
 static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObject *delete,
                         PyObject *skipped) {
     if (m->key == NULL)
@@ -440,7 +441,7 @@ static int apply_messages(Restorer *r, size_t n, PyObject *put, PyObject *delete
                           PyObject *nexts, PyObject *events, PyObject *skipped) {
     /* Records come in runs per partition: nexts is written when the run ends, which is also
      * before any event, so that an end-of-partition event past the run's last record (a
-     * partition ending in transaction markers) raises it, as storage._fill does. */
+     * partition ending in transaction markers) raises it, as storage.records.fill does. */
     int32_t run_partition = -1;
     int64_t run_next = -1;
     for (size_t i = 0; i < n; i++) {
@@ -498,7 +499,7 @@ static PyObject *restorer_close(Restorer *r, PyObject *unused) {
 static PyMethodDef restorer_methods[] = {
     {"fill", (PyCFunction)restorer_fill, METH_VARARGS,
      "fill(put, delete, nexts, events, skipped, timeout_ms) -> records: consume one batch and "
-     "write it through put/delete, as storage._fill does."},
+     "write it through put/delete, as storage.records.fill does."},
     {"close", (PyCFunction)restorer_close, METH_NOARGS, "Close the consumer."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,4 +1,4 @@
-# Types of the C module built from _native.c (see native_restore.py for its use).
+# Types of the C module built from _native.c (see native.py for its use).
 from collections.abc import Callable
 from typing import Any
 

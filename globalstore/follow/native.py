@@ -1,7 +1,7 @@
 """The C bulk-restore loop (globalstore/follow/_native.c) behind a small Python face.
 
 A cold restore spends most of its CPU turning records into confluent-kafka Message objects
-and reading them back (docs/benchmarks.md, issue 14). The C loop consumes with a consumer of
+and reading them back (docs/performance.md, "Restore"). The C loop consumes with a consumer of
 its own, in the same librdkafka library confluent-kafka loaded, and writes each record to
 the WriteBatch directly. It serves bulk restores only: once the restore reaches its end
 offsets it is closed and the store thread's own consumer follows from there.

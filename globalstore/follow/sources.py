@@ -2,7 +2,7 @@
 to the storage. Two implement it, and the thread's loop runs the same way over either:
 
     ConsumerSource   the thread's own consumer (Python): restores, then follows
-    NativeSource     the C loop (native_restore.py) with a consumer of its own, for a bulk
+    NativeSource     the C loop (native.py) with a consumer of its own, for a bulk
                      restore; the thread's consumer then takes over to follow
 
 The C loop is about twice as fast and writes exactly what the Python loop writes

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 # DuckDB's vector size; and a batch of ~150-byte values made in passes over 2,048 rows stays
-# in the CPU's cache: 10,000-row batches took 1.14x to 1.27x as long (docs/benchmarks.md).
+# in the CPU's cache: 10,000-row batches took 1.14x to 1.27x as long (docs/performance.md,
+# "Arrow export").
 BATCH_ROWS = 2048
 # Also ends a batch: large values must not make 2,048 rows a gigabyte.
 BATCH_BYTES = 16 << 20

@@ -93,7 +93,7 @@ class StoreQueries:
         answer never mixes two applied batches (a loop of get can). That is what it is for:
         it is only ~1.1x as fast as that loop, since RocksDB's own lookup of each key and
         the decoding of each value, which both pay in full, are ~90 % of a get
-        (docs/benchmarks.md, "Point reads")."""
+        (docs/performance.md, "Point reads and get_many")."""
         wanted = list(keys)
         encoded = [key.encode() for key in wanted]
         storage = self._ready_storage()

@@ -1,9 +1,10 @@
-"""How the process that writes a store wakes the processes that read it (shared.py).
+"""How the process that writes a store wakes the processes that read it (shared_store.py).
 
 The writer raises a counter in shared memory (<store>/readers/batches, a mapped file) after
 every batch it applies: a reader compares it with the value it last caught up to on each
 query, for the price of one memory read, so the thread that queries catches up itself and
-never waits for another thread to get the GIL back (docs/benchmarks.md, "Fresh under load").
+never waits for another thread to get the GIL back (docs/performance.md, "Following and
+freshness under load").
 
 Each reader binds a Unix datagram socket at <store>/readers/<id>/wake.sock. After every batch
 the writer applies, after a heal moves the live copy, and once a second while nothing

@@ -4,8 +4,8 @@ of the same directory.
 
 Why: in one process the follower thread waits for the GIL behind the request handlers, one
 switch interval (5 ms) at a time, so a server answering at its full rate falls tens of
-milliseconds behind (docs/benchmarks.md, "Fresh under load"). Here the writer's process is
-idle but for following, and each worker catches up with it as it reads.
+milliseconds behind (docs/performance.md, "Following and freshness under load"). Here the
+writer's process is idle but for following, and each worker catches up with it as it reads.
 
 uvicorn starts the workers by importing `worker_app` (a factory) in fresh processes; what they
 need to open the store travels in an environment variable, never the token itself (a token

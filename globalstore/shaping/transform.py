@@ -148,7 +148,7 @@ class Transformed:
 
 
 class TransformedBatch:
-    """The C loop's batches (native_restore.NativeRestorer: a bulk restore, which lists no
+    """The C loop's batches (follow.native.NativeRestorer: a bulk restore, which lists no
     changes), transformed as the loop writes them: the loop calls put(key, stored bytes) for
     each record, and this puts the transformed value, or deletes the key, in its place. It
     writes the bytes the Python loop writes for the same record."""

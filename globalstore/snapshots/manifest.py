@@ -37,7 +37,8 @@ class Sha256Behind:
 
     hashlib lets go of the GIL while it hashes, so the caller moves the next chunk (receives
     and writes it, or reads and sends it) while this one is hashed. Hashed in line, a 4 GB
-    snapshot boot spent about as long hashing as moving the bytes (docs/benchmarks.md)."""
+    snapshot boot spent about as long hashing as moving the bytes
+    (benchmarks/results/history.md, "Partitioned index and filters")."""
 
     def __init__(self) -> None:
         self._digest = hashlib.sha256()

@@ -1,7 +1,7 @@
 """The store's RocksDB database, and the only package of globalstore that imports rocksdict.
 It never reads a Kafka message either: apply() takes plain records (Record tuples) and the
 partition ends reached, which the thread's consumer source (sources.py) makes of what its
-consumer returns; the C loop (native_restore.py) fills its batches itself.
+consumer returns; the C loop (follow/native.py) fills its batches itself.
 
 database.py   Storage: open (locked, read-only or as a secondary that catches up), apply a
               batch of records with its offsets, read, wipe, checkpoint

@@ -38,7 +38,8 @@ def _index_and_filters_in_cache(table: rocksdict.BlockBasedOptions) -> None:
     memory: 2.6 MB per million keys, so RSS grew with the store (354 MB at 50M keys). Whole
     index and filter blocks in the cache made a get 50-200x slower, as each miss loaded a
     block of megabytes. Partitioned, a get loads only a 4 KB partition; the small top level
-    of each file, and the files just flushed (L0), stay pinned (docs/benchmarks.md)."""
+    of each file, and the files just flushed (L0), stay pinned (docs/performance.md, "Scale:
+    store size")."""
     table.set_index_type(rocksdict.BlockBasedIndexType.two_level_index_search())
     table.set_partition_filters(True)
     table.set_metadata_block_size(4096)

@@ -1,5 +1,5 @@
 """Records into write-batch operations: the restore/follow hot loop of the Python consumer,
-and what one applied batch reports. The C loop (native_restore.py) fills a batch the same
+and what one applied batch reports. The C loop (follow/native.py) fills a batch the same
 way, record for record.
 
 A Record is a plain tuple: no Kafka type reaches storage/. The thread's consumer source
@@ -57,7 +57,7 @@ class Applied:
 
 
 class NativeBatch(Protocol):
-    """The C loop's consumer (native_restore.NativeRestorer): it consumes one batch and fills
+    """The C loop's consumer (follow.native.NativeRestorer): it consumes one batch and fills
     the write batch itself, as `fill` below does for the Python consumer."""
 
     def fill(

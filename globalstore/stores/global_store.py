@@ -82,7 +82,7 @@ class GlobalStore(StoreQueries):
         self._listeners = tuple(listeners)
         self._live: Live[heal.Replica] | None = None  # None until started
         self._healer: heal.Healer | None = None
-        self._announcer: Announcer | None = None  # wakes reader processes (shared.py)
+        self._announcer: Announcer | None = None  # wakes reader processes (shared_store.py)
         self._writer_id = new_writer_id()
         self._applied = threading.Condition()
         self._lifecycle = threading.Lock()

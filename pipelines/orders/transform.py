@@ -31,8 +31,9 @@ STATE_BUCKETS = 8
 
 Spark calls the state function once per group and micro-batch at a fixed cost (one group
 per order made that the whole run time; in a small stream-mode batch each bucket call costs
-tens of milliseconds, so 8 beat 64, see docs/benchmarks.md). Fixed by the checkpoint:
-changing it needs a new checkpoint (and output topic), like spark.sql.shuffle.partitions.
+tens of milliseconds, so 8 beat 64, see benchmarks/results/history.md, "Pipeline"). Fixed by
+the checkpoint: changing it needs a new checkpoint (and output topic), like
+spark.sql.shuffle.partitions.
 """
 
 FIELDS = fields()
