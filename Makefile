@@ -12,7 +12,9 @@ $(STAMP): pyproject.toml setup.py globalstore/follow/_native.c
 		{ echo "Python 3.11+ is needed (found $$($(PYTHON) --version))"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[spark,dev]'
+	# compat: a plain path entry, which type checkers follow (they do not run the import
+	# hook of the default editable mode, and would see every globalstore type as Any).
+	$(BIN)/python -m pip install --quiet -e '.[spark,dev]' --config-settings editable_mode=compat
 	rm -f $(VENV)/.installed-*
 	touch $@
 
