@@ -7,14 +7,15 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: demo test test-containers lint bench clean-venv
 
+# The editable install, and a plain path entry to this tree beside it, which type checkers
+# follow: they do not run an editable install's import hook, and saw every type as Any.
 $(STAMP): pyproject.toml setup.py globalstore/follow/_native.c
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "Python 3.11+ is needed (found $$($(PYTHON) --version))"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# compat: a plain path entry, which type checkers follow (they do not run the import
-	# hook of the default editable mode, and would see every globalstore type as Any).
-	$(BIN)/python -m pip install --quiet -e '.[spark,dev]' --config-settings editable_mode=compat
+	$(BIN)/python -m pip install --quiet -e '.[spark,dev]'
+	$(BIN)/python -c 'import pathlib, site; pathlib.Path(site.getsitepackages()[0], "globalstore-tree.pth").write_text("$(CURDIR)\n")'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
