@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import rocksdict
 
-from globalstore.shaping.indexes import split_entry
+from globalstore.storage.keys import split_entry
 
 
 def scan_items(

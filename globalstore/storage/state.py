@@ -1,4 +1,4 @@
-"""StorageState: what a store holds as of one applied batch, replaced whole and never changed."""
+"""StorageState: what a store holds as of one write, replaced whole and never changed."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ class StorageState:
     restored_at_ms: int | None = None  # of the last completed restore
     indexes: Mapping[str, IndexDef] = field(default_factory=dict)  # secondary indexes by name
     index_entries: Mapping[str, int] = field(default_factory=dict)  # entries each one holds
-    # Time to live (ttl.py): ms, or None; whether the store keeps a time index, the cursor of
-    # its build (None once built) and how many entries it holds.
+    # Time to live (shaping/ttl.py): ms, or None; whether the store keeps a time index, the
+    # cursor of its build (None once built) and how many entries it holds.
     ttl_ms: int | None = None
     time_index: bool = False
     time_cursor: bytes | None = None

@@ -111,15 +111,18 @@ FLOORS = (
         "follow.health",
         "waiting",
     ),
-    # settings; the contract of every store face; what an index entry is (its function's type
-    # is a setting, and the Spark job's zip carries config.py but not indexes.py)
-    ("config", "read.protocols", "shaping.indexes", "shaping.ttl"),
-    # RocksDB; what the broker says; the C loop; how a writer wakes reader processes
+    # settings; the contract of every store face
+    ("config", "read.protocols"),
+    # RocksDB and every byte layout on disk; what the broker says; the C loop; how a writer
+    # wakes reader processes
     ("storage", "follow.topic", "follow.native", "replicas.announce"),
-    # formats and the transform; planning; snapshots and their manifest; reads and exports
+    # formats, the transform, index functions and the ttl; planning; snapshots and their
+    # manifest; reads and exports
     (
         "shaping.migrate",
         "shaping.transform",
+        "shaping.indexes",
+        "shaping.ttl",
         "follow.plan",
         "snapshots.archive",
         "snapshots.manifest",

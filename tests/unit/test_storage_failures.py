@@ -81,8 +81,7 @@ def full(tmp_path: Path) -> Iterator[Storage]:
     storage = Storage(tmp_path / "s")
     storage.initialise("t", None, 1)
     storage.apply(batch(("a", "1")), {}, True, 1)
-    storage._db = FullDisk(storage._db)  # type: ignore[assignment]
-    storage._meta = FullDisk(storage._meta)  # type: ignore[assignment]
+    storage._db = FullDisk(storage._db)  # type: ignore[assignment]  # every write is a batch
     yield storage
     storage.close()
 
@@ -117,7 +116,7 @@ def test_the_recount_storing_its_result_on_a_full_disk_is_a_storage_error(
     try:
         storage.apply(batch(("a", "1")), {}, False, 1)
         storage.begin_recount()
-        storage._meta = FullDisk(storage._meta)  # type: ignore[assignment]
+        storage._db = FullDisk(storage._db)  # type: ignore[assignment]
         with pytest.raises(StorageError, match="No space left on device"):
             storage.recount_step(10)
     finally:
