@@ -18,6 +18,7 @@ timeindex.py  the time index of a store with a ttl: its entries written with eac
               the purge of expired keys, its build, a count without the expired keys
 host.py       IndexHost: what those two indexes use of the Storage holding them
 index_family.py  the index column family both keep their entries in
+opening.py    how the database is opened (access, column families), and a damaged one wiped
 options.py    RocksDBOptions as rocksdict Options
 lock.py       the directory lock (one process per store directory)
 failures.py   what an error RocksDB raised means (locked, damaged, refused, a full or failing

@@ -12,7 +12,7 @@ of the same batch (contract 5), and the data on disk is never behind the state i
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import rocksdict
@@ -31,7 +31,7 @@ from globalstore.storage.meta import (
     offset_key,
     opt_int,
 )
-from globalstore.storage.records import Delete, Put
+from globalstore.storage.records import Applied, Delete, NativeBatch, Put, Records, fill
 from globalstore.storage.state import StorageState
 
 
@@ -45,6 +45,10 @@ class Batch:
         # The change in live keys it makes that a count running over an older view (the
         # recount) cannot see: its keys deleted, or an exact apply's.
         self.live_delta = 0
+        # Of the records put: the next offset of each partition they came from, and (when
+        # tracked) {key: stored bytes, None if deleted}, the last write of each key.
+        self.nexts: dict[int, int] = {}
+        self.staged: dict[bytes, bytes | None] | None = None
         self._meta = meta
 
     def change(self, **fields: Any) -> None:
@@ -58,15 +62,53 @@ class Batch:
         else:
             self.wb.put(key, value, self._meta)
 
-    def staging(self, track: bool) -> tuple[Put, Delete, dict[bytes, bytes | None] | None]:
+    def records(
+        self, records: Records, ends: Mapping[int, int], track: bool, changes: bool
+    ) -> Applied:
+        """Put a consumed batch's records (records.Record tuples) and note the next offset of
+        each partition: the one after its last record, or the end reached with the batch
+        (`ends`, {partition: offset}), whichever is further. An end made of transaction
+        markers or aborted records holds nothing to apply, yet it is reached.
+        Applied.changed lists the batch's keys when `changes` is set, else it stays empty
+        (one dict store a record saved)."""
+        out = Applied()
+        put, delete = self._staging(track)
+        out.changed = fill(put, delete, records, out, self.nexts, changes)
+        out.records = len(records)
+        for p, end in ends.items():
+            # Everything before the end was delivered (or was never data).
+            self.nexts[p] = max(self.nexts.get(p, 0), end)
+        return out
+
+    def native(self, restorer: NativeBatch, timeout: float, track: bool) -> Applied:
+        """Put the records of the batch the C loop consumes, as records() puts the same ones."""
+        out = Applied()
+        put, delete = self._staging(track)
+        out.records = restorer.fill(put, delete, self.nexts, out.events, out.skipped, timeout)
+        return out
+
+    def moved(self) -> dict[int, int]:
+        """The partitions whose next offset the records move past the stored one."""
+        positions = self.state.positions
+        return {p: o for p, o in self.nexts.items() if o > positions.get(p, -1)}
+
+    def count_exactly(
+        self, changed: Mapping[bytes, bool], get: Callable[[bytes], bytes | None]
+    ) -> int | None:
+        """The live-key count after the records ({key: live after the batch}), each key
+        looked up with `get` before the batch is written (None while the count is unknown)."""
+        self.live_delta = sum(changed.values()) - sum(get(k) is not None for k in changed)
+        return None if self.state.count is None else self.state.count + self.live_delta
+
+    def _staging(self, track: bool) -> tuple[Put, Delete]:
         """The put and delete a loop fills the batch's data with: the WriteBatch's own or,
-        when `track` (the store has indexes or a time index), ones that also note {key:
-        stored bytes, None if deleted}, the last write of each key, which the indexes then
-        index. Either loop (Python or C) calls them, so both index alike."""
+        when `track` (the store has indexes or a time index), ones that also note what each
+        key was last given, in `staged`, for the indexes. Either loop (Python or C) calls
+        them, so both index alike."""
         wb = self.wb
         if not track:
-            return wb.put, wb.delete, None
-        staged: dict[bytes, bytes | None] = {}
+            return wb.put, wb.delete
+        staged = self.staged = {}
 
         def put(key: bytes, value: bytes) -> None:
             wb.put(key, value)
@@ -76,7 +118,7 @@ class Batch:
             wb.delete(key)
             staged[key] = None
 
-        return put, delete, staged
+        return put, delete
 
     def advance(self, moved: Mapping[int, int], count: int | None, now_ms: int) -> None:
         """The partitions' next offsets the batch's records moved, the wall time it is

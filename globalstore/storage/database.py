@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -33,7 +32,7 @@ import rocksdict
 from globalstore.config import RocksDBOptions
 from globalstore.errors import StorageError
 from globalstore.storage.batch import Batch
-from globalstore.storage.failures import close_when_unborrowed, open_refusal, reported
+from globalstore.storage.failures import close_when_unborrowed, reported
 from globalstore.storage.index_defs import SecondaryIndexes
 from globalstore.storage.index_family import IndexFamily
 from globalstore.storage.lock import DirLock, NoLock
@@ -48,13 +47,12 @@ from globalstore.storage.meta import (
     Meta,
     parse_meta,
 )
+from globalstore.storage.opening import db_dir, open_rdict
 from globalstore.storage.options import rocksdb_options
-from globalstore.storage.records import Applied, NativeBatch, Records, fill
+from globalstore.storage.records import Applied, NativeBatch, Records
 from globalstore.storage.scan import Recount, scan_items
 from globalstore.storage.state import StorageState
 from globalstore.storage.timeindex import TimeIndex
-
-log = logging.getLogger(__name__)
 
 
 class Storage:
@@ -80,7 +78,7 @@ class Storage:
         self._options = options or RocksDBOptions()
         self._secondary = secondary
         self.read_only = read_only or secondary is not None
-        if self.read_only and not (self.path / "db" / "CURRENT").exists():
+        if self.read_only and not (db_dir(self.path) / "CURRENT").exists():
             raise StorageError(f"no store at {self.path}")
         self._lock = (
             lock if lock is not None else NoLock() if self.read_only else DirLock(self.path)
@@ -102,49 +100,15 @@ class Storage:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def _db_dir(self) -> str:
-        return str(self.path / "db")
-
     def _open(self) -> None:
-        try:
-            self._db = self._open_rdict()
-        except Exception as exc:
-            refusal = open_refusal(exc, self.path, wipe=not self.read_only)
-            if refusal is not None:
-                raise refusal from exc
-            # RocksDB cannot make sense of its own files: the topic is the source of truth.
-            log.warning("store %s is damaged (%s); wiping it to rebuild", self.path, exc)
-            shutil.rmtree(self._db_dir(), ignore_errors=True)
-            with reported(f"opening RocksDB in {self.path} after wiping it", self.path):
-                self._db = self._open_rdict()
+        self._db, has_index = open_rdict(self.path, self._options, self.read_only, self._secondary)
         self._meta_cf = self._db.get_column_family_handle(META_CF)
         self._meta = self._db.get_column_family(META_CF)
-        self._index = IndexFamily(self._db) if self._has_index_cf else None
+        self._index = IndexFamily(self._db) if has_index else None
         self._get = self._db.get
         self._logged = rocksdict.WriteOptions()
         self._unlogged = rocksdict.WriteOptions()
         self._unlogged.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
-
-    def _open_rdict(self) -> rocksdict.Rdict:
-        opts = rocksdb_options(self._options)
-        if self._secondary is not None:
-            access = rocksdict.AccessType.secondary(str(self._secondary))
-            # The writer deletes the table files a compaction replaced; a secondary that
-            # keeps every file it uses open still reads them until it next catches up.
-            opts.set_max_open_files(-1)
-            # Each catch-up loads the table files it adds with this many threads, created
-            # anew every time: 16 (the default) made a catch-up cost 770 µs, 1 makes it 17.
-            opts.set_max_file_opening_threads(1)
-        elif self.read_only:
-            access = rocksdict.AccessType.read_only()
-        else:
-            access = rocksdict.AccessType.read_write()
-        families = {META_CF: opts}
-        # The index family exists once an index was defined (index_family() creates it).
-        self._has_index_cf = INDEX_CF in _families(self._db_dir(), opts)
-        if self._has_index_cf:
-            families[INDEX_CF] = opts
-        return rocksdict.Rdict(self._db_dir(), opts, column_families=families, access_type=access)
 
     def close(self) -> None:
         try:
@@ -180,7 +144,7 @@ class Storage:
         database in its place (a snapshot): that one is opened instead."""
         self._close_db()
         with reported(f"wiping the store at {self.path}", self.path):
-            shutil.rmtree(self._db_dir(), ignore_errors=True)
+            shutil.rmtree(db_dir(self.path), ignore_errors=True)
             if refill is not None:
                 refill(self.path)
         self._open()
@@ -197,19 +161,9 @@ class Storage:
     def load(self, meta: Meta) -> None:
         """Adopt positions, count, layout, last restore time and indexes from meta as the
         state."""
-        state = StorageState(
-            dict(meta.offsets),
-            meta.count,
-            meta.layout,
-            meta.migrate_from,
-            meta.restored_at_ms,
-            dict(meta.indexes),
-            {name: self._entries(d.id) for name, d in meta.indexes.items()},
-        )
-        self.state = self.time.loaded(state, meta)
-
-    def _entries(self, index_id: int) -> int:
-        return 0 if self._index is None else self._index.entries(index_id)
+        index = self._index
+        entries = {n: 0 if index is None else index.entries(d.id) for n, d in meta.indexes.items()}
+        self.state = self.time.loaded(StorageState.of(meta, entries), meta)
 
     def catch_up(self) -> None:
         """A secondary instance: read what the writer logged since the last call (its
@@ -277,18 +231,14 @@ class Storage:
         now_ms: int,
         changes: bool = True,
     ) -> Applied:
-        """Write a consumed batch and the offsets it covers in one WriteBatch.
+        """Write a consumed batch and the offsets it covers in one WriteBatch (Batch.records
+        says which offsets).
 
-        `records` are the batch's records (records.Record tuples); `ends` is {partition:
-        offset} of each partition end the consumer reached with the batch. The offset stored
-        for a partition is the next one after its last record, or its end, whichever is
-        further: an end made of transaction markers or aborted records holds nothing to
-        apply, yet it is reached. exact_count=True looks up each distinct key of
-        the batch (before writing it) to keep the live-key count exact: cheap for a small
-        follow batch, but ~10 µs per key already on disk, so a bulk restore passes False,
-        which marks the count unknown until a recount (see begin_recount) has caught up.
-        Applied.changed lists the batch's keys when exact_count or `changes` is set, else it
-        stays empty (one dict store a record saved).
+        exact_count=True looks up each distinct key of the batch (before writing it) to keep
+        the live-key count exact: cheap for a small follow batch, but ~10 µs per key already
+        on disk, so a bulk restore passes False, which marks the count unknown until a
+        recount (see begin_recount) has caught up. Applied.changed lists the batch's keys
+        when exact_count or `changes` is set.
 
         A bulk apply also skips RocksDB's write-ahead log (a third of the restore's time went
         into writing it). Atomic flush (RocksDBOptions) persists both column families
@@ -297,23 +247,15 @@ class Storage:
         logged write follows.
         """
         batch = self.batch()
-        out, nexts = Applied(), dict[int, int]()
-        put, delete, staged = batch.staging(self._tracks_writes)
-        out.changed = fill(put, delete, records, out, nexts, exact_count or changes)
-        out.records = len(records)
-        for p, end in ends.items():
-            # Everything before the end was delivered (or was never data).
-            nexts[p] = max(nexts.get(p, 0), end)
-        return self._commit_applied(batch, out, nexts, exact_count, now_ms, staged)
+        out = batch.records(records, ends, self._tracks_writes, exact_count or changes)
+        return self._commit_applied(batch, out, exact_count, now_ms)
 
     def apply_native(self, restorer: NativeBatch, timeout: float, now_ms: int) -> Applied:
         """A bulk apply (exact_count=False, no changes listed) of the batch the C loop
         consumes, written exactly as apply() writes the same records."""
         batch = self.batch()
-        out, nexts = Applied(), dict[int, int]()
-        put, delete, staged = batch.staging(self._tracks_writes)
-        out.records = restorer.fill(put, delete, nexts, out.events, out.skipped, timeout)
-        return self._commit_applied(batch, out, nexts, False, now_ms, staged)
+        out = batch.native(restorer, timeout, self._tracks_writes)
+        return self._commit_applied(batch, out, False, now_ms)
 
     @property
     def _tracks_writes(self) -> bool:
@@ -321,32 +263,22 @@ class Storage:
         return self.indexes.indexer is not None or self.time.tracks_writes
 
     def _commit_applied(
-        self,
-        batch: Batch,
-        out: Applied,
-        nexts: dict[int, int],
-        exact_count: bool,
-        now_ms: int,
-        staged: dict[bytes, bytes | None] | None,
+        self, batch: Batch, out: Applied, exact_count: bool, now_ms: int
     ) -> Applied:
-        """Add the index entries of the `staged` keys, the moved offsets and the count to
+        """Add the index entries of the keys written, the moved offsets and the count to
         `batch` and commit it (nothing when no offset moved)."""
-        state = batch.state
-        moved = {p: o for p, o in nexts.items() if o > state.positions.get(p, -1)}
+        moved = batch.moved()
         if not moved:
             return out
-        new_count = None
+        count = None
         if exact_count:
-            get, live = self._get, out.changed
-            batch.live_delta = sum(live.values()) - sum(get(k) is not None for k in live)
-            if state.count is not None:
-                new_count = state.count + batch.live_delta
+            count = batch.count_exactly(out.changed, self._get)
         elif self._recount is not None:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
-        if staged:
-            self.indexes.into(batch, staged, state.indexes)
-            self.time.into(batch, staged)
-        batch.advance(moved, new_count, now_ms)
+        if batch.staged:
+            self.indexes.into(batch, batch.staged, batch.state.indexes)
+            self.time.into(batch, batch.staged)
+        batch.advance(moved, count, now_ms)
         batch.logged = exact_count
         self.commit(batch)
         return out
@@ -369,10 +301,7 @@ class Storage:
         thread, between applies; exact applies from then on add their change to the result.
         It ends a bulk restore, so it first flushes what the bulk applies left unlogged."""
         self._flush()
-        ro = rocksdict.ReadOptions()
-        ro.fill_cache(False)  # type: ignore[call-arg]  # the stub lacks the flag
-        keys: Iterable[bytes] = self._db.keys(read_opt=ro)  # type: ignore[assignment]
-        self._recount = Recount(iter(keys))
+        self._recount = Recount.of(self._db)
 
     def recount_step(self, chunk: int) -> int | None:
         """Count up to `chunk` more keys; the exact count (also stored) once done, else None."""
@@ -461,11 +390,3 @@ class Storage:
         them across file systems). Writers pause only for the flush."""
         with reported(f"checkpoint of {self.path} into {dest}", dest):
             rocksdict.Checkpoint(self._db).create_checkpoint(str(dest))
-
-
-def _families(db_dir: str, opts: rocksdict.Options) -> list[str]:
-    """The column families of the database in `db_dir` (none if there is none)."""
-    try:
-        return list(rocksdict.Rdict.list_cf(db_dir, opts))
-    except Exception:
-        return []

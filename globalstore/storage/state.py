@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from globalstore.storage.meta import IndexDef
+from globalstore.storage.meta import IndexDef, Meta
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,20 @@ class StorageState:
     time_index: bool = False
     time_cursor: bytes | None = None
     time_entries: int = 0
+
+    @classmethod
+    def of(cls, meta: Meta, index_entries: Mapping[str, int]) -> StorageState:
+        """What `meta` says the store holds, its indexes holding `index_entries`; the time
+        index apart (timeindex.TimeIndex.loaded adds it)."""
+        return cls(
+            dict(meta.offsets),
+            meta.count,
+            meta.layout,
+            meta.migrate_from,
+            meta.restored_at_ms,
+            dict(meta.indexes),
+            index_entries,
+        )
 
     def __post_init__(self) -> None:
         # Read-only for whoever is handed the positions (listeners among them).
