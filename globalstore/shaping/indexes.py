@@ -30,10 +30,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from globalstore.codec import Decode
 from globalstore.config import IndexFn
+from globalstore.storage.index_defs import SecondaryIndexes
 from globalstore.storage.keys import SEP
 from globalstore.storage.meta import IndexDef
 
@@ -163,24 +164,11 @@ def _index_values(out: object) -> frozenset[bytes]:
 # -- the build -------------------------------------------------------------------------------
 
 
-class Building(Protocol):
-    """What a build needs of the store's indexes (storage/index_defs.py)."""
-
-    @property
-    def defs(self) -> Mapping[str, IndexDef]: ...
-
-    def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]: ...
-
-    def build_chunk(
-        self, name: str, new: IndexDef, staged: Mapping[bytes, bytes | None]
-    ) -> None: ...
-
-
 class IndexBuild:
     """Builds a store's unbuilt indexes, one chunk of keys per step(), oldest index first: a
     chore of the store thread, between follow batches, so it never races an apply."""
 
-    def __init__(self, storage: Building, chunk: int = 2_000) -> None:
+    def __init__(self, storage: SecondaryIndexes, chunk: int = 2_000) -> None:
         self.storage, self.chunk = storage, max(1, chunk)
 
     @property

@@ -25,9 +25,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
 
 from globalstore.codec import HEADER_SIZE, TIMESTAMP, TIMESTAMP_AT, V1, record_timestamp
+from globalstore.storage.timeindex import TimeIndex
 
 log = logging.getLogger(__name__)
 
@@ -93,24 +93,13 @@ def unexpired(
 # -- the chores of the store thread ----------------------------------------------------------
 
 
-class Expiring(Protocol):
-    """What the purge and the build need of the storage (storage/timeindex.py)."""
-
-    @property
-    def time_cursor(self) -> bytes | None: ...
-
-    def purge(self, cutoff_ms: int, limit: int) -> tuple[int, list[bytes]]: ...
-
-    def build_chunk(self, limit: int) -> int: ...
-
-
 class Purge:
     """Deletes the expired keys, oldest first, `chunk` keys per step(): run by the store
     thread between follow batches, so it never races an apply. A step that found fewer than
     a chunk has emptied the expired range: the next one waits `idle` seconds (a key that
     expires meanwhile is already hidden; only its space waits)."""
 
-    def __init__(self, storage: Expiring, ttl_ms: int, chunk: int = 2_000, idle: float = 1.0):
+    def __init__(self, storage: TimeIndex, ttl_ms: int, chunk: int = 2_000, idle: float = 1.0):
         self.storage, self.ttl_ms, self.chunk, self.idle = storage, ttl_ms, max(1, chunk), idle
         self.purged = 0  # keys deleted since this start
         self._due = 0.0  # monotonic time of the next step that does work

@@ -64,7 +64,7 @@ def reconcile(
 
 
 class SecondaryIndexes:
-    """A Storage's secondary indexes (indexes.Building for the store thread's build)."""
+    """A Storage's secondary indexes (shaping/indexes.IndexBuild drives their build)."""
 
     def __init__(self, host: IndexHost) -> None:
         self._s = host

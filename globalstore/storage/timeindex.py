@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class TimeIndex:
-    """A Storage's time index (shaping/ttl.Expiring for the store thread's purge)."""
+    """A Storage's time index (shaping/ttl.Purge drives its purge and build)."""
 
     def __init__(self, host: IndexHost, secondary: SecondaryIndexes) -> None:
         self._s = host
