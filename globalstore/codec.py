@@ -33,7 +33,10 @@ VALUE_FORMAT_VERSION = 1
 LAYOUT_VERSION = 1
 HEADER = struct.Struct(">BBqiq")
 HEADER_SIZE = HEADER.size
-_V1 = LAYOUT_VERSION
+V1 = 1  # a layout-1 value's first byte, which no JSON document starts with (layout 0)
+_V1_BYTE = bytes((V1,))
+TIMESTAMP = struct.Struct(">q")  # HEADER's record timestamp, in ms
+TIMESTAMP_AT = 2  # its offset in HEADER, after the layout and format bytes
 UNKNOWN = -1  # timestamp/partition/offset of a legacy value that never recorded them
 _loads = orjson.loads
 
@@ -86,7 +89,16 @@ def value_format(headers: list[tuple[str, bytes | None]] | None) -> int:
 
 def pack(value: bytes, timestamp: int, partition: int, offset: int) -> bytes:
     """On-disk bytes for one record value (layout v1)."""
-    return HEADER.pack(_V1, VALUE_FORMAT_VERSION, timestamp, partition, offset) + value
+    return HEADER.pack(V1, VALUE_FORMAT_VERSION, timestamp, partition, offset) + value
+
+
+def record_timestamp(raw: bytes) -> int | None:
+    """The record timestamp (ms) stored with a value, None when it has none that can age: a
+    legacy value, or a record the producer gave none (UNKNOWN or negative)."""
+    if len(raw) >= HEADER_SIZE and raw[0] == V1:
+        ts: int = TIMESTAMP.unpack_from(raw, TIMESTAMP_AT)[0]
+        return ts if ts >= 0 else None
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +114,7 @@ class Entry:
 
 def origin(raw: bytes) -> tuple[int, int, int]:
     """(timestamp, partition, offset) stored with a value; UNKNOWN for legacy values."""
-    if raw[:1] == b"\x01" and len(raw) >= HEADER_SIZE:
+    if raw[:1] == _V1_BYTE and len(raw) >= HEADER_SIZE:
         _, _, ts, partition, offset = HEADER.unpack_from(raw)
         return ts, partition, offset
     return UNKNOWN, UNKNOWN, UNKNOWN
@@ -112,7 +124,7 @@ def decode(raw: bytes, key: bytes, topic: str) -> Any:
     """The JSON value inside on-disk bytes, or InvalidValue naming the record it came from."""
     # Fast path (every value written by this version): one check, one parse. Slicing copies
     # ~200 bytes, yet orjson parses bytes ~0.3 µs faster than a memoryview of them.
-    if len(raw) > HEADER_SIZE and raw[0] == _V1 and raw[1] == VALUE_FORMAT_VERSION:
+    if len(raw) > HEADER_SIZE and raw[0] == V1 and raw[1] == VALUE_FORMAT_VERSION:
         try:
             return _loads(raw[HEADER_SIZE:])
         except orjson.JSONDecodeError as exc:
@@ -124,7 +136,7 @@ def decode(raw: bytes, key: bytes, topic: str) -> Any:
 def decode_items(pairs: Iterable[tuple[bytes, bytes]], topic: str) -> Iterator[tuple[str, Any]]:
     """(key, decoded value) for each (key bytes, on-disk bytes): decode() for a whole scan,
     with its fast path inlined because a function call per key is a sizeable part of a scan."""
-    loads, size, v1, fmt = _loads, HEADER_SIZE, _V1, VALUE_FORMAT_VERSION
+    loads, size, v1, fmt = _loads, HEADER_SIZE, V1, VALUE_FORMAT_VERSION
     for key, raw in pairs:
         if len(raw) > size and raw[0] == v1 and raw[1] == fmt:
             try:
@@ -137,7 +149,7 @@ def decode_items(pairs: Iterable[tuple[bytes, bytes]], topic: str) -> Iterator[t
 
 def _decode_other(raw: bytes, key: bytes, topic: str) -> Any:
     """Legacy layout 0 (bare JSON), empty values, unknown value formats."""
-    if raw[:1] == b"\x01":
+    if raw[:1] == _V1_BYTE:
         if len(raw) < HEADER_SIZE or raw[1] > VALUE_FORMAT_VERSION:
             _, partition, offset = origin(raw)
             raise InvalidValue(topic, key, partition, offset, "unknown value format")
@@ -160,7 +172,7 @@ def decode_entry(raw: bytes, key: bytes, topic: str, decoder: Decode = decode) -
 
 def stored_format(raw: bytes) -> int:
     """The value format of on-disk bytes (a legacy layout 0 value is the first format)."""
-    if raw[:1] == b"\x01" and len(raw) >= HEADER_SIZE:
+    if raw[:1] == _V1_BYTE and len(raw) >= HEADER_SIZE:
         return raw[1]
     return VALUE_FORMAT_VERSION
 
@@ -168,7 +180,7 @@ def stored_format(raw: bytes) -> int:
 def parse_json(raw: bytes, key: bytes, topic: str) -> Any:
     """The JSON inside on-disk bytes of any layout and value format (converters.py decides
     what the format means), or InvalidValue naming the record."""
-    body = raw[HEADER_SIZE:] if raw[:1] == b"\x01" else raw
+    body = raw[HEADER_SIZE:] if raw[:1] == _V1_BYTE else raw
     try:
         return _loads(body)
     except orjson.JSONDecodeError as exc:

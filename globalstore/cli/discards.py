@@ -14,9 +14,9 @@ from pathlib import Path
 from globalstore.cli.errors import UserError
 from globalstore.config import StoreConfig
 from globalstore.errors import StorageError
-from globalstore.shaping.indexes import reconcile
 from globalstore.shaping.transform import rebuild_reason
 from globalstore.storage import Storage
+from globalstore.storage.index_defs import reconcile
 from globalstore.storage.lock import DirLock
 from globalstore.storage.meta import Meta
 

@@ -193,7 +193,7 @@ def _structs(
     raise failed
 
 
-_STAMP = operator.itemgetter(slice(2, 10))  # codec.HEADER's timestamp: big-endian i64
+_STAMP = operator.itemgetter(slice(codec.TIMESTAMP_AT, codec.TIMESTAMP_AT + codec.TIMESTAMP.size))
 
 
 def _timestamps(pa: ModuleType, raws: Sequence[bytes]) -> Any:

@@ -23,8 +23,9 @@ from globalstore.errors import (
 from globalstore.read import arrow
 from globalstore.read.copy import Copy
 from globalstore.read.protocols import IndexStatus, ScanFilters, TtlStatus
-from globalstore.shaping import indexes, ttl
+from globalstore.shaping import ttl
 from globalstore.storage import Storage, StorageState
+from globalstore.storage import keys as index_keys
 from globalstore.storage.meta import IndexDef
 
 if TYPE_CHECKING:
@@ -233,9 +234,9 @@ class StoreQueries:
         if value is not None and (prefix is not None or start is not None or end is not None):
             raise ValueError("an index is read by either a value, or prefix/start/end, not both")
         storage, d = self._index_def(index)
-        lower, upper = indexes.bounds(d.id, value, prefix, start, end)
+        lower, upper = index_keys.bounds(d.id, value, prefix, start, end)
         if after is not None:
-            lower, upper = indexes.past(d.id, after, lower, upper, reverse)
+            lower, upper = index_keys.past(d.id, after, lower, upper, reverse)
         # The view is fixed here: the entries' iterator and the data's snapshot are taken now.
         scan = self._guard(lambda: storage.index_scan(lower, upper, reverse))
         ttl_ms = storage.state.ttl_ms
@@ -250,7 +251,7 @@ class StoreQueries:
         storage, d = self._index_def(index)
         if storage.state.ttl_ms is not None:  # the scan leaves expired keys out; nothing decoded
             return sum(1 for _ in self._guarded(self._index_scan(index, value)))
-        lower, upper = indexes.bounds(d.id, value)
+        lower, upper = index_keys.bounds(d.id, value)
         return self._guard(lambda: storage.index_count(lower, upper))
 
     def _unexpired_count(self, storage: Storage, count: int) -> int:
@@ -368,15 +369,7 @@ def _bounds(
     if prefix:
         p = prefix.encode("utf-8")
         lower = p if lower is None else max(lower, p)
-        succ = _successor(p)
+        succ = index_keys.successor(p)
         if succ is not None:
             upper = succ if upper is None else min(upper, succ)
     return lower, upper
-
-
-def _successor(prefix: bytes) -> bytes | None:
-    """Smallest byte string greater than every string starting with prefix (None: no bound)."""
-    stripped = prefix.rstrip(b"\xff")
-    if not stripped:
-        return None
-    return stripped[:-1] + bytes([stripped[-1] + 1])

@@ -6,15 +6,11 @@ a value written at `ts` ms is expired once ts < now - ttl. A value without a kno
 (a legacy layout-0 value, or a record the producer gave none: UNKNOWN or negative) never
 expires: there is nothing to measure its age by.
 
-Purging walks a time index, kept in the index column family (indexes.py) under the prefix
-b"t", which no secondary index can take (their keys start with b"e", b"k" or b"n"):
-    t<ts><key>   the key's value was written at `ts` (ms, 8 bytes big-endian): in time order,
-                 so the expired keys are the entries from the start up to the cutoff
-    t            how many such entries there are (i64), for status and count()
-A key has exactly one entry, that of its current value, written in the same WriteBatch as
-the value (storage/timeindex.py): its previous entry is found by reading the old value's
-header (one multi-get per batch). A key rewritten since an entry was read therefore has no
-entry at the old timestamp any more, and a purge never deletes a fresher value.
+Purging walks the time index (its keys: storage/keys.py), whose entries name each key with
+the timestamp of its value, in time order: the expired keys are the entries from the start
+up to the cutoff. A key has exactly one entry, written in the same WriteBatch as its value
+(storage/timeindex.py), so a key rewritten since an entry was read has no entry at the old
+timestamp any more, and a purge never deletes a fresher value.
 
 The meta entry "time_index" says whether the store has that index: "built", or the cursor of
 its background build, which runs on the store thread before the purge: after a bulk restore
@@ -27,53 +23,13 @@ index at all (dropped at start with one range deletion).
 from __future__ import annotations
 
 import logging
-import struct
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterable, Iterator
 
-from globalstore.codec import HEADER
+from globalstore.codec import HEADER_SIZE, TIMESTAMP, TIMESTAMP_AT, V1, record_timestamp
+from globalstore.storage.timeindex import TimeIndex
 
 log = logging.getLogger(__name__)
-
-TIME = b"t"  # the time entries' prefix in the index column family; alone, their count
-_TS = struct.Struct(">Q")
-_V1 = 1
-_HEADER_SIZE = HEADER.size
-_TS_AT = 2  # offset of the timestamp in codec.HEADER (layout u8, format u8, then ts i64)
-_I64 = struct.Struct(">q")
-BUILT = b"built"  # the meta entry of a complete time index; else b"cursor:" + hex
-
-
-# -- keys of the index column family ---------------------------------------------------------
-
-
-def time_key(ts: int, key: bytes) -> bytes:
-    return TIME + _TS.pack(ts) + key
-
-
-def split_time_key(entry: bytes) -> tuple[int, bytes]:
-    """(timestamp ms, data key) of a time entry."""
-    return _TS.unpack_from(entry, 1)[0], entry[1 + _TS.size :]
-
-
-def expired_range(cutoff: int) -> tuple[bytes, bytes]:
-    """[lower, upper) of the time entries written before `cutoff` (ms)."""
-    return TIME + _TS.pack(0), TIME + _TS.pack(max(0, cutoff))
-
-
-def all_entries() -> tuple[bytes, bytes]:
-    """[begin, end) holding the whole time index, its count included: what dropping it
-    deletes."""
-    return TIME, TIME[:-1] + bytes([TIME[-1] + 1])
-
-
-def timestamp(raw: bytes) -> int | None:
-    """The record timestamp (ms) stored with a value, None when it has none that can age."""
-    if len(raw) >= _HEADER_SIZE and raw[0] == _V1:
-        ts: int = _I64.unpack_from(raw, _TS_AT)[0]
-        return ts if ts >= 0 else None
-    return None
 
 
 # -- hiding ----------------------------------------------------------------------------------
@@ -90,7 +46,7 @@ def cutoff(ttl_ms: int, now_ms: int | None = None) -> int:
 
 def is_expired(raw: bytes, cutoff_ms: int) -> bool:
     """Whether a stored value is older than the cutoff; never for one without a timestamp."""
-    ts = timestamp(raw)
+    ts = record_timestamp(raw)
     return ts is not None and ts < cutoff_ms
 
 
@@ -102,12 +58,12 @@ def hiding(lookup: Lookup, ttl_ms: int | None) -> Lookup:
     that answers None for an expired value."""
     if ttl_ms is None:
         return lookup
-    unpack, now = _I64.unpack_from, time.time
+    unpack, now = TIMESTAMP.unpack_from, time.time
 
     def live(key: bytes) -> bytes | None:
         raw = lookup(key)
-        if raw is not None and len(raw) >= _HEADER_SIZE and raw[0] == _V1:
-            ts = unpack(raw, _TS_AT)[0]
+        if raw is not None and len(raw) >= HEADER_SIZE and raw[0] == V1:
+            ts = unpack(raw, TIMESTAMP_AT)[0]
             if 0 <= ts < now() * 1000 - ttl_ms:
                 return None
         return raw
@@ -127,62 +83,14 @@ def unexpired(
 ) -> Iterator[tuple[bytes, bytes]]:
     """The (key, raw value) pairs whose value is not expired at `cutoff_ms` (is_expired()
     inlined: a function call per key is a sizeable part of a scan)."""
-    unpack, size, at = _I64.unpack_from, _HEADER_SIZE, _TS_AT
+    unpack, size, at, v1 = TIMESTAMP.unpack_from, HEADER_SIZE, TIMESTAMP_AT, V1
     for key, raw in pairs:
-        if len(raw) >= size and raw[0] == _V1 and 0 <= unpack(raw, at)[0] < cutoff_ms:
+        if len(raw) >= size and raw[0] == v1 and 0 <= unpack(raw, at)[0] < cutoff_ms:
             continue
         yield key, raw
 
 
-# -- the time index's changes in one batch ---------------------------------------------------
-
-
-def changes(
-    keys: list[bytes], olds: list[bytes | None], news: Mapping[bytes, bytes | None]
-) -> tuple[list[bytes], list[bytes]]:
-    """(entries to delete, entries to put) for the keys a batch wrote, given their old
-    stored bytes and {key: new stored bytes, None if deleted}. An unchanged timestamp
-    deletes nothing. timestamp() inlined: this runs for every key a batch writes."""
-    deletes, puts = [], []
-    unpack, size, at = _I64.unpack_from, _HEADER_SIZE, _TS_AT
-    for key, old in zip(keys, olds, strict=True):
-        new = news[key]
-        old_ts = unpack(old, at)[0] if old is not None and len(old) >= size and old[0] == 1 else -1
-        new_ts = unpack(new, at)[0] if new is not None and len(new) >= size and new[0] == 1 else -1
-        if old_ts == new_ts:
-            continue
-        if old_ts >= 0:  # a negative timestamp is none (UNKNOWN): it has no entry
-            deletes.append(time_key(old_ts, key))
-        if new_ts >= 0:
-            puts.append(time_key(new_ts, key))
-    return deletes, puts
-
-
-def parse_cursor(raw: bytes | None) -> tuple[bool, bytes | None]:
-    """(has a time index, its build cursor: None once built) of the meta entry."""
-    if raw is None:
-        return False, None
-    if raw == BUILT:
-        return True, None
-    return True, bytes.fromhex(raw.removeprefix(b"cursor:").decode("ascii"))
-
-
-def cursor_entry(cursor: bytes | None) -> bytes:
-    return BUILT if cursor is None else b"cursor:" + cursor.hex().encode("ascii")
-
-
 # -- the chores of the store thread ----------------------------------------------------------
-
-
-class Expiring(Protocol):
-    """What the purge and the build need of the storage (storage/timeindex.py)."""
-
-    @property
-    def time_cursor(self) -> bytes | None: ...
-
-    def purge(self, cutoff_ms: int, limit: int) -> tuple[int, list[bytes]]: ...
-
-    def build_chunk(self, limit: int) -> int: ...
 
 
 class Purge:
@@ -191,7 +99,7 @@ class Purge:
     a chunk has emptied the expired range: the next one waits `idle` seconds (a key that
     expires meanwhile is already hidden; only its space waits)."""
 
-    def __init__(self, storage: Expiring, ttl_ms: int, chunk: int = 2_000, idle: float = 1.0):
+    def __init__(self, storage: TimeIndex, ttl_ms: int, chunk: int = 2_000, idle: float = 1.0):
         self.storage, self.ttl_ms, self.chunk, self.idle = storage, ttl_ms, max(1, chunk), idle
         self.purged = 0  # keys deleted since this start
         self._due = 0.0  # monotonic time of the next step that does work

@@ -1,19 +1,24 @@
-"""The store's RocksDB database, and the only package of globalstore that imports rocksdict.
+"""The store's RocksDB database, every byte layout it holds, and the one write path: the only
+package of globalstore that imports rocksdict.
 It never reads a Kafka message either: apply() takes plain records (Record tuples) and the
 partition ends reached, which the thread's consumer source (sources.py) makes of what its
 consumer returns; the C loop (follow/native.py) fills its batches itself.
 
 database.py   Storage: open (locked, read-only or as a secondary that catches up), apply a
-              batch of records with its offsets, read, wipe, checkpoint
-state.py      StorageState, what it holds as of one batch, replaced whole after every change
+              batch of records with its offsets, commit every write, read, wipe, checkpoint
+batch.py      Batch: one write, its WriteBatch and the state the store holds once written
+state.py      StorageState, what it holds as of one batch, replaced whole after every write
+meta.py       the meta column family's keys and entries, and their parsing
+keys.py       the index column family's keys: secondary index entries and time entries
 scan.py       scans over one point-in-time view, and the background key count
 records.py    Record; records into put/delete operations (the Python hot loop), Applied
-index_defs.py the secondary indexes: their definitions, the entries a batch's keys get,
-              the chunks of their build
+index_defs.py the secondary indexes: their definitions and how a config changes them, the
+              entries a batch's keys get, the chunks of their build
 timeindex.py  the time index of a store with a ttl: its entries written with each batch,
               the purge of expired keys, its build, a count without the expired keys
 host.py       IndexHost: what those two indexes use of the Storage holding them
 index_family.py  the index column family both keep their entries in
+opening.py    how the database is opened (access, column families), and a damaged one wiped
 options.py    RocksDBOptions as rocksdict Options
 lock.py       the directory lock (one process per store directory)
 failures.py   what an error RocksDB raised means (locked, damaged, refused, a full or failing

@@ -4,25 +4,24 @@ On disk, in the store directory:
     globalstore.lock   fcntl lock held while open (one process per directory)
     RocksDB files      column family "default": key -> codec layout (header + value bytes)
                        column family "meta":    layout version, topic, offsets, counters
-                       column family "index":   secondary index entries (index_family.py),
+                       column family "index":   secondary and time index entries (keys.py),
                                                 only once an index is defined
 
-Every apply() is ONE WriteBatch holding the records and the next offset of each partition
+Every write is one Batch (batch.py), written by commit(), which then publishes the state it
+carries. Every apply() is ONE WriteBatch holding the records and the next offset of each partition
 they came from (contract 2), so after a crash the stored offsets never run ahead of the data.
 It takes plain records (records.Record) and the partition ends reached, never a Kafka
 message: the consumer and its messages belong to sources.py.
 
 The indexes it holds, secondary (index_defs.py, at `indexes`) and the ttl's time index
 (timeindex.py, at `time`), keep entries derived from the data: apply() puts theirs in its
-batch, and they write their own batches through the members host.IndexHost names.
+batch, and they commit their own batches through the members host.IndexHost names.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
-import logging
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -30,12 +29,10 @@ from pathlib import Path
 
 import rocksdict
 
-from globalstore.codec import (
-    LAYOUT_VERSION,
-)
 from globalstore.config import RocksDBOptions
 from globalstore.errors import StorageError
-from globalstore.storage.failures import close_when_unborrowed, open_refusal, reported
+from globalstore.storage.batch import Batch
+from globalstore.storage.failures import close_when_unborrowed, reported
 from globalstore.storage.index_defs import SecondaryIndexes
 from globalstore.storage.index_family import IndexFamily
 from globalstore.storage.lock import DirLock, NoLock
@@ -43,27 +40,19 @@ from globalstore.storage.meta import (
     I64,
     INDEX_CF,
     INDEX_PREFIX,
-    K_APPLIED_AT,
     K_COUNT,
     K_IN_SYNC_AT,
-    K_LAYOUT,
-    K_MIGRATE_FROM,
-    K_RESTORED_AT,
-    K_TOPIC,
-    K_TOPIC_ID,
     META_CF,
     OFFSET_PREFIX,
     Meta,
-    offset_key,
     parse_meta,
 )
+from globalstore.storage.opening import db_dir, open_rdict
 from globalstore.storage.options import rocksdb_options
-from globalstore.storage.records import Applied, Delete, NativeBatch, Put, Records, fill
+from globalstore.storage.records import Applied, NativeBatch, Records
 from globalstore.storage.scan import Recount, scan_items
 from globalstore.storage.state import StorageState
 from globalstore.storage.timeindex import TimeIndex
-
-log = logging.getLogger(__name__)
 
 
 class Storage:
@@ -89,16 +78,17 @@ class Storage:
         self._options = options or RocksDBOptions()
         self._secondary = secondary
         self.read_only = read_only or secondary is not None
-        if self.read_only and not (self.path / "db" / "CURRENT").exists():
+        if self.read_only and not (db_dir(self.path) / "CURRENT").exists():
             raise StorageError(f"no store at {self.path}")
         self._lock = (
             lock if lock is not None else NoLock() if self.read_only else DirLock(self.path)
         )
-        self.state = StorageState()  # only this thread-safe reference is ever replaced
+        # Only this thread-safe reference is ever replaced: by commit() after each write.
+        self.state = StorageState()
         self._recount: Recount | None = None
         # The indexes it holds write through its IndexHost members (host.py).
-        self.indexes = SecondaryIndexes(self)  # a store with indexes keeps them (indexes.py)
-        self.time = TimeIndex(self, self.indexes)  # a store with a ttl keeps it (ttl.py)
+        self.indexes = SecondaryIndexes(self)  # a store with indexes keeps them (index_defs.py)
+        self.time = TimeIndex(self, self.indexes)  # a store with a ttl keeps it (timeindex.py)
         # Held while writing, and while a reader opens its two iterators (values and index
         # entries): then both see the database at the same sequence number.
         self.view_lock = threading.Lock()
@@ -110,49 +100,15 @@ class Storage:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def _db_dir(self) -> str:
-        return str(self.path / "db")
-
     def _open(self) -> None:
-        try:
-            self._db = self._open_rdict()
-        except Exception as exc:
-            refusal = open_refusal(exc, self.path, wipe=not self.read_only)
-            if refusal is not None:
-                raise refusal from exc
-            # RocksDB cannot make sense of its own files: the topic is the source of truth.
-            log.warning("store %s is damaged (%s); wiping it to rebuild", self.path, exc)
-            shutil.rmtree(self._db_dir(), ignore_errors=True)
-            with reported(f"opening RocksDB in {self.path} after wiping it", self.path):
-                self._db = self._open_rdict()
+        self._db, has_index = open_rdict(self.path, self._options, self.read_only, self._secondary)
         self._meta_cf = self._db.get_column_family_handle(META_CF)
         self._meta = self._db.get_column_family(META_CF)
-        self._index = IndexFamily(self._db) if self._has_index_cf else None
+        self._index = IndexFamily(self._db) if has_index else None
         self._get = self._db.get
         self._logged = rocksdict.WriteOptions()
         self._unlogged = rocksdict.WriteOptions()
         self._unlogged.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
-
-    def _open_rdict(self) -> rocksdict.Rdict:
-        opts = rocksdb_options(self._options)
-        if self._secondary is not None:
-            access = rocksdict.AccessType.secondary(str(self._secondary))
-            # The writer deletes the table files a compaction replaced; a secondary that
-            # keeps every file it uses open still reads them until it next catches up.
-            opts.set_max_open_files(-1)
-            # Each catch-up loads the table files it adds with this many threads, created
-            # anew every time: 16 (the default) made a catch-up cost 770 µs, 1 makes it 17.
-            opts.set_max_file_opening_threads(1)
-        elif self.read_only:
-            access = rocksdict.AccessType.read_only()
-        else:
-            access = rocksdict.AccessType.read_write()
-        families = {META_CF: opts}
-        # The index family exists once an index was defined (index_family() creates it).
-        self._has_index_cf = INDEX_CF in _families(self._db_dir(), opts)
-        if self._has_index_cf:
-            families[INDEX_CF] = opts
-        return rocksdict.Rdict(self._db_dir(), opts, column_families=families, access_type=access)
 
     def close(self) -> None:
         try:
@@ -188,18 +144,13 @@ class Storage:
         database in its place (a snapshot): that one is opened instead."""
         self._close_db()
         with reported(f"wiping the store at {self.path}", self.path):
-            shutil.rmtree(self._db_dir(), ignore_errors=True)
+            shutil.rmtree(db_dir(self.path), ignore_errors=True)
             if refill is not None:
                 refill(self.path)
         self._open()
         self.state = StorageState()
 
     # -- meta --------------------------------------------------------------------------------
-
-    @property
-    def meta_handle(self) -> rocksdict.ColumnFamily:
-        """The meta column family, for a batch's meta entries."""
-        return self._meta_cf
 
     def read_meta(self) -> Meta:
         """Parse the meta column family; DamagedLayoutError if any entry does not parse."""
@@ -210,19 +161,9 @@ class Storage:
     def load(self, meta: Meta) -> None:
         """Adopt positions, count, layout, last restore time and indexes from meta as the
         state."""
-        self.state = StorageState(
-            dict(meta.offsets),
-            meta.count,
-            meta.layout,
-            meta.migrate_from,
-            meta.restored_at_ms,
-            dict(meta.indexes),
-            {name: self._entries(d.id) for name, d in meta.indexes.items()},
-        )
-        self.state = self.time.loaded(self.state, meta)
-
-    def _entries(self, index_id: int) -> int:
-        return 0 if self._index is None else self._index.entries(index_id)
+        index = self._index
+        entries = {n: 0 if index is None else index.entries(d.id) for n, d in meta.indexes.items()}
+        self.state = self.time.loaded(StorageState.of(meta, entries), meta)
 
     def catch_up(self) -> None:
         """A secondary instance: read what the writer logged since the last call (its
@@ -240,11 +181,9 @@ class Storage:
 
     def mark_restored(self, now_ms: int) -> None:
         """Record that a restore reached its end offsets (kept across restarts for status)."""
-        wb = rocksdict.WriteBatch(raw_mode=True)
-        wb.put(K_RESTORED_AT, I64.pack(now_ms), self._meta_cf)
-        wb.put(K_IN_SYNC_AT, I64.pack(now_ms), self._meta_cf)
-        self.write(wb)
-        self.state = dataclasses.replace(self.state, restored_at_ms=now_ms)
+        batch = self.batch()
+        batch.mark_restored(now_ms)
+        self.commit(batch)
 
     def mark_in_sync(self, now_ms: int) -> None:
         """Record that the store holds the topic's end at this wall time."""
@@ -260,25 +199,15 @@ class Storage:
         """Mark an empty store as current layout, for this topic, with the `more` meta
         entries its config asks for (transform.py). Its retention clock starts now:
         everything it will read was in the topic at this moment or later."""
-        wb = rocksdict.WriteBatch(raw_mode=True)
-        for key, value in (more or {}).items():
-            wb.put(key, value, self._meta_cf)
-        wb.put(K_LAYOUT, str(LAYOUT_VERSION).encode(), self._meta_cf)
-        wb.put(K_COUNT, I64.pack(0), self._meta_cf)
-        wb.put(K_IN_SYNC_AT, I64.pack(now_ms), self._meta_cf)
-        if topic is not None:
-            wb.put(K_TOPIC, topic.encode(), self._meta_cf)
-        if topic_id is not None:
-            wb.put(K_TOPIC_ID, topic_id.encode(), self._meta_cf)
-        self.write(wb)
-        self.state = dataclasses.replace(self.state, count=0, layout=LAYOUT_VERSION)
+        batch = self.batch()
+        batch.initialise(topic, topic_id, now_ms, more or {})
+        self.commit(batch)
 
     def put_meta(self, key: bytes, value: bytes | None) -> None:
-        with self._writing():
-            if value is None:
-                self._meta.delete(key)
-            else:
-                self._meta.put(key, value)
+        """Put (None: delete) one meta entry, in a batch of its own."""
+        batch = self.batch()
+        batch.put_meta(key, value)
+        self.commit(batch)
 
     def put_meta_int(self, key: bytes, value: int) -> None:
         self.put_meta(key, I64.pack(value))
@@ -302,18 +231,14 @@ class Storage:
         now_ms: int,
         changes: bool = True,
     ) -> Applied:
-        """Write a consumed batch and the offsets it covers in one WriteBatch.
+        """Write a consumed batch and the offsets it covers in one WriteBatch (Batch.records
+        says which offsets).
 
-        `records` are the batch's records (records.Record tuples); `ends` is {partition:
-        offset} of each partition end the consumer reached with the batch. The offset stored
-        for a partition is the next one after its last record, or its end, whichever is
-        further: an end made of transaction markers or aborted records holds nothing to
-        apply, yet it is reached. exact_count=True looks up each distinct key of
-        the batch (before writing it) to keep the live-key count exact: cheap for a small
-        follow batch, but ~10 µs per key already on disk, so a bulk restore passes False,
-        which marks the count unknown until a recount (see begin_recount) has caught up.
-        Applied.changed lists the batch's keys when exact_count or `changes` is set, else it
-        stays empty (one dict store a record saved).
+        exact_count=True looks up each distinct key of the batch (before writing it) to keep
+        the live-key count exact: cheap for a small follow batch, but ~10 µs per key already
+        on disk, so a bulk restore passes False, which marks the count unknown until a
+        recount (see begin_recount) has caught up. Applied.changed lists the batch's keys
+        when exact_count or `changes` is set.
 
         A bulk apply also skips RocksDB's write-ahead log (a third of the restore's time went
         into writing it). Atomic flush (RocksDBOptions) persists both column families
@@ -321,101 +246,62 @@ class Storage:
         next start resumes from the last flushed ones; begin_recount flushes before any
         logged write follows.
         """
-        wb = rocksdict.WriteBatch(raw_mode=True)
-        out = Applied()
-        nexts: dict[int, int] = {}
-        put, delete, staged = self._staging(wb)
-        out.changed = fill(put, delete, records, out, nexts, exact_count or changes)
-        out.records = len(records)
-        for p, end in ends.items():
-            # Everything before the end was delivered (or was never data).
-            nexts[p] = max(nexts.get(p, 0), end)
-        return self._commit(wb, out, nexts, exact_count, now_ms, staged)
+        batch = self.batch()
+        out = batch.records(records, ends, self._tracks_writes, exact_count or changes)
+        return self._commit_applied(batch, out, exact_count, now_ms)
 
     def apply_native(self, restorer: NativeBatch, timeout: float, now_ms: int) -> Applied:
         """A bulk apply (exact_count=False, no changes listed) of the batch the C loop
         consumes, written exactly as apply() writes the same records."""
-        wb = rocksdict.WriteBatch(raw_mode=True)
-        out = Applied()
-        nexts: dict[int, int] = {}
-        put, delete, staged = self._staging(wb)
-        out.records = restorer.fill(put, delete, nexts, out.events, out.skipped, timeout)
-        return self._commit(wb, out, nexts, False, now_ms, staged)
+        batch = self.batch()
+        out = batch.native(restorer, timeout, self._tracks_writes)
+        return self._commit_applied(batch, out, False, now_ms)
 
-    def _staging(
-        self, wb: rocksdict.WriteBatch
-    ) -> tuple[Put, Delete, dict[bytes, bytes | None] | None]:
-        """The put and delete a loop fills `wb` with: the batch's own, or, when the store has
-        indexes or a time index, ones that also note {key: stored bytes, None if deleted},
-        the last write of each key, which _commit indexes. Either loop calls them, so both
-        index alike."""
-        if self.indexes.indexer is None and not self.time.tracks_writes:
-            return wb.put, wb.delete, None
-        staged: dict[bytes, bytes | None] = {}
+    @property
+    def _tracks_writes(self) -> bool:
+        """Whether a batch must note the keys it writes: the store indexes them."""
+        return self.indexes.indexer is not None or self.time.tracks_writes
 
-        def put(key: bytes, value: bytes) -> None:
-            wb.put(key, value)
-            staged[key] = value
-
-        def delete(key: bytes) -> None:
-            wb.delete(key)
-            staged[key] = None
-
-        return put, delete, staged
-
-    def _commit(
-        self,
-        wb: rocksdict.WriteBatch,
-        out: Applied,
-        nexts: dict[int, int],
-        exact_count: bool,
-        now_ms: int,
-        staged: dict[bytes, bytes | None] | None = None,
+    def _commit_applied(
+        self, batch: Batch, out: Applied, exact_count: bool, now_ms: int
     ) -> Applied:
-        """Add the index entries of the `staged` keys, the moved offsets and the count to
-        `wb` and write it."""
-        live, state = out.changed, self.state
-        moved = {p: o for p, o in nexts.items() if o > state.positions.get(p, -1)}
+        """Add the index entries of the keys written, the moved offsets and the count to
+        `batch` and commit it (nothing when no offset moved)."""
+        moved = batch.moved()
         if not moved:
             return out
-        new_count = None
+        count = None
         if exact_count:
-            get = self._get
-            delta = sum(live.values()) - sum(get(k) is not None for k in live)
-            if self._recount is not None:
-                self._recount.delta += delta
-            if state.count is not None:
-                new_count = state.count + delta
+            count = batch.count_exactly(out.changed, self._get)
         elif self._recount is not None:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
-        entries = self.indexes.into(wb, staged, state.indexes) if staged else None
-        time_entries = self.time.into(wb, staged) if staged else None
-        meta_cf = self._meta_cf
-        for p, o in moved.items():
-            wb.put(offset_key(p), I64.pack(o), meta_cf)
-        wb.put(K_APPLIED_AT, I64.pack(now_ms), meta_cf)
-        if new_count is None:
-            wb.delete(K_COUNT, meta_cf)
-        else:
-            wb.put(K_COUNT, I64.pack(new_count), meta_cf)
-        self.write(wb, logged=exact_count)
-        positions = {**state.positions, **moved}
-        self.state = dataclasses.replace(state, positions=positions, count=new_count)
-        if entries is not None:
-            self.state = dataclasses.replace(self.state, index_entries=entries)
-        if time_entries is not None:
-            self.state = dataclasses.replace(self.state, time_entries=time_entries)
+        if batch.staged:
+            self.indexes.into(batch, batch.staged, batch.state.indexes)
+            self.time.into(batch, batch.staged)
+        batch.advance(moved, count, now_ms)
+        batch.logged = exact_count
+        self.commit(batch)
         return out
+
+    def batch(self) -> Batch:
+        """A new write, from the state the store holds now (batch.py)."""
+        return Batch(self.state, self._meta_cf)
+
+    def commit(self, batch: Batch) -> None:
+        """Write `batch` as one WriteBatch under the view lock, then publish the state it
+        carries: every write of the store comes here, and makes one new state."""
+        with self._writing(), self.view_lock:
+            self._db.write(batch.wb, self._logged if batch.logged else self._unlogged)
+        if self._recount is not None:
+            self._recount.delta += batch.live_delta
+        self.state = batch.state
 
     def begin_recount(self) -> None:
         """Start counting live keys over a point-in-time iterator. Call it from the writing
         thread, between applies; exact applies from then on add their change to the result.
         It ends a bulk restore, so it first flushes what the bulk applies left unlogged."""
         self._flush()
-        ro = rocksdict.ReadOptions()
-        ro.fill_cache(False)  # type: ignore[call-arg]  # the stub lacks the flag
-        keys: Iterable[bytes] = self._db.keys(read_opt=ro)  # type: ignore[assignment]
-        self._recount = Recount(iter(keys))
+        self._recount = Recount.of(self._db)
 
     def recount_step(self, chunk: int) -> int | None:
         """Count up to `chunk` more keys; the exact count (also stored) once done, else None."""
@@ -425,25 +311,15 @@ class Storage:
         n = recount.step(chunk)
         if n is not None:
             self._recount = None
-            self.put_meta_int(K_COUNT, n)
-            self.state = dataclasses.replace(self.state, count=n)
+            batch = self.batch()
+            batch.put_meta(K_COUNT, I64.pack(n))
+            batch.change(count=n)
+            self.commit(batch)
         return n
-
-    def recount_removed(self, keys: int) -> None:
-        """`keys` live keys were deleted outside apply() (a purge): a recount running, which
-        counts over a view taken before, leaves them out."""
-        if self._recount is not None:
-            self._recount.delta -= keys
 
     def _writing(self) -> contextlib.AbstractContextManager[None]:
         """Around every call that writes: RocksDB's errors become one StorageError."""
         return reported(f"writing to the store at {self.path}", self.path)
-
-    def write(self, wb: rocksdict.WriteBatch, logged: bool = True) -> None:
-        """Write `wb` as one batch, under the view lock; `logged=False` skips the write-ahead
-        log (a bulk apply, see apply())."""
-        with self._writing(), self.view_lock:
-            self._db.write(wb, self._logged if logged else self._unlogged)
 
     def _flush(self) -> None:
         """Persist the memtables, data and index entries first: even without atomic flush the
@@ -461,20 +337,9 @@ class Storage:
     ) -> None:
         """Rewrite values and meta entries in one batch (migrations, repairs). The state's
         layout entries follow what the batch wrote to the meta column family."""
-        wb = rocksdict.WriteBatch(raw_mode=True)
-        for key, value in pairs:
-            wb.put(key, value)
-        for key, mvalue in (meta or {}).items():
-            if mvalue is None:
-                wb.delete(key, self._meta_cf)
-            else:
-                wb.put(key, mvalue, self._meta_cf)
-        self.write(wb)
-        if meta is not None and (K_LAYOUT in meta or K_MIGRATE_FROM in meta):
-            written = self.read_meta()
-            self.state = dataclasses.replace(
-                self.state, layout=written.layout, migrate_from=written.migrate_from
-            )
+        batch = self.batch()
+        batch.rewrite(pairs, meta or {})
+        self.commit(batch)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -502,7 +367,7 @@ class Storage:
         self, lower: bytes, upper: bytes, reverse: bool
     ) -> Iterator[tuple[bytes, bytes, bytes]]:
         """(index value, key, raw value) of the index entries in [lower, upper)
-        (indexes.bounds), in entry order or reversed: entries and values read at one
+        (keys.bounds), in entry order or reversed: entries and values read at one
         sequence number."""
         index = self._index
         if index is None:
@@ -525,11 +390,3 @@ class Storage:
         them across file systems). Writers pause only for the flush."""
         with reported(f"checkpoint of {self.path} into {dest}", dest):
             rocksdict.Checkpoint(self._db).create_checkpoint(str(dest))
-
-
-def _families(db_dir: str, opts: rocksdict.Options) -> list[str]:
-    """The column families of the database in `db_dir` (none if there is none)."""
-    try:
-        return list(rocksdict.Rdict.list_cf(db_dir, opts))
-    except Exception:
-        return []

@@ -1,9 +1,10 @@
 """IndexHost: what the indexes a Storage holds (index_defs.py, timeindex.py) use of it.
 
 They keep entries derived from the data, so they write through the Storage that holds them:
-into its column families, one logged batch at a time under its view lock, replacing its
-state after each batch (contract 5). Naming that here, rather than handing them the Storage,
-keeps its other members its own and lets the indexes stand below database.py.
+each write of theirs is a Batch it starts and commits (batch.py), which carries the state
+they change; the Storage publishes it once the batch is written (contract 5). Naming that
+here, rather than handing them the Storage, keeps its other members its own and lets the
+indexes stand below database.py.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-import rocksdict
-
+from globalstore.storage.batch import Batch
 from globalstore.storage.index_family import IndexFamily
 from globalstore.storage.meta import Meta
 from globalstore.storage.state import StorageState
@@ -23,13 +23,12 @@ class IndexHost(Protocol):
     """The Storage holding an index, as the index sees it (database.py implements it)."""
 
     path: Path
-    state: StorageState  # replaced whole after each batch the index writes
     # Held while writing, and by a reader that must see two things at one instant.
     view_lock: threading.Lock
 
     @property
-    def meta_handle(self) -> rocksdict.ColumnFamily:
-        """The meta column family, for a batch's meta entries."""
+    def state(self) -> StorageState:
+        """What the store holds as of its last write."""
 
     @property
     def index(self) -> IndexFamily | None:
@@ -38,11 +37,11 @@ class IndexHost(Protocol):
     def index_family(self) -> IndexFamily:
         """The index column family, created if the store has none yet."""
 
-    def write(self, wb: rocksdict.WriteBatch) -> None:
-        """Write `wb` as one logged batch, under the view lock."""
+    def batch(self) -> Batch:
+        """A new write, from the state the store holds now."""
 
-    def recount_removed(self, keys: int) -> None:
-        """`keys` live keys were deleted outside apply(): a recount running leaves them out."""
+    def commit(self, batch: Batch) -> None:
+        """Write `batch`, then publish its state."""
 
     def read_meta(self) -> Meta: ...
 

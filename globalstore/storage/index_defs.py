@@ -1,32 +1,76 @@
-"""The secondary indexes of a store (indexes.py says what they hold): their stored
-definitions, the functions each batch indexes its keys with, the entries a batch's keys get
-and the chunks of the background build. Their entries live in the index column family
-(index_family.py); Storage (database.py) calls `into` from its write path.
+"""The secondary indexes of a store (shaping/indexes.py says what they hold): their stored
+definitions and how a config changes them, the entries a batch's keys get and the chunks of
+the background build. Their entries live in the index column family (index_family.py, their
+keys in keys.py); Storage (database.py) calls `into` from its write path.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
 
-import rocksdict
-
-from globalstore.shaping.indexes import Indexer, reconcile
+from globalstore.storage.batch import Batch
 from globalstore.storage.host import IndexHost
 from globalstore.storage.meta import K_INDEX_NEXT_ID, IndexDef, index_key
 
 log = logging.getLogger(__name__)
 
 
+class IndexValues(Protocol):
+    """A store's index functions (shaping/indexes.Indexer), as a batch sees them."""
+
+    @property
+    def failures(self) -> Mapping[str, int]:
+        """Keys each index's function failed on since this start, for status()."""
+
+    def values(
+        self, staged: Mapping[bytes, bytes | None], defs: Mapping[str, IndexDef]
+    ) -> dict[str, list[frozenset[bytes]]]:
+        """{index name: the index values of each key of `staged` ({key: stored bytes, None
+        if deleted}) after the batch, in its order}, for the indexes of `defs` it has a
+        function for."""
+
+
+@dataclass(frozen=True)
+class Definitions:
+    """What the meta column family must say after reconciling a store with its config."""
+
+    indexes: dict[str, IndexDef]  # every index the config names
+    written: dict[str, IndexDef]  # those new or replaced: their meta entries to write
+    dropped: dict[str, IndexDef]  # stored ones removed or replaced: their entries to delete
+    next_id: int
+
+
+def reconcile(
+    stored: Mapping[str, IndexDef], next_id: int, wanted: Mapping[str, int], empty: bool
+) -> Definitions:
+    """The definitions for indexes {name: version} over a store holding `stored`. A new index,
+    or one whose version changed, gets a new id; it is built at once in an `empty` store
+    (every write indexes what it writes), else it is built from the stored values."""
+    indexes: dict[str, IndexDef] = {}
+    written: dict[str, IndexDef] = {}
+    dropped = {n: d for n, d in stored.items() if wanted.get(n) != d.version}
+    for name, version in wanted.items():
+        old = stored.get(name)
+        if old is not None and old.version == version:
+            indexes[name] = old
+            continue
+        new = IndexDef(next_id, version, built=empty, cursor=None if empty else b"")
+        next_id += 1
+        indexes[name] = written[name] = new
+    return Definitions(indexes, written, dropped, next_id)
+
+
 class SecondaryIndexes:
-    """A Storage's secondary indexes (indexes.Building for the store thread's build)."""
+    """A Storage's secondary indexes (shaping/indexes.IndexBuild drives their build)."""
 
     def __init__(self, host: IndexHost) -> None:
         self._s = host
-        # The store's index functions (indexes.py), set before the first apply when it has
-        # indexes: every batch then indexes the keys it writes.
-        self.indexer: Indexer | None = None
+        # The store's index functions (shaping/indexes.py), set before the first apply when
+        # it has indexes: every batch then indexes the keys it writes.
+        self.indexer: IndexValues | None = None
 
     @property
     def defs(self) -> Mapping[str, IndexDef]:
@@ -46,47 +90,42 @@ class SecondaryIndexes:
         if not plan.written and not plan.dropped:
             return
         family = s.index_family()
-        wb = rocksdict.WriteBatch(raw_mode=True)
+        batch = s.batch()
         for name, old in plan.dropped.items():
-            family.drop_into(wb, old.id)
-            wb.delete(index_key(name), s.meta_handle)
+            family.drop_into(batch.wb, old.id)
+            batch.put_meta(index_key(name), None)
             log.info("store %s: dropped index %r (version %d)", s.path, name, old.version)
         for name, new in plan.written.items():
-            wb.put(index_key(name), new.to_bytes(), s.meta_handle)
+            batch.put_meta(index_key(name), new.to_bytes())
             log.info(
                 "store %s: index %r version %d %s", s.path, name, new.version,
                 "defined" if new.built else "defined; building it from the stored values",
             )  # fmt: skip
-        wb.put(K_INDEX_NEXT_ID, b"%d" % plan.next_id, s.meta_handle)
-        s.write(wb)
-        entries = {n: s.state.index_entries.get(n, 0) for n in plan.indexes}
+        batch.put_meta(K_INDEX_NEXT_ID, b"%d" % plan.next_id)
+        entries = {n: batch.state.index_entries.get(n, 0) for n in plan.indexes}
         entries.update(dict.fromkeys(plan.written, 0))
-        s.state = dataclasses.replace(s.state, indexes=plan.indexes, index_entries=entries)
+        batch.change(indexes=plan.indexes, index_entries=entries)
+        s.commit(batch)
 
     def build_chunk(self, name: str, new: IndexDef, staged: Mapping[bytes, bytes | None]) -> None:
         """Index the `staged` keys (a chunk of stored values) in index `name`, and record its
         definition `new` (its cursor past the chunk), in one batch: a crash resumes there."""
-        s = self._s
-        wb = rocksdict.WriteBatch(raw_mode=True)
-        entries = self.into(wb, staged, {name: new})
-        wb.put(index_key(name), new.to_bytes(), s.meta_handle)
-        s.write(wb)
-        indexes = {**s.state.indexes, name: new}
-        s.state = dataclasses.replace(
-            s.state, indexes=indexes, index_entries=entries or s.state.index_entries
-        )
+        batch = self._s.batch()
+        self.into(batch, staged, {name: new})
+        batch.put_meta(index_key(name), new.to_bytes())
+        batch.change(indexes={**batch.state.indexes, name: new})
+        self._s.commit(batch)
 
     # -- the write path ----------------------------------------------------------------------
 
     def into(
-        self,
-        wb: rocksdict.WriteBatch,
-        staged: Mapping[bytes, bytes | None],
-        defs: Mapping[str, IndexDef],
-    ) -> dict[str, int] | None:
-        """Put in `wb` the index changes of the `staged` keys and the indexes' new entry
-        counts; returns the new counts (None: nothing changed)."""
+        self, batch: Batch, staged: Mapping[bytes, bytes | None], defs: Mapping[str, IndexDef]
+    ) -> None:
+        """Put in `batch` the changes the `staged` keys make to the indexes `defs` and their
+        new entry counts."""
         index = self._s.index
         if self.indexer is None or index is None or not defs:
-            return None
-        return index.index_into(wb, self.indexer, staged, defs, self._s.state.index_entries)
+            return
+        news = self.indexer.values(staged, defs)
+        entries = index.index_into(batch.wb, list(staged), news, defs, batch.state.index_entries)
+        batch.change(index_entries=entries)

@@ -1,18 +1,19 @@
-"""The index column family: the secondary indexes' entries (indexes.py) in a store's RocksDB.
+"""The index column family: the secondary indexes' and the time index's entries (their keys:
+keys.py) in a store's RocksDB.
 
-A store gets the family when its first index is defined (index_defs.py), not
-before: a store that never had an index keeps the column families of a version from before
-indexes, which can still open it.
+A store gets the family when its first index or its time index is defined, not before: a
+store that never had an index keeps the column families of a version from before indexes,
+which can still open it.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import rocksdict
 
-from globalstore.shaping.indexes import Indexer, count_key, id_ranges
+from globalstore.storage.keys import count_key, id_ranges, write_changes
 from globalstore.storage.meta import I64, INDEX_CF, IndexDef
 from globalstore.storage.scan import index_items
 
@@ -33,15 +34,27 @@ class IndexFamily:
     def index_into(
         self,
         wb: rocksdict.WriteBatch,
-        indexer: Indexer,
-        staged: Mapping[bytes, bytes | None],
+        keys: list[bytes],
+        news: Mapping[str, list[frozenset[bytes]]],
         defs: Mapping[str, IndexDef],
         entries: Mapping[str, int],
     ) -> dict[str, int]:
-        """Put in `wb` the index changes of the `staged` keys ({key: stored bytes, None if
-        deleted}) and the new entry counts of the indexes they change; returns the counts
-        after the batch (`entries` are those before it)."""
-        deltas = indexer.update(staged, defs, _IndexBatch(self, wb))
+        """Put in `wb` the changes of the indexes named in `news` ({name: each key's index
+        values after the batch, in the order of `keys`}) and the new entry counts of those
+        that changed; returns the counts after the batch (`entries` are those before it).
+        The reverse entries are read as they were before the batch."""
+        handle = self._handle  # called per entry: one call, not two
+
+        def put(key: bytes, value: bytes) -> None:
+            wb.put(key, value, handle)
+
+        def delete(key: bytes) -> None:
+            wb.delete(key, handle)
+
+        deltas = {
+            name: write_changes(defs[name].id, keys, values, self.get_many, put, delete)
+            for name, values in news.items()
+        }
         after = dict(entries)
         for name, delta in deltas.items():
             if delta:
@@ -96,14 +109,3 @@ class IndexFamily:
             return []
         values: list[bytes | None] = self._family.get(keys)  # type: ignore[arg-type,assignment]
         return values
-
-
-class _IndexBatch:
-    """indexes.IndexBatch over one WriteBatch: writes to the index column family, and reads
-    of it as it was before the batch."""
-
-    def __init__(self, family: IndexFamily, wb: rocksdict.WriteBatch) -> None:
-        handle = family._handle  # called per entry: one call, not two
-        self.put: Callable[[bytes, bytes], object] = lambda k, v: wb.put(k, v, handle)
-        self.delete: Callable[[bytes], object] = lambda k: wb.delete(k, handle)
-        self.get_many = family.get_many

@@ -19,10 +19,12 @@ Keys (column family "meta"):
     transform      the transform_version values were stored with; absent: no transform
     transform.format  the value format that transform was given (transform.py)
     offset:<p>     next offset of partition p, written in the same batch as the data (contract 2)
-    index:<name>   a secondary index (indexes.py): JSON {id, version, built, cursor, scanned}
+    index:<name>   a secondary index (shaping/indexes.py): JSON {id, version, built, cursor,
+                   scanned}
     index.next_id  the id the next index defined gets (ids are never reused)
-    ttl            the store's time to live (ms, i64; ttl.py), for readers in other processes
-    time_index     "built", or "cursor:<hex>" while the time index is built (ttl.py)
+    ttl            the store's time to live (ms, i64; shaping/ttl.py), for readers in other
+                   processes
+    time_index     "built", or "cursor:<hex>" while the time index is built (timeindex.py)
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from globalstore.errors import DamagedLayoutError
 I64 = struct.Struct(">q")
 
 META_CF = "meta"  # the column family beside "default", which holds the data
-INDEX_CF = "index"  # the secondary indexes' entries (indexes.py)
+INDEX_CF = "index"  # the secondary indexes' and the time index's entries (keys.py)
 
 K_LAYOUT = b"layout"
 K_TOPIC = b"topic"
@@ -58,6 +60,7 @@ INDEX_PREFIX = b"index:"
 K_INDEX_NEXT_ID = b"index.next_id"
 K_TTL = b"ttl"
 K_TIME_INDEX = b"time_index"
+_BUILT = b"built"  # K_TIME_INDEX of a complete time index; else b"cursor:" + hex
 
 
 def offset_key(partition: int) -> bytes:
@@ -66,6 +69,20 @@ def offset_key(partition: int) -> bytes:
 
 def index_key(name: str) -> bytes:
     return INDEX_PREFIX + name.encode("utf-8")
+
+
+def parse_cursor(raw: bytes | None) -> tuple[bool, bytes | None]:
+    """(has a time index, its build cursor: None once built) of the K_TIME_INDEX entry."""
+    if raw is None:
+        return False, None
+    if raw == _BUILT:
+        return True, None
+    return True, bytes.fromhex(raw.removeprefix(b"cursor:").decode("ascii"))
+
+
+def cursor_entry(cursor: bytes | None) -> bytes:
+    """The K_TIME_INDEX entry of a time index whose build is at `cursor` (None: built)."""
+    return _BUILT if cursor is None else b"cursor:" + cursor.hex().encode("ascii")
 
 
 @dataclass(frozen=True)
@@ -118,10 +135,10 @@ class Meta:
     indexes: dict[str, IndexDef] = field(default_factory=dict)  # by name
     index_next_id: int = 1
     ttl_ms: int | None = None  # the writer's time to live, if it has one
-    time_index: bytes | None = None  # K_TIME_INDEX as stored (ttl.parse_cursor reads it)
+    time_index: bytes | None = None  # K_TIME_INDEX as stored (parse_cursor reads it)
 
 
-def _opt_int(raw: bytes | None) -> int | None:
+def opt_int(raw: bytes | None) -> int | None:
     return None if raw is None else int(raw)
 
 
@@ -142,12 +159,12 @@ def parse_meta(
     OFFSET_PREFIX on (and from INDEX_PREFIX on); DamagedLayoutError if any entry does not
     parse."""
     try:
-        meta = Meta(layout=_opt_int(get(K_LAYOUT)))
-        meta.migrate_from = _opt_int(get(K_MIGRATE_FROM))
-        meta.value_format = _opt_int(get(K_VALUE_FORMAT))
+        meta = Meta(layout=opt_int(get(K_LAYOUT)))
+        meta.migrate_from = opt_int(get(K_MIGRATE_FROM))
+        meta.value_format = opt_int(get(K_VALUE_FORMAT))
         meta.converting = get(K_CONVERT_CURSOR) is not None
-        meta.transform_version = _opt_int(get(K_TRANSFORM))
-        meta.transform_format = _opt_int(get(K_TRANSFORM_FORMAT))
+        meta.transform_version = opt_int(get(K_TRANSFORM))
+        meta.transform_format = opt_int(get(K_TRANSFORM_FORMAT))
         meta.topic = _opt_str(get(K_TOPIC))
         meta.topic_id = _opt_str(get(K_TOPIC_ID))
         meta.count = _opt_i64(get(K_COUNT))
@@ -158,7 +175,7 @@ def parse_meta(
             if not key.startswith(OFFSET_PREFIX):
                 break
             meta.offsets[int(key[len(OFFSET_PREFIX) :])] = I64.unpack(value)[0]
-        meta.index_next_id = _opt_int(get(K_INDEX_NEXT_ID)) or 1
+        meta.index_next_id = opt_int(get(K_INDEX_NEXT_ID)) or 1
         meta.ttl_ms = _opt_i64(get(K_TTL))
         meta.time_index = get(K_TIME_INDEX)
         for key, value in from_indexes:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import rocksdict
 
-from globalstore.shaping.indexes import split_entry
+from globalstore.storage.keys import split_entry
 
 
 def scan_items(
@@ -22,9 +22,7 @@ def scan_items(
     here: ReadOptions' iterate bounds are unreliable in rocksdict 0.3.29.
     """
     items: Iterable[tuple[bytes, bytes]]
-    # A scan reads each block once: keep it out of the block cache that point gets use.
-    ro = rocksdict.ReadOptions()
-    ro.fill_cache(False)  # type: ignore[call-arg]  # the stub lacks the flag
+    ro = _uncached()
     if reverse:
         items = db.items(backwards=True, from_key=upper, read_opt=ro)  # type: ignore[assignment]
     else:
@@ -32,6 +30,14 @@ def scan_items(
     if upper is None and (lower is None or not reverse):
         return iter(items)  # rocksdict's iterator already starts and ends right
     return bounded(items, lower, upper, reverse)
+
+
+def _uncached() -> rocksdict.ReadOptions:
+    """Options of a read that visits each block once (a scan, the recount): it keeps them out
+    of the block cache that point gets use."""
+    ro = rocksdict.ReadOptions()
+    ro.fill_cache(False)  # type: ignore[call-arg]  # the stub lacks the flag
+    return ro
 
 
 def bounded(
@@ -100,6 +106,12 @@ class Recount:
     keys: Iterator[bytes]
     counted: int = 0
     delta: int = 0
+
+    @classmethod
+    def of(cls, db: rocksdict.Rdict) -> Recount:
+        """A count of the keys `db` holds now."""
+        keys: Iterable[bytes] = db.keys(read_opt=_uncached())  # type: ignore[assignment]
+        return cls(iter(keys))
 
     def step(self, chunk: int) -> int | None:
         """Count up to `chunk` more keys: the live keys once the iterator ends, else None."""

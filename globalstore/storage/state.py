@@ -1,4 +1,4 @@
-"""StorageState: what a store holds as of one applied batch, replaced whole and never changed."""
+"""StorageState: what a store holds as of one write, replaced whole and never changed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from globalstore.storage.meta import IndexDef
+from globalstore.storage.meta import IndexDef, Meta
 
 
 @dataclass(frozen=True)
@@ -21,12 +21,26 @@ class StorageState:
     restored_at_ms: int | None = None  # of the last completed restore
     indexes: Mapping[str, IndexDef] = field(default_factory=dict)  # secondary indexes by name
     index_entries: Mapping[str, int] = field(default_factory=dict)  # entries each one holds
-    # Time to live (ttl.py): ms, or None; whether the store keeps a time index, the cursor of
-    # its build (None once built) and how many entries it holds.
+    # Time to live (shaping/ttl.py): ms, or None; whether the store keeps a time index, the
+    # cursor of its build (None once built) and how many entries it holds.
     ttl_ms: int | None = None
     time_index: bool = False
     time_cursor: bytes | None = None
     time_entries: int = 0
+
+    @classmethod
+    def of(cls, meta: Meta, index_entries: Mapping[str, int]) -> StorageState:
+        """What `meta` says the store holds, its indexes holding `index_entries`; the time
+        index apart (timeindex.TimeIndex.loaded adds it)."""
+        return cls(
+            dict(meta.offsets),
+            meta.count,
+            meta.layout,
+            meta.migrate_from,
+            meta.restored_at_ms,
+            dict(meta.indexes),
+            index_entries,
+        )
 
     def __post_init__(self) -> None:
         # Read-only for whoever is handed the positions (listeners among them).

@@ -1,7 +1,7 @@
-"""The time index of a store with a ttl (ttl.py says what it holds): its entries written with
-each batch, the purge of expired keys, the background build, and a count that leaves the
-expired keys out. Storage (database.py) calls it from its write path; the store thread's
-ttl.Purge drives the rest, between follow batches.
+"""The time index of a store with a ttl (shaping/ttl.py says what it is for; its keys are in
+keys.py): its entries written with each batch, the purge of expired keys, the background
+build, and a count that leaves the expired keys out. Storage (database.py) calls it from its
+write path; the store thread's shaping/ttl.Purge drives the rest, between follow batches.
 """
 
 from __future__ import annotations
@@ -10,19 +10,33 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 
-import rocksdict
-
-from globalstore.shaping import ttl
+from globalstore.codec import record_timestamp
+from globalstore.storage.batch import Batch
 from globalstore.storage.host import IndexHost
 from globalstore.storage.index_defs import SecondaryIndexes
-from globalstore.storage.meta import I64, K_COUNT, K_TIME_INDEX, K_TTL, Meta
+from globalstore.storage.keys import (
+    TIME,
+    all_time_entries,
+    expired_range,
+    split_time_key,
+    time_changes,
+)
+from globalstore.storage.meta import (
+    I64,
+    K_COUNT,
+    K_TIME_INDEX,
+    K_TTL,
+    Meta,
+    cursor_entry,
+    parse_cursor,
+)
 from globalstore.storage.state import StorageState
 
 log = logging.getLogger(__name__)
 
 
 class TimeIndex:
-    """A Storage's time index (ttl.Expiring for the store thread's purge)."""
+    """A Storage's time index (shaping/ttl.Purge drives its purge and build)."""
 
     def __init__(self, host: IndexHost, secondary: SecondaryIndexes) -> None:
         self._s = host
@@ -34,7 +48,7 @@ class TimeIndex:
 
     def loaded(self, state: StorageState, meta: Meta) -> StorageState:
         """`state` with the time index as `meta` and the index family say."""
-        exists, cursor = ttl.parse_cursor(meta.time_index)
+        exists, cursor = parse_cursor(meta.time_index)
         return dataclasses.replace(
             state,
             ttl_ms=meta.ttl_ms,
@@ -45,7 +59,7 @@ class TimeIndex:
 
     def _stored_entries(self) -> int:
         index = self._s.index
-        raw = None if index is None else index.get(ttl.TIME)
+        raw = None if index is None else index.get(TIME)
         return 0 if raw is None else int(I64.unpack(raw)[0])
 
     @property
@@ -62,70 +76,69 @@ class TimeIndex:
         built after the restore: indexing each record as it is written made a bulk apply
         about four times slower, and the build reads each key once, off the way to ready."""
         s, state = self._s, self._s.state
-        wb = rocksdict.WriteBatch(raw_mode=True)
+        if ttl_ms is None and not state.time_index and state.ttl_ms is None:
+            return
+        batch = s.batch()
         cursor, entries = state.time_cursor, state.time_entries
         if ttl_ms is None:
-            if not state.time_index and state.ttl_ms is None:
-                return
             if s.index is not None:
-                s.index.delete_range(wb, *ttl.all_entries())
-            wb.delete(K_TIME_INDEX, s.meta_handle)
-            wb.delete(K_TTL, s.meta_handle)
+                s.index.delete_range(batch.wb, *all_time_entries())
+            batch.put_meta(K_TIME_INDEX, None)
+            batch.put_meta(K_TTL, None)
             cursor, entries = None, 0
             log.info("store %s: no ttl; dropped its time index", s.path)
         else:
             if bulk or not state.time_index:
-                s.index_family().delete_range(wb, *ttl.all_entries())
+                s.index_family().delete_range(batch.wb, *all_time_entries())
                 cursor = b"" if bulk or not s.is_empty() else None
                 entries = 0
-                wb.put(K_TIME_INDEX, ttl.cursor_entry(cursor), s.meta_handle)
-            wb.put(K_TTL, I64.pack(ttl_ms), s.meta_handle)
-        s.write(wb)
-        s.state = dataclasses.replace(
-            state,
+                batch.put_meta(K_TIME_INDEX, cursor_entry(cursor))
+            batch.put_meta(K_TTL, I64.pack(ttl_ms))
+        batch.change(
             ttl_ms=ttl_ms,
             time_index=ttl_ms is not None,
             time_cursor=cursor,
             time_entries=entries,
         )
+        s.commit(batch)
 
     # -- the write path ----------------------------------------------------------------------
 
-    def into(self, wb: rocksdict.WriteBatch, staged: Mapping[bytes, bytes | None]) -> int | None:
-        """Put in `wb` the time entries of the keys a batch wrote ({key: stored bytes, None if
-        deleted}) and the new entry count; returns it (None: the store has no time index).
-        The old entries are found from the old values' headers, read with one multi-get:
-        no extra entry per key to keep, and a key's entry can never disagree with its value.
-        While the index is being built, only keys before its cursor are indexed here: the
+    def into(self, batch: Batch, staged: Mapping[bytes, bytes | None]) -> None:
+        """Put in `batch` the time entries of the keys it wrote ({key: stored bytes, None if
+        deleted}) and the new entry count, if the store has a time index. The old entries
+        are found from the old values' headers, read with one multi-get: no extra entry per
+        key to keep, and a key's entry can never disagree with its value. While the index is
+        being built, only keys before its cursor are indexed here: the
         build indexes the others as it reaches them, with their values of then."""
         s = self._s
-        state = s.state
+        state = batch.state
         if not state.time_index:
-            return None
+            return
         keys = list(staged)
         if state.time_cursor is not None:
             keys = [k for k in keys if k < state.time_cursor]
         if not keys:
-            return state.time_entries
+            return
         olds: list[bytes | None] = s.get_many(keys)
-        deletes, puts = ttl.changes(keys, olds, staged)
+        deletes, puts = time_changes(keys, olds, staged)
         if not deletes and not puts:
-            return state.time_entries
-        family = s.index_family()
+            return
+        family, wb = s.index_family(), batch.wb
         for entry in deletes:
             family.delete(wb, entry)
         for entry in puts:
             family.put(wb, entry, b"")
         entries = state.time_entries + len(puts) - len(deletes)
-        family.put(wb, ttl.TIME, I64.pack(entries))
-        return entries
+        family.put(wb, TIME, I64.pack(entries))
+        batch.change(time_entries=entries)
 
     # -- the purge ---------------------------------------------------------------------------
 
     def _expired_entries(self, cutoff_ms: int, limit: int) -> list[bytes]:
         """Up to `limit` time entries older than `cutoff_ms`, oldest first."""
         index = self._s.index
-        return [] if index is None else index.keys(*ttl.expired_range(cutoff_ms), limit)
+        return [] if index is None else index.keys(*expired_range(cutoff_ms), limit)
 
     def purge(self, cutoff_ms: int, limit: int) -> tuple[int, list[bytes]]:
         """Delete the keys of up to `limit` time entries older than `cutoff_ms` (oldest
@@ -139,34 +152,31 @@ class TimeIndex:
         entries = self._expired_entries(cutoff_ms, limit)
         if not entries:
             return 0, []
-        pairs = [ttl.split_time_key(e) for e in entries]
+        pairs = [split_time_key(e) for e in entries]
         keys = [k for _, k in pairs]
         values: list[bytes | None] = s.get_many(keys)
-        wb = rocksdict.WriteBatch(raw_mode=True)
+        batch = s.batch()
+        wb = batch.wb
         deleted = []
         for (ts, key), raw in zip(pairs, values, strict=True):
-            if raw is not None and ttl.timestamp(raw) == ts:
+            if raw is not None and record_timestamp(raw) == ts:
                 wb.delete(key)
                 deleted.append(key)
-        state = s.state
+        state = batch.state
         family = s.index_family()
         for entry in entries:
             family.delete(wb, entry)
         staged = dict.fromkeys(deleted)  # {key: None}: the keys deleted
-        index_entries = self._secondary.into(wb, staged, state.indexes) if staged else None
+        if staged:
+            self._secondary.into(batch, staged, state.indexes)
         time_entries = state.time_entries - len(entries)
-        family.put(wb, ttl.TIME, I64.pack(time_entries))
+        family.put(wb, TIME, I64.pack(time_entries))
         count = None if state.count is None else state.count - len(deleted)
         if count is not None:
-            wb.put(K_COUNT, I64.pack(count), s.meta_handle)
-        s.write(wb)
-        s.recount_removed(len(deleted))
-        s.state = dataclasses.replace(
-            s.state,
-            count=count,
-            time_entries=time_entries,
-            index_entries=s.state.index_entries if index_entries is None else index_entries,
-        )
+            batch.put_meta(K_COUNT, I64.pack(count))
+        batch.live_delta = -len(deleted)  # a recount running counts over an older view
+        batch.change(count=count, time_entries=time_entries)
+        s.commit(batch)
         return len(entries), deleted
 
     # -- the build ---------------------------------------------------------------------------
@@ -177,19 +187,19 @@ class TimeIndex:
         many keys it read."""
         s, state = self._s, self._s.state
         pairs = s.keys_from(state.time_cursor, limit)
-        wb = rocksdict.WriteBatch(raw_mode=True)
+        batch = s.batch()
         family = s.index_family()
         keys = [key for key, _ in pairs]
-        _, puts = ttl.changes(keys, [None] * len(keys), dict(pairs))  # none had an entry
+        _, puts = time_changes(keys, [None] * len(keys), dict(pairs))  # none had an entry
         for entry in puts:
-            family.put(wb, entry, b"")
+            family.put(batch.wb, entry, b"")
         # The smallest key after the last one indexed: where the next chunk starts.
         cursor = None if len(pairs) < limit else pairs[-1][0] + b"\x00"
         entries = state.time_entries + len(puts)
-        family.put(wb, ttl.TIME, I64.pack(entries))
-        wb.put(K_TIME_INDEX, ttl.cursor_entry(cursor), s.meta_handle)
-        s.write(wb)
-        s.state = dataclasses.replace(state, time_cursor=cursor, time_entries=entries)
+        family.put(batch.wb, TIME, I64.pack(entries))
+        batch.put_meta(K_TIME_INDEX, cursor_entry(cursor))
+        batch.change(time_cursor=cursor, time_entries=entries)
+        s.commit(batch)
         return len(pairs)
 
     # -- reads -------------------------------------------------------------------------------
@@ -201,5 +211,5 @@ class TimeIndex:
         s = self._s
         with s.view_lock:
             raw = s.get_meta(K_COUNT)
-            expired = s.index_count(*ttl.expired_range(cutoff_ms))
+            expired = s.index_count(*expired_range(cutoff_ms))
         return None if raw is None else int(I64.unpack(raw)[0]) - expired

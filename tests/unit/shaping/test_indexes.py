@@ -24,10 +24,10 @@ from globalstore.follow.prepare import Prepared, define_indexes
 from globalstore.follow.thread import StoreThread
 from globalstore.read.copy import Copy
 from globalstore.read.queries import StoreQueries
-from globalstore.shaping import indexes
 from globalstore.shaping.indexes import IndexBuild
 from globalstore.shaping.migrate import Migration
 from globalstore.storage import Storage
+from globalstore.storage.keys import id_ranges
 from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, batch, messages
 from tests.unit.stores.test_shared_store_parts import Writer
 
@@ -280,7 +280,7 @@ def test_a_new_version_rebuilds_and_a_removed_index_is_deleted(tmp_path: Path) -
     assert view.find_count("by_courier", "c-1") == 0
     # Nothing is left of the two old ids: their entries went with their definitions.
     for d in old.values():
-        for begin, end in indexes.id_ranges(d.id):
+        for begin, end in id_ranges(d.id):
             assert storage.index_count(begin, end) == 0
     storage.close()
     storage, build = _open(tmp_path / "s", {"by_courier": shouting}, {"by_courier": 2})

@@ -13,10 +13,9 @@ from typing import Any
 
 import orjson
 import pytest
-import rocksdict
 
 from globalstore import GlobalStore, ReadOnlyStore, SharedStore
-from globalstore.codec import pack
+from globalstore.codec import pack, record_timestamp
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
 from globalstore.follow.plan import Plan
@@ -25,6 +24,7 @@ from globalstore.follow.thread import StoreThread
 from globalstore.shaping import ttl
 from globalstore.shaping.migrate import Migration
 from globalstore.storage import Record, Storage
+from globalstore.storage.keys import expired_range, split_time_key, time_key
 from tests.unit.shaping.test_indexes import FNS, TOPIC, _v, _View
 from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, Msg
 from tests.unit.stores.test_shared_store_parts import Writer
@@ -57,9 +57,9 @@ def _open(path: Path, ttl_seconds: float | None = TTL, chunk: int = 3) -> tuple[
 
 
 def _time_entries(storage: Storage) -> set[tuple[int, bytes]]:
-    lower, upper = ttl.expired_range(2**62)
+    lower, upper = expired_range(2**62)
     assert storage._index is not None
-    return {ttl.split_time_key(k) for k in storage._index.keys(lower, upper, 2**31)}
+    return {split_time_key(k) for k in storage._index.keys(lower, upper, 2**31)}
 
 
 def _apply(storage: Storage, *records: Record) -> None:
@@ -199,10 +199,10 @@ def test_a_stale_time_entry_never_deletes_the_value_it_no_longer_matches(
     storage, _, _ = _filled(tmp_path / "s")
     _apply(storage, _rec("old-1", _v("c-5"), NOW, 9))
     assert (OLD, b"old-1") not in _time_entries(storage)  # the rewrite deleted it
-    stale, index = rocksdict.WriteBatch(raw_mode=True), storage._index
+    stale, index = storage.batch(), storage.index
     assert index is not None
-    index.put(stale, ttl.time_key(OLD - 5, b"new-2"), b"")
-    storage.write(stale)
+    index.put(stale.wb, time_key(OLD - 5, b"new-2"), b"")
+    storage.commit(stale)
     assert storage.time.purge(ttl.cutoff(60_000), 10) == (2, [b"old-2"])
     assert storage.get(b"new-2") is not None and (NOW, b"old-1") in _time_entries(storage)
     assert _time_entries(storage) == {(NOW, b"old-1"), (FRESH, b"new-1"), (NOW, b"new-2")}
@@ -213,7 +213,7 @@ def test_values_without_a_timestamp_never_expire(tmp_path: Path) -> None:
     """A legacy value (layout 0: bare JSON) or one whose record had no timestamp (-1)."""
     storage, purge, view = _filled(tmp_path / "s")
     storage.write_values([(b"bare", orjson.dumps({"a": 1})), (b"unknown", pack(b"{}", -1, 0, 0))])
-    assert ttl.timestamp(orjson.dumps({"a": 1})) is None
+    assert record_timestamp(orjson.dumps({"a": 1})) is None
     assert view.get("bare") == {"a": 1} and view.get("unknown") == {}
     while purge.step():
         pass

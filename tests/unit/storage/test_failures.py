@@ -8,12 +8,13 @@ import errno
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import rocksdict
 
 from globalstore.errors import ConfigurationError, StorageError
-from globalstore.storage import Storage
+from globalstore.storage import Storage, opening
 from globalstore.storage.failures import Failure, classify, disk_report, is_borrowed
 from globalstore.storage.lock import DirLock
 from globalstore.storage.meta import INDEX_CF, K_IN_SYNC_AT, META_CF
@@ -81,8 +82,7 @@ def full(tmp_path: Path) -> Iterator[Storage]:
     storage = Storage(tmp_path / "s")
     storage.initialise("t", None, 1)
     storage.apply(batch(("a", "1")), {}, True, 1)
-    storage._db = FullDisk(storage._db)  # type: ignore[assignment]
-    storage._meta = FullDisk(storage._meta)  # type: ignore[assignment]
+    storage._db = FullDisk(storage._db)  # type: ignore[assignment]  # every write is a batch
     yield storage
     storage.close()
 
@@ -117,7 +117,7 @@ def test_the_recount_storing_its_result_on_a_full_disk_is_a_storage_error(
     try:
         storage.apply(batch(("a", "1")), {}, False, 1)
         storage.begin_recount()
-        storage._meta = FullDisk(storage._meta)  # type: ignore[assignment]
+        storage._db = FullDisk(storage._db)  # type: ignore[assignment]
         with pytest.raises(StorageError, match="No space left on device"):
             storage.recount_step(10)
     finally:
@@ -166,17 +166,17 @@ def test_invalid_argument_is_a_configuration_error_and_never_wipes(tmp_path: Pat
     DirLock(tmp_path / "s").release()  # the failed open let go of the store directory
 
 
-class DamagedOnAFullDisk(Storage):
-    """A store whose files RocksDB finds damaged, on a disk with no room for the new database
+def test_the_open_after_wiping_a_damaged_store_is_wrapped_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RocksDB finds the store's files damaged, and the disk has no room for the new database
     the wipe makes way for."""
+    failures = iter([Exception("Corruption: block checksum mismatch"), Exception(NO_SPACE)])
 
-    def _open_rdict(self) -> rocksdict.Rdict:
-        first = not getattr(self, "_wiped", False)
-        self._wiped = True
-        raise Exception("Corruption: block checksum mismatch" if first else NO_SPACE)
+    def damaged_then_full(*args: object) -> NoReturn:
+        raise next(failures)
 
-
-def test_the_open_after_wiping_a_damaged_store_is_wrapped_too(tmp_path: Path) -> None:
+    monkeypatch.setattr(opening, "_open", damaged_then_full)
     with pytest.raises(StorageError, match=r"after wiping it failed: .*No space left.*MiB free"):
-        DamagedOnAFullDisk(tmp_path / "s")
+        Storage(tmp_path / "s")
     DirLock(tmp_path / "s").release()  # the failed open let go of the store directory

@@ -1,0 +1,165 @@
+"""Batch: one write to a store, the RocksDB WriteBatch and the StorageState the store holds
+once it is written.
+
+Every write of storage/ is one: Storage.batch() starts it from the current state, whoever
+has something to write puts it in (apply's records and offsets, the secondary indexes, the
+time index, the meta entries below) and moves the state along with it, and Storage.commit()
+writes it under the view lock, then publishes its state. One new state per write, after the
+write: a reader on another thread sees each write whole, the positions with the index counts
+of the same batch (contract 5), and the data on disk is never behind the state it reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import rocksdict
+
+from globalstore.codec import LAYOUT_VERSION
+from globalstore.storage.meta import (
+    I64,
+    K_APPLIED_AT,
+    K_COUNT,
+    K_IN_SYNC_AT,
+    K_LAYOUT,
+    K_MIGRATE_FROM,
+    K_RESTORED_AT,
+    K_TOPIC,
+    K_TOPIC_ID,
+    offset_key,
+    opt_int,
+)
+from globalstore.storage.records import Applied, Delete, NativeBatch, Put, Records, fill
+from globalstore.storage.state import StorageState
+
+
+class Batch:
+    """One write under way: its WriteBatch, and the state the store holds once written."""
+
+    def __init__(self, state: StorageState, meta: rocksdict.ColumnFamily) -> None:
+        self.wb = rocksdict.WriteBatch(raw_mode=True)
+        self.state = state  # moved along with what is put in; published by Storage.commit
+        self.logged = True  # False: skip the write-ahead log (a bulk apply)
+        # The change in live keys it makes that a count running over an older view (the
+        # recount) cannot see: its keys deleted, or an exact apply's.
+        self.live_delta = 0
+        # Of the records put: the next offset of each partition they came from, and (when
+        # tracked) {key: stored bytes, None if deleted}, the last write of each key.
+        self.nexts: dict[int, int] = {}
+        self.staged: dict[bytes, bytes | None] | None = None
+        self._meta = meta
+
+    def change(self, **fields: Any) -> None:
+        """Move the state the batch publishes: `fields` of StorageState."""
+        self.state = dataclasses.replace(self.state, **fields)
+
+    def put_meta(self, key: bytes, value: bytes | None) -> None:
+        """Put (None: delete) an entry of the meta column family."""
+        if value is None:
+            self.wb.delete(key, self._meta)
+        else:
+            self.wb.put(key, value, self._meta)
+
+    def records(
+        self, records: Records, ends: Mapping[int, int], track: bool, changes: bool
+    ) -> Applied:
+        """Put a consumed batch's records (records.Record tuples) and note the next offset of
+        each partition: the one after its last record, or the end reached with the batch
+        (`ends`, {partition: offset}), whichever is further. An end made of transaction
+        markers or aborted records holds nothing to apply, yet it is reached.
+        Applied.changed lists the batch's keys when `changes` is set, else it stays empty
+        (one dict store a record saved)."""
+        out = Applied()
+        put, delete = self._staging(track)
+        out.changed = fill(put, delete, records, out, self.nexts, changes)
+        out.records = len(records)
+        for p, end in ends.items():
+            # Everything before the end was delivered (or was never data).
+            self.nexts[p] = max(self.nexts.get(p, 0), end)
+        return out
+
+    def native(self, restorer: NativeBatch, timeout: float, track: bool) -> Applied:
+        """Put the records of the batch the C loop consumes, as records() puts the same ones."""
+        out = Applied()
+        put, delete = self._staging(track)
+        out.records = restorer.fill(put, delete, self.nexts, out.events, out.skipped, timeout)
+        return out
+
+    def moved(self) -> dict[int, int]:
+        """The partitions whose next offset the records move past the stored one."""
+        positions = self.state.positions
+        return {p: o for p, o in self.nexts.items() if o > positions.get(p, -1)}
+
+    def count_exactly(
+        self, changed: Mapping[bytes, bool], get: Callable[[bytes], bytes | None]
+    ) -> int | None:
+        """The live-key count after the records ({key: live after the batch}), each key
+        looked up with `get` before the batch is written (None while the count is unknown)."""
+        self.live_delta = sum(changed.values()) - sum(get(k) is not None for k in changed)
+        return None if self.state.count is None else self.state.count + self.live_delta
+
+    def _staging(self, track: bool) -> tuple[Put, Delete]:
+        """The put and delete a loop fills the batch's data with: the WriteBatch's own or,
+        when `track` (the store has indexes or a time index), ones that also note what each
+        key was last given, in `staged`, for the indexes. Either loop (Python or C) calls
+        them, so both index alike."""
+        wb = self.wb
+        if not track:
+            return wb.put, wb.delete
+        staged = self.staged = {}
+
+        def put(key: bytes, value: bytes) -> None:
+            wb.put(key, value)
+            staged[key] = value
+
+        def delete(key: bytes) -> None:
+            wb.delete(key)
+            staged[key] = None
+
+        return put, delete
+
+    def advance(self, moved: Mapping[int, int], count: int | None, now_ms: int) -> None:
+        """The partitions' next offsets the batch's records moved, the wall time it is
+        applied at and the live-key count after it (None: unknown until a recount)."""
+        for p, o in moved.items():
+            self.wb.put(offset_key(p), I64.pack(o), self._meta)
+        self.put_meta(K_APPLIED_AT, I64.pack(now_ms))
+        self.put_meta(K_COUNT, None if count is None else I64.pack(count))
+        self.change(positions={**self.state.positions, **moved}, count=count)
+
+    def initialise(
+        self, topic: str | None, topic_id: str | None, now_ms: int, more: Mapping[bytes, bytes]
+    ) -> None:
+        """The meta entries of a new store of the current layout, for `topic`."""
+        for key, value in more.items():
+            self.put_meta(key, value)
+        self.put_meta(K_LAYOUT, str(LAYOUT_VERSION).encode())
+        self.put_meta(K_COUNT, I64.pack(0))
+        self.put_meta(K_IN_SYNC_AT, I64.pack(now_ms))
+        if topic is not None:
+            self.put_meta(K_TOPIC, topic.encode())
+        if topic_id is not None:
+            self.put_meta(K_TOPIC_ID, topic_id.encode())
+        self.change(count=0, layout=LAYOUT_VERSION)
+
+    def mark_restored(self, now_ms: int) -> None:
+        """A restore reached its end offsets at `now_ms` (so the store held the topic's end)."""
+        self.put_meta(K_RESTORED_AT, I64.pack(now_ms))
+        self.put_meta(K_IN_SYNC_AT, I64.pack(now_ms))
+        self.change(restored_at_ms=now_ms)
+
+    def rewrite(
+        self, pairs: Iterable[tuple[bytes, bytes]], meta: Mapping[bytes, bytes | None]
+    ) -> None:
+        """Values rewritten and meta entries put or deleted (migrations, repairs); the state's
+        layout entries follow what the batch writes to them."""
+        for key, value in pairs:
+            self.wb.put(key, value)
+        for key, mvalue in meta.items():
+            self.put_meta(key, mvalue)
+        if K_LAYOUT in meta:
+            self.change(layout=opt_int(meta[K_LAYOUT]))
+        if K_MIGRATE_FROM in meta:
+            self.change(migrate_from=opt_int(meta[K_MIGRATE_FROM]))

@@ -1,0 +1,195 @@
+"""The keys of the index column family: the secondary indexes' entries (shaping/indexes.py
+says what an index holds) and the ttl's time index (shaping/ttl.py), and what a batch's keys
+change in them.
+
+Secondary indexes (<id> is the index's id, 4 bytes big-endian):
+    e<id><value>\\x00<key>   an entry: `key` has index value `value` (empty bytes); in value
+                            order, then key order, which is the order find() answers in
+    k<id><key>              the key's index values, \\x00-separated: what to delete when the
+                            key changes. Reading this small entry (one multi-get per batch)
+                            is cheaper and safer than reading the old value and calling the
+                            function on it again: no decode, and right even if the function
+                            is not deterministic
+    n<id>                   how many entries the index holds (i64), for the metric
+An index value may not hold a NUL character (SEP: it separates value and key).
+
+The time index, under the prefix b"t", which no secondary index can take:
+    t<ts><key>   the key's value was written at `ts` (ms, 8 bytes big-endian): in time order,
+                 so the expired keys are the entries from the start up to the cutoff
+    t            how many such entries there are (i64), for status and count()
+A key has exactly one entry, that of its current value, written in the same WriteBatch as
+the value (timeindex.py): its previous entry is found from the old value's header (codec.py).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping
+
+from globalstore.codec import HEADER_SIZE, TIMESTAMP, TIMESTAMP_AT, V1
+
+ENTRY, KEYS, COUNT = b"e", b"k", b"n"
+TIME = b"t"  # the time entries' prefix; alone, their count
+SEP = b"\x00"
+_ID = struct.Struct(">I")
+_TS = struct.Struct(">Q")
+_NONE: frozenset[bytes] = frozenset()
+
+
+def successor(prefix: bytes) -> bytes | None:
+    """Smallest byte string above every string starting with `prefix` (None: no bound, when
+    it is all 0xff)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+# -- secondary indexes -----------------------------------------------------------------------
+
+
+def entry_key(index_id: int, value: bytes, key: bytes) -> bytes:
+    return ENTRY + _ID.pack(index_id) + value + SEP + key
+
+
+def count_key(index_id: int) -> bytes:
+    return COUNT + _ID.pack(index_id)
+
+
+def split_entry(entry: bytes) -> tuple[bytes, bytes]:
+    """(index value, data key) of an entry (values hold no NUL: the first one after the id
+    ends the value)."""
+    sep = entry.index(SEP, 5)
+    return entry[5:sep], entry[sep + 1 :]
+
+
+def id_ranges(index_id: int) -> list[tuple[bytes, bytes]]:
+    """[begin, end) ranges holding everything of one index: what dropping it deletes."""
+    this, after = _ID.pack(index_id), _ID.pack(index_id + 1)
+    return [(kind + this, kind + after) for kind in (ENTRY, KEYS, COUNT)]
+
+
+def bounds(
+    index_id: int,
+    value: str | None = None,
+    prefix: str | None = None,
+    start: str | None = None,
+    end: str | None = None,
+) -> tuple[bytes, bytes]:
+    """[lower, upper) over one index's entries: those of exactly `value`, or of index values
+    starting with `prefix` and within [start, end)."""
+    base = ENTRY + _ID.pack(index_id)
+    if value is not None:
+        exact = base + value.encode("utf-8") + SEP
+        return exact, exact[:-1] + b"\x01"
+    lower, upper = base, ENTRY + _ID.pack(index_id + 1)
+    if start is not None:
+        lower = max(lower, base + start.encode("utf-8"))
+    if end is not None:
+        upper = min(upper, base + end.encode("utf-8"))
+    if prefix:
+        p = base + prefix.encode("utf-8")
+        lower = max(lower, p)
+        upper = min(upper, successor(p) or upper)  # p starts with b"e": never all 0xff
+    return lower, upper
+
+
+def past(
+    index_id: int, after: tuple[str, str], lower: bytes, upper: bytes, reverse: bool
+) -> tuple[bytes, bytes]:
+    """[lower, upper) narrowed to the entries after (index value, key) `after` in the order
+    read: above it, or below it when reading in reverse."""
+    entry = entry_key(index_id, after[0].encode("utf-8"), after[1].encode("utf-8"))
+    if reverse:
+        return lower, min(upper, entry)
+    return max(lower, entry + b"\x00"), upper  # the smallest entry above it
+
+
+def encode_values(values: frozenset[bytes]) -> bytes:
+    if len(values) == 1:  # the common case: one index value per key
+        (value,) = values
+        return value
+    return SEP.join(sorted(values))
+
+
+def write_changes(
+    index_id: int,
+    keys: list[bytes],
+    news: list[frozenset[bytes]],
+    get_many: Callable[[list[bytes]], list[bytes | None]],
+    put: Callable[[bytes, bytes], object],
+    delete: Callable[[bytes], object],
+) -> int:
+    """Put the entries of index `index_id` that `keys` gain and delete those they lose,
+    going from their stored values (their reverse entries, read with `get_many`) to `news`;
+    returns the change in the index's number of entries. The hot loop of an indexed
+    restore: the prefixes are built once, and a key that had no entry (every key of a new
+    store) takes no set arithmetic."""
+    entries = ENTRY + _ID.pack(index_id)  # entry_key()'s layout, its prefix built once
+    reverse = [KEYS + _ID.pack(index_id) + k for k in keys]
+    delta = 0
+    for key, rkey, new, old_raw in zip(keys, reverse, news, get_many(reverse), strict=True):
+        if old_raw is None:
+            if not new:
+                continue
+            gone, added = _NONE, new
+        else:
+            old = frozenset(old_raw.split(SEP))
+            if new == old:
+                continue
+            gone, added = old - new, new - old
+        for v in gone:
+            delete(entries + v + SEP + key)
+        for v in added:
+            put(entries + v + SEP + key, b"")
+        if new:
+            put(rkey, encode_values(new))
+        else:
+            delete(rkey)
+        delta += len(added) - len(gone)
+    return delta
+
+
+# -- the time index --------------------------------------------------------------------------
+
+
+def time_key(ts: int, key: bytes) -> bytes:
+    return TIME + _TS.pack(ts) + key
+
+
+def split_time_key(entry: bytes) -> tuple[int, bytes]:
+    """(timestamp ms, data key) of a time entry."""
+    return _TS.unpack_from(entry, 1)[0], entry[1 + _TS.size :]
+
+
+def expired_range(cutoff: int) -> tuple[bytes, bytes]:
+    """[lower, upper) of the time entries written before `cutoff` (ms)."""
+    return TIME + _TS.pack(0), TIME + _TS.pack(max(0, cutoff))
+
+
+def all_time_entries() -> tuple[bytes, bytes]:
+    """[begin, end) holding the whole time index, its count included: what dropping it
+    deletes."""
+    return TIME, TIME[:-1] + bytes([TIME[-1] + 1])
+
+
+def time_changes(
+    keys: list[bytes], olds: list[bytes | None], news: Mapping[bytes, bytes | None]
+) -> tuple[list[bytes], list[bytes]]:
+    """(entries to delete, entries to put) for the keys a batch wrote, given their old
+    stored bytes and {key: new stored bytes, None if deleted}. An unchanged timestamp
+    deletes nothing. codec.record_timestamp() inlined: this runs for every key a batch
+    writes."""
+    deletes, puts = [], []
+    unpack, size, at = TIMESTAMP.unpack_from, HEADER_SIZE, TIMESTAMP_AT
+    for key, old in zip(keys, olds, strict=True):
+        new = news[key]
+        old_ts = unpack(old, at)[0] if old is not None and len(old) >= size and old[0] == V1 else -1
+        new_ts = unpack(new, at)[0] if new is not None and len(new) >= size and new[0] == V1 else -1
+        if old_ts == new_ts:
+            continue
+        if old_ts >= 0:  # a negative timestamp is none (UNKNOWN): it has no entry
+            deletes.append(time_key(old_ts, key))
+        if new_ts >= 0:
+            puts.append(time_key(new_ts, key))
+    return deletes, puts
