@@ -53,7 +53,9 @@ from globalstore.cli.target import StoreTarget, store_options
     "--bootstrap-from",
     metavar="URL_OR_DIR",
     help="A peer's GET /v1/snapshot URL or a snapshot directory to start from when the "
-    "store directory is empty or must be rebuilt.",
+    "store directory is empty or must be rebuilt. The URL is fetched with "
+    "$GLOBALSTORE_PEER_TOKEN (else $GLOBALSTORE_TOKEN); https:// unless the peer is on "
+    "loopback or GLOBALSTORE_INSECURE_SNAPSHOT=1.",
 )
 @click.option(
     "--graceful-seconds",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
 import logging
 import os
 import shutil
@@ -52,7 +53,9 @@ from globalstore.storage.meta import Meta
 log = logging.getLogger(__name__)
 
 DB_DIR = "db"  # the RocksDB directory inside a store directory and inside a snapshot
-TOKEN_ENV = "GLOBALSTORE_TOKEN"  # bearer token sent when fetching a snapshot over HTTP
+TOKEN_ENV = "GLOBALSTORE_TOKEN"  # this server's bearer token; sent to peers without the next
+PEER_TOKEN_ENV = "GLOBALSTORE_PEER_TOKEN"  # bearer token sent when fetching a snapshot
+INSECURE_ENV = "GLOBALSTORE_INSECURE_SNAPSHOT"  # "1": fetch over http:// from another host
 INSTALL_TIMEOUT_S = 600.0  # how long an install may take when the caller does not say
 _CHUNK = 1 << 20
 _BLOCK = 512
@@ -311,12 +314,13 @@ class _Limits:
 
 
 def _fetch(url: str, staging: Staging, limits: _Limits) -> Manifest:
+    _check_transport(url)
     request = urllib.request.Request(url)
-    token = os.environ.get(TOKEN_ENV)
+    token = os.environ.get(PEER_TOKEN_ENV) or os.environ.get(TOKEN_ENV)
     if token:
-        if urllib.parse.urlsplit(url).scheme == "http":
-            log.warning("sending %s to %s over plain http: anyone on the path can read it",
-                        TOKEN_ENV, url)  # fmt: skip
+        if _insecure(url):
+            log.warning("sending the bearer token to %s over plain http (%s): anyone on the "
+                        "path can read it", url, INSECURE_ENV)  # fmt: skip
         request.add_header("Authorization", f"Bearer {token}")
     opener = urllib.request.build_opener(_SameOriginRedirects())
     budget = limits.budget
@@ -335,6 +339,28 @@ def _fetch(url: str, staging: Staging, limits: _Limits) -> Manifest:
             continue
         with contextlib.closing(response):
             return _read_tar(_Received(response, limits), staging)
+
+
+def _check_transport(url: str) -> None:
+    """ValueError for plain http to another host, unless INSECURE_ENV allows it: anyone on
+    the path could read the token and send a snapshot of their own, which the manifest (a
+    list of checksums from the same peer) cannot tell from the real one."""
+    if _insecure(url) and os.environ.get(INSECURE_ENV) != "1":
+        raise ValueError(
+            f"{url} is plain http to another host: use https://, or set {INSECURE_ENV}=1 to "
+            "accept that anyone on the path can read the token and replace the snapshot"
+        )
+
+
+def _insecure(url: str) -> bool:
+    """Plain http to another host (on loopback, no one else is on the path)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may resolve anywhere
+        loopback = False
+    return parts.scheme == "http" and not loopback
 
 
 def _retry_after(header: str | None) -> float:
@@ -450,7 +476,10 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         headers: Any, newurl: str,
     ) -> urllib.request.Request | None:  # fmt: skip
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and _origin(new.full_url) != _origin(req.full_url):
+        if new is None:
+            return None
+        _check_transport(new.full_url)  # no more to plain http elsewhere than at first
+        if _origin(new.full_url) != _origin(req.full_url):
             if new.has_header("Authorization"):
                 log.warning("snapshot redirected to %s: not sending the token there", newurl)
             new.remove_header("Authorization")
