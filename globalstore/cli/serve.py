@@ -21,6 +21,15 @@ from globalstore.cli.target import StoreTarget, store_options
     "(default: $GLOBALSTORE_TOKEN; neither: no token).",
 )
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="A Host header the API answers (repeatable; *.example.com for a domain, * for any); "
+    "others get 400. Default: localhost names and --host, any when --host binds every "
+    "interface.",
+)
+@click.option(
     "--max-wait",
     default=10.0,
     show_default=True,
@@ -78,6 +87,7 @@ def serve(
     host: str,
     port: int,
     token_file: Path | None,
+    allowed_hosts: tuple[str, ...],
     max_wait: float,
     max_snapshots: int,
     max_exports: int,
@@ -107,6 +117,7 @@ def serve(
     )
     settings = server.ServerSettings(
         token=token,
+        allowed_hosts=allowed_hosts or server.hosts_for(host),
         max_wait=max_wait,
         max_snapshots=max_snapshots,
         max_exports=max_exports,
