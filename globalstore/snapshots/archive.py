@@ -271,8 +271,8 @@ def install(
 
 def _check_topic(root: Path, manifest: Manifest) -> None:
     """ValueError unless the database at `root`/db names a topic and topic id, those its
-    manifest gives: the restore plan compares them with the store's topic and the cluster's
-    id, and can tell nothing from a database that names none."""
+    manifest gives, at the offsets it gives: the restore plan compares them with the store's
+    topic and the cluster's id, and can tell nothing from a database that names none."""
     storage = Storage(root, read_only=True)
     try:
         meta = storage.read_meta()
@@ -284,6 +284,10 @@ def _check_topic(root: Path, manifest: Manifest) -> None:
         raise ValueError(
             f"its database holds topic {meta.topic!r} (id {meta.topic_id}), its manifest "
             f"says {manifest.topic!r} (id {manifest.topic_id})"
+        )
+    if meta.offsets != manifest.offsets:
+        raise ValueError(
+            f"its database is at offsets {meta.offsets}, its manifest says {manifest.offsets}"
         )
 
 

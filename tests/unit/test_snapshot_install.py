@@ -406,11 +406,13 @@ def test_a_snapshot_must_name_the_topic_and_topic_id_its_manifest_claims(
     checkpoint_of_a_store(tmp_path)
     snapshot.create(tmp_path / "a", tmp_path / "claims")
     manifest = json.loads((tmp_path / "claims" / MANIFEST).read_bytes())
-    manifest["topic"] = "topic-b"
-    (tmp_path / "claims" / MANIFEST).write_text(json.dumps(manifest))
+    shutil.copytree(tmp_path / "claims", tmp_path / "ahead")
+    (tmp_path / "claims" / MANIFEST).write_text(json.dumps({**manifest, "topic": "topic-b"}))
+    (tmp_path / "ahead" / MANIFEST).write_text(json.dumps({**manifest, "offsets": {"0": 9}}))
     cases = {
         "no-id": "names no topic or no topic id",
         "claims": "holds topic 'topic-a' (id id-of-topic-a), its manifest says 'topic-b'",
+        "ahead": "is at offsets {0: 3}, its manifest says {0: 9}",
     }
     for source, why in cases.items():
         assert why in _refused(tmp_path / source, tmp_path / "b", caplog), source
