@@ -5,6 +5,7 @@ under a real one."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,6 +98,14 @@ def test_a_running_store_is_alive_and_not_failed() -> None:
         assert client.get("/healthz").json() == {"status": "alive"}
         assert client.get("/readyz").status_code == 200
         assert 'globalstore_failed{error=""} 0.0' in client.get("/metrics").text
+
+
+def test_the_notes_a_reader_refused_are_a_metric() -> None:
+    store = ReportingStore(dataclasses.replace(status(State.RUNNING), refused_notes=3))
+    for client in client_for(ServedStore.of(store)):  # type: ignore[arg-type]
+        metrics = client.get("/metrics").text
+        assert "globalstore_refused_notes_total 3.0" in metrics
+        assert "globalstore_transform_failures_total 0.0" in metrics
 
 
 def test_a_store_that_could_not_start_names_the_error_type_only() -> None:
