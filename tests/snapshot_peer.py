@@ -99,7 +99,7 @@ def checkpoint_of_a_store(tmp_path: Path, values: int = 3) -> Path:
     of 700 random bytes, at position {0: values}."""
     store = Storage(tmp_path / "a")
     try:
-        store.initialise("topic-a", None, 1)
+        store.initialise("topic-a", "id-of-topic-a", 1)
         pairs = [(b"k%d" % i, os.urandom(700)) for i in range(values)]
         store.write_values(pairs, {meta.offset_key(0): meta.I64.pack(values)})
         store.checkpoint(tmp_path / "cp")
@@ -121,28 +121,47 @@ def members(body: bytes) -> Iterator[tarfile.TarInfo]:
 
 def hostile_tars() -> dict[str, bytes]:
     """Tars a hostile peer could send: names that climb out, absolute names, links."""
-
-    def tar(*entries: tarfile.TarInfo) -> bytes:
-        out = io.BytesIO()
-        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as t:
-            for entry in entries:
-                t.addfile(entry, io.BytesIO(b"x" * entry.size) if entry.isfile() else None)
-        return out.getvalue()
-
-    def file(name: str) -> tarfile.TarInfo:
-        info = tarfile.TarInfo(name)
-        info.size = 1
-        return info
-
-    def link(name: str, target: str, kind: bytes) -> tarfile.TarInfo:
-        info = tarfile.TarInfo(name)
-        info.type, info.linkname = kind, target
-        return info
-
     return {
-        "climbs out": tar(file("db/../escaped")),
-        "climbs out of db": tar(file("../escaped")),
-        "absolute": tar(file("/tmp/globalstore-escaped")),
-        "symlink": tar(link("db/CURRENT", "/etc/passwd", tarfile.SYMTYPE)),
-        "hard link": tar(file("db/a"), link("db/CURRENT", "db/a", tarfile.LNKTYPE)),
+        "climbs out": tar_of(entry("db/../escaped")),
+        "climbs out of db": tar_of(entry("../escaped")),
+        "absolute": tar_of(entry("/tmp/globalstore-escaped")),
+        "symlink": tar_of(entry("db/CURRENT", tarfile.SYMTYPE, 0, link="/etc/passwd")),
+        "hard link": tar_of(entry("db/a"), entry("db/CURRENT", tarfile.LNKTYPE, 0, link="db/a")),
     }
+
+
+def tar_of(*entries: tarfile.TarInfo) -> bytes:
+    """A PAX tar of `entries`, each file's data `size` x's."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for entry in entries:
+            t.addfile(entry, io.BytesIO(b"x" * entry.size) if entry.isfile() else None)
+    return out.getvalue()
+
+
+def entry(name: str, kind: bytes = tarfile.REGTYPE, size: int = 1,
+          pax: dict[str, str] | None = None, link: str = "") -> tarfile.TarInfo:  # fmt: skip
+    """A header of `kind`, `size` bytes, with PAX records `pax`, linked to `link`."""
+    info = tarfile.TarInfo(name)
+    info.type, info.size, info.pax_headers, info.linkname = kind, size, dict(pax or {}), link
+    return info
+
+
+def gnu_sparse(name: str, holes: int) -> bytes:
+    """A GNU sparse entry of no data and `holes` bytes of holes (old GNU format), and the
+    end-of-archive marker: tarfile would extract `holes` zero bytes from it."""
+    block = bytearray(entry(name, tarfile.GNUTYPE_SPARSE, size=0).tobuf(tarfile.GNU_FORMAT))
+    block[386:398] = b"%011o\0" % holes  # one region, of no bytes, after the holes
+    block[398:410] = b"%011o\0" % 0
+    block[483:495] = b"%011o\0" % holes  # the size once extracted
+    block[148:156] = b"        "
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block) + bytes(1024)
+
+
+def huge_header(kind: bytes, declared: int, sent: int) -> bytes:
+    """An extended header (PAX or GNU long name) that says it is `declared` bytes long, of
+    which `sent` follow."""
+    header = entry("././@LongLink" if kind == tarfile.GNUTYPE_LONGNAME else "./PaxHeader",
+                   kind, size=declared)  # fmt: skip
+    return header.tobuf(tarfile.USTAR_FORMAT) + b"x" * sent

@@ -21,6 +21,15 @@ from globalstore.cli.target import StoreTarget, store_options
     "(default: $GLOBALSTORE_TOKEN; neither: no token).",
 )
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="A Host header the API answers (repeatable; *.example.com for a domain, * for any); "
+    "others get 400. Default: localhost names and --host, any when --host binds every "
+    "interface.",
+)
+@click.option(
     "--max-wait",
     default=10.0,
     show_default=True,
@@ -53,7 +62,9 @@ from globalstore.cli.target import StoreTarget, store_options
     "--bootstrap-from",
     metavar="URL_OR_DIR",
     help="A peer's GET /v1/snapshot URL or a snapshot directory to start from when the "
-    "store directory is empty or must be rebuilt.",
+    "store directory is empty or must be rebuilt. The URL is fetched with "
+    "$GLOBALSTORE_PEER_TOKEN (else $GLOBALSTORE_TOKEN); https:// unless the peer is on "
+    "loopback or GLOBALSTORE_INSECURE_SNAPSHOT=1.",
 )
 @click.option(
     "--graceful-seconds",
@@ -76,6 +87,7 @@ def serve(
     host: str,
     port: int,
     token_file: Path | None,
+    allowed_hosts: tuple[str, ...],
     max_wait: float,
     max_snapshots: int,
     max_exports: int,
@@ -105,6 +117,7 @@ def serve(
     )
     settings = server.ServerSettings(
         token=token,
+        allowed_hosts=allowed_hosts or server.hosts_for(host),
         max_wait=max_wait,
         max_snapshots=max_snapshots,
         max_exports=max_exports,

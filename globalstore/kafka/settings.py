@@ -28,8 +28,12 @@ KAFKA_CONFIG_FILE_ENV = "GLOBALSTORE_KAFKA_CONFIG_FILE"
 MASK = "********"
 # A name holding any of these words holds a secret: sasl.password, ssl.key.password,
 # ssl.keystore.password, sasl.jaas.config (it carries the password), ssl.key.pem,
-# ssl.keystore.key, sasl.oauthbearer.client.secret, ...
-_SECRET_WORDS = ("password", "secret", "jaas", ".pem", "keystore.key", "token", "credential")
+# ssl.keystore.key, sasl.oauthbearer.client.secret, sasl.oauthbearer.config (may carry a
+# clientSecret), *.private.key.passphrase, ... and the certificates Java masks as well.
+_SECRET_WORDS = (
+    "password", "secret", "jaas", ".pem", "keystore.key", "token", "credential", "passphrase",
+    "oauthbearer.config", "certificate.chain", "truststore.certificates",
+)  # fmt: skip
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
 

@@ -78,6 +78,7 @@ class SecurityFiles:
             directory / "untrusted-client.key", directory / "untrusted-client.pem"
         )
         self.passwords = directory / "users.properties"
+        self.scram_arguments = directory / "format-scram.args"  # the storage tool's @file
 
     def client(self, user: str) -> KeyPair:
         _check_user(user)
@@ -158,14 +159,18 @@ def broker_security(security: Security, files: SecurityFiles) -> dict[str, str]:
 
 def format_arguments(security: Security, files: SecurityFiles) -> list[str]:
     """The storage tool's arguments that create the SCRAM users in the first metadata: the
-    brokers must know `admin` before they can log in to each other."""
+    brokers must know `admin` before they can log in to each other. The passwords go in a
+    file the tool reads its arguments from (`@file`, one a line; 0600 beside the users'):
+    on its command line, every local user would see them (`ps`)."""
     if security is not Security.SASL_SSL:
         return []
-    return [
+    arguments = [
         argument
         for user in USERS
         for argument in ("--add-scram", f"{SCRAM}=[name={user},password={files.password(user)}]")
     ]
+    write_private(files.scram_arguments, "".join(f"{argument}\n" for argument in arguments))
+    return [f"@{files.scram_arguments}"]
 
 
 def client_settings(security: Security, files: SecurityFiles, user: str) -> dict[str, str]:
@@ -210,9 +215,12 @@ def write_properties(path: Path | str, settings: Mapping[str, str]) -> Path:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write `text` to `path`, readable by its owner only, also when the file existed."""
+    """Write `text` to `path`, readable by its owner only, also when the file existed. A
+    symlink at `path` is refused (OSError): it would aim the secret, and the chmod, at
+    whatever file it names."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    descriptor = os.open(path, flags, 0o600)
     with os.fdopen(descriptor, "w") as out:
         os.fchmod(out.fileno(), 0o600)
         out.write(text)

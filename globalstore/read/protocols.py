@@ -68,6 +68,9 @@ class StoreStatus:
     self_heals: int = 0  # since this start: rebuilds beside the store that it switched to
     # A SharedStore: what its writer has applied that it does not show yet (else None).
     behind_writer: dict[int, int] | None = None
+    # A SharedStore, since start(): datagrams on its wake socket that were not a note from
+    # its writer (another user's, malformed, a live copy outside the store...), dropped.
+    refused_notes: int = 0
     # State "failed": the type of the error that stopped the store (last_error says it all),
     # e.g. "StorageError" for a full disk. Queries still answer from what it holds.
     failure: str | None = None

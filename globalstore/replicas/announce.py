@@ -14,6 +14,12 @@ writes, where the live copy is, how far it has applied the topic and how far the
 A send never blocks the writer: a reader whose queue is full misses one wake-up and catches
 up at the next. A socket nobody listens on any more belongs to a reader that died without
 closing: its directory is removed.
+
+A datagram is data from outside until it passes two checks: the kernel says it was sent by a
+process of this user (SO_PASSCRED), and it parses as a note whose every field has its type,
+size and a known value (the live copy a plain name inside the store). Anything else is
+counted and dropped. readers/, each reader's directory and its socket are owner-only
+whatever the umask, and the counter file is never opened through a symlink.
 """
 
 from __future__ import annotations
@@ -23,17 +29,22 @@ import ctypes
 import errno
 import json
 import logging
+import math
 import mmap
 import os
+import re
 import shutil
 import socket
+import stat
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from globalstore.errors import ConfigurationError
+from globalstore.status import State
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +61,7 @@ class WriterNote:
     """What a writer tells its readers, all of one instant."""
 
     writer: str  # this writer's incarnation: another id means a restart, maybe a rebuild
-    live: str  # the live copy's directory, relative to the store's ("" or "rebuild")
+    live: str  # the live copy's directory, relative to the store's ("." or "rebuild")
     state: str  # State.value of the writer's store
     ready: bool  # it has completed a restore: its live copy can be read
     positions: Mapping[int, int]  # next offset it has applied, per partition
@@ -63,10 +74,63 @@ class WriterNote:
 
     @classmethod
     def decode(cls, data: bytes) -> WriterNote:
+        """The note in `data`; ValueError unless it has every field and nothing else, each of
+        its type, within its size and, for the live copy and the state, a value a writer sends.
+        (json may also raise RecursionError on deep nesting.)"""
         body = json.loads(data)
-        for name in ("positions", "high"):
-            body[name] = {int(p): int(o) for p, o in body[name].items()}
-        return cls(**body)
+        if not isinstance(body, dict) or body.keys() != _NOTE_FIELDS:
+            raise ValueError("not the fields of a writer's note")
+        return cls(
+            writer=_matching(body["writer"], _WRITER_ID, "writer"),
+            live=_matching(body["live"], _LIVE_COPY, "live"),
+            state=_matching(body["state"], _STATE, "state"),
+            ready=_flag(body["ready"]),
+            positions=_offsets(body["positions"], "positions"),
+            high=_offsets(body["high"], "high"),
+            sent_at=_seconds(body["sent_at"]),
+        )
+
+
+_NOTE_FIELDS = frozenset(field.name for field in fields(WriterNote))
+_WRITER_ID = re.compile(r"[0-9a-f-]{1,64}")  # new_writer_id()'s
+# "." (the store's own directory) or one plain name in it: no separator, no "..", not absolute.
+_LIVE_COPY = re.compile(r"\.|[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+_STATE = re.compile("|".join(re.escape(state.value) for state in State))
+# ASCII digits only: int() also takes " 1", "1_0" and other scripts' digits.
+_PARTITION = re.compile(r"[0-9]{1,10}")
+_MAX_OFFSET = (1 << 63) - 1
+
+
+def _matching(value: object, pattern: re.Pattern[str], name: str) -> str:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        # The value is not quoted: a forged one may be a megabyte of text meant for logs.
+        raise ValueError(f"{name} is not a string matching {pattern.pattern}")
+    return value
+
+
+def _flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("ready is not true or false")
+    return value
+
+
+def _offsets(value: object, name: str) -> dict[int, int]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} is not an object")
+    offsets = {}
+    for partition, offset in value.items():
+        if not _PARTITION.fullmatch(partition) or type(offset) is not int:
+            raise ValueError(f"{name} is not partition numbers to offsets")
+        if not 0 <= offset <= _MAX_OFFSET:
+            raise ValueError(f"{name} has an offset out of range")
+        offsets[int(partition)] = offset
+    return offsets
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError("sent_at is not a finite number")
+    return float(value)
 
 
 def new_writer_id() -> str:
@@ -83,9 +147,12 @@ class BatchCounter:
         with FileNotFoundError until a writer has made it."""
         path = store_path / READERS / BATCHES
         if create:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+            _private_directory(path.parent)
+        # Never through a symlink: the writer would raise 8 bytes of whatever file it names.
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        fd = os.open(path, flags, 0o600)
         try:
+            _check_owned(fd, path, stat.S_ISREG)
             if os.fstat(fd).st_size < 8:
                 # Written, not truncated: the disk must hold the page now, or a full disk
                 # would kill the process (SIGBUS) at the first raise_() through the map.
@@ -191,38 +258,84 @@ class Announcer:
 
 def _listed(readers_dir: Path) -> list[Path]:
     try:
-        return [entry for entry in readers_dir.iterdir() if entry.is_dir()]
+        with os.scandir(readers_dir) as entries:
+            # Not through a symlink: it would aim the notes at some other socket.
+            return [Path(entry.path) for entry in entries if entry.is_dir(follow_symlinks=False)]
     except FileNotFoundError:
         return []
+
+
+def _private_directory(path: Path) -> None:
+    """Make `path` a directory only this user can enter, whatever the umask, also when an
+    older version made it with the umask's modes (its parents get the umask's). OSError if it
+    is a symlink or another user's."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(0o700)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        _check_owned(fd, path, stat.S_ISDIR)
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+
+
+def _check_owned(fd: int, path: Path, kind: Callable[[int], bool]) -> None:
+    """PermissionError unless the open `fd` is of the `kind` expected and this user's."""
+    info = os.fstat(fd)
+    if not kind(info.st_mode) or info.st_uid != os.geteuid():
+        raise PermissionError(
+            f"{path} is not a {kind.__name__.removeprefix('S_IS').lower()} of this user "
+            f"(uid {os.geteuid()}): it may have been planted; remove it"
+        )
 
 
 class WakeSocket:
     """The reader's side: a directory of its own under <store>/readers, with its socket."""
 
     def __init__(self, store_path: Path, reader_id: str) -> None:
+        """FileExistsError if a reader with this id is registered."""
         self.directory = store_path / READERS / reader_id
-        self.directory.mkdir(parents=True)
+        self.refused = 0  # datagrams that were not a note of this user's writer
+        _private_directory(self.directory.parent)
+        self.directory.mkdir(0o700)  # FileExistsError: the id is taken
+        _private_directory(self.directory)  # 0700 also under a umask that takes owner bits
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        # The kernel then attaches the sender's uid to every datagram (Linux: SO_PASSCRED).
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        os.fchmod(self._socket.fileno(), 0o600)  # before bind: the file is made with it
         with _address(self.directory / WAKE_SOCKET) as address:
             self._socket.bind(address)
 
     def receive(self, timeout: float) -> WriterNote | None:
-        """The newest note that arrives within `timeout` (older queued ones are dropped),
-        or None."""
+        """The newest writer's note that arrives within `timeout` (older queued ones are
+        dropped), or None. Datagrams that are not are counted in `refused`."""
         sock = self._socket
         sock.settimeout(timeout)
         try:
-            data = sock.recv(_MAX_NOTE)
+            note = self._believed()
         except TimeoutError:
             return None
         sock.setblocking(False)
         with contextlib.suppress(BlockingIOError):
             while True:
-                data = sock.recv(_MAX_NOTE)
+                note = self._believed() or note
+        return note
+
+    def _believed(self) -> WriterNote | None:
+        """The next datagram as a note, if it is one from a process of this user."""
+        data, ancillary, flags, _ = self._socket.recvmsg(_MAX_NOTE, _CREDENTIALS_SPACE)
         try:
+            if _sender_uid(ancillary) != os.geteuid():
+                raise ValueError("its sender is not a process of this user")
+            if flags & socket.MSG_TRUNC:
+                raise ValueError(f"it is longer than {_MAX_NOTE} bytes")
             return WriterNote.decode(data)
-        except (ValueError, TypeError, KeyError) as exc:  # not a writer's: someone else's
-            log.warning("ignored a datagram that is not a writer's note: %s", exc)
+        except Exception as exc:  # RecursionError too: whatever it is, the reader goes on
+            self.refused += 1
+            if self.refused & (self.refused - 1) == 0:  # 1st, 2nd, 4th...: a flood, not a log
+                log.warning("refused %d datagram(s) on %s that are not the writer's note; "
+                            "the last: %s", self.refused, self.directory, exc)  # fmt: skip
             return None
 
     def close(self) -> None:
@@ -231,6 +344,15 @@ class WakeSocket:
 
 
 _MAX_NOTE = 1 << 20
+_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_CREDENTIALS_SPACE = socket.CMSG_SPACE(_CREDENTIALS.size)
+
+
+def _sender_uid(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    for level, kind, payload in ancillary:
+        if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS):
+            return int(_CREDENTIALS.unpack(payload[: _CREDENTIALS.size])[1])
+    return None
 
 
 @contextlib.contextmanager

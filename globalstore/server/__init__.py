@@ -5,7 +5,7 @@ from globalstore.server.app import create_app
 from globalstore.server.guard import load_token
 from globalstore.server.run import DEFAULT_HOST, DEFAULT_PORT, server
 from globalstore.server.served import RestoreProgress, ServedStore
-from globalstore.server.settings import ServerSettings
+from globalstore.server.settings import ServerSettings, hosts_for
 
 __all__ = [
     "DEFAULT_HOST",
@@ -14,6 +14,7 @@ __all__ = [
     "ServedStore",
     "ServerSettings",
     "create_app",
+    "hosts_for",
     "load_token",
     "server",
 ]

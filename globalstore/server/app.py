@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from typing import Any
@@ -19,6 +20,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -39,7 +42,10 @@ from globalstore.server.params import BadRequest
 from globalstore.server.served import ServedStore
 from globalstore.server.settings import ServerSettings
 from globalstore.server.streams import LimitedStream, NoFreeSlot, Slots, drained
+from globalstore.snapshots.archive import TOKEN_ENV
 from globalstore.status import State
+
+log = logging.getLogger(__name__)
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 
@@ -133,28 +139,38 @@ class Api:
 
     def _error_answer(self, exc: Exception) -> Response | None:
         """The answer to an error a route raises; None for one that is a bug (a 500)."""
+        told = self._told(exc)
         if isinstance(exc, BadRequest):
-            return _json({"error": str(exc)}, 400)
+            return _json({"error": told}, 400)
         if isinstance(exc, StoreNotReady):
-            return self._unavailable(str(exc))
+            return self._unavailable(told)
         if isinstance(exc, StoreClosed):
-            return self._unavailable(f"{exc} (the store does not follow the topic)")
+            return self._unavailable(f"{told} (the store does not follow the topic)")
         if isinstance(exc, UnknownIndex):
-            return _json({"error": str(exc)}, 404)
+            return _json({"error": told}, 404)
         if isinstance(exc, IndexNotReady):
             headers = {"Retry-After": str(_INDEX_RETRY_SECONDS)}
-            return _json({"error": str(exc)}, 503, headers)
+            return _json({"error": told}, 503, headers)
         if isinstance(exc, PositionNotReached):
-            body = {"error": str(exc), "position": exc.current, "min_position": exc.wanted}
+            body = {"error": told, "position": exc.current, "min_position": exc.wanted}
             return _json(body, 503, {"Retry-After": "1"})
         if isinstance(exc, NoFreeSlot):
-            return _json({"error": str(exc)}, 503, {"Retry-After": str(exc.retry_after)})
+            return _json({"error": told}, 503, {"Retry-After": str(exc.retry_after)})
         if isinstance(exc, InvalidValue):
             self.metrics.decode_errors.inc()
-            return _json({"error": f"InvalidValue: {exc}"}, 500)
+            return _json({"error": f"InvalidValue: {told}"}, 500)
         if isinstance(exc, GlobalStoreError):  # StorageError and the like: say what failed
-            return _json({"error": f"{type(exc).__name__}: {exc}"}, 500)
+            return _json({"error": f"{type(exc).__name__}: {told}"}, 500)
         return None
+
+    def _told(self, exc: Exception) -> str:
+        """`exc`'s message for a client: the store's directory named by its last part, as
+        .../name. Where the store lies on the host is no client's business (logs and
+        /v1/status, behind the token, say it in full)."""
+        path, message = self.served.store.path, str(exc)
+        for where in {str(path.absolute()), str(path.resolve())}:  # as given, through links
+            message = message.replace(where, f".../{path.name}")
+        return message
 
     def _unavailable(self, message: str) -> Response:
         state = self.served.store.status().state
@@ -337,7 +353,16 @@ def create_app(served: ServedStore, settings: ServerSettings | None = None) -> G
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         return _json({"error": getattr(exc, "detail", "internal error")}, status)
 
+    if settings.token is None:
+        log.warning(
+            "serving without a token: every local user (and anyone who reaches the address) "
+            "can read the whole store and take snapshots; set one (--token-file or %s)",
+            TOKEN_ENV,
+        )
     app = Starlette(
-        routes=api.routes(), lifespan=lifespan, exception_handlers={HTTPException: http_error}
+        routes=api.routes(),
+        lifespan=lifespan,
+        exception_handlers={HTTPException: http_error},
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))],
     )
     return Guard(app, settings.token)

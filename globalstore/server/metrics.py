@@ -81,12 +81,17 @@ class _StoreCollector(Collector):
         yield _gauge(
             "globalstore_restore_rate", "Records per second of the last restore", progress.rate
         )
-        failures = CounterMetricFamily(
+        yield CounterMetricFamily(
             "globalstore_transform_failures",
             "Records the store's transform raised on since this start (their keys kept)",
+            value=status.transform_failures,
         )
-        failures.add_metric([], status.transform_failures)
-        yield failures
+        yield CounterMetricFamily(
+            "globalstore_refused_notes",
+            "A reader process: datagrams on its socket that were not its writer's note, since "
+            "this start (dropped)",
+            value=status.refused_notes,
+        )
         yield from _index_metrics(status)
         yield from _ttl_metrics(status)
 

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")  # as a Host header names this machine
+_EVERY_INTERFACE = frozenset({"0.0.0.0", "::", ""})
+
+
+def hosts_for(bind: str) -> tuple[str, ...]:
+    """The Host headers a server bound to `bind` answers by default: the localhost names and
+    `bind`; any ("*") when it binds every interface, where clients use names it cannot know."""
+    if bind in _EVERY_INTERFACE:
+        return ("*",)
+    return (*LOCAL_HOSTS, f"[{bind}]" if ":" in bind else bind)
+
 
 @dataclass(frozen=True)
 class ServerSettings:
     """Every bound a client can meet: waits, page sizes, streams in flight."""
 
     token: str | None = None
+    # Host headers answered ("*" any, "*.example.com" a domain); others get 400, so a page
+    # whose name was rebound to this address (DNS rebinding) cannot read the API.
+    allowed_hosts: tuple[str, ...] = LOCAL_HOSTS
     max_wait: float = 10.0  # seconds a request may wait: for min_position, then for a slot
     default_limit: int = 100
     max_limit: int = 1000  # hard bound on a page, in items

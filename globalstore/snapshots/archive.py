@@ -13,14 +13,22 @@ younger than delete.retention.ms) and rebuilds from Kafka with a WARNING if they
                                     what GET /v1/snapshot sends (no compression: SSTs are)
 
 Nothing is moved into place before every file is there with the size and hash the manifest
-gives, nothing else is there, and (in a tar) the end-of-archive marker arrived: a snapshot
-cut short, corrupted or hostile is refused, and the store restores from Kafka.
+gives, nothing else is there, its database names the topic and topic id the manifest gives,
+and (in a tar) the end-of-archive marker arrived: a snapshot cut short, corrupted or hostile
+is refused, and the store restores from Kafka.
+
+A peer's tar is read as hostile: only plain files (no links, devices, directories or sparse
+files, whose holes would be written out in full); an extended header (PAX, GNU long name),
+which tarfile reads whole into memory, at most _MAX_EXTENDED bytes, refused before it is
+read; at most _MAX_FILES entries; and no more bytes than leave a twentieth of the store's
+file system free (the manifest comes last, so it cannot bound what precedes it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
 import logging
 import os
 import shutil
@@ -34,7 +42,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, Self, cast
 
 from globalstore.config import RocksDBOptions
 from globalstore.snapshots.digests import SENT, KnownDigests
@@ -45,13 +53,23 @@ from globalstore.storage.meta import Meta
 log = logging.getLogger(__name__)
 
 DB_DIR = "db"  # the RocksDB directory inside a store directory and inside a snapshot
-TOKEN_ENV = "GLOBALSTORE_TOKEN"  # bearer token sent when fetching a snapshot over HTTP
+TOKEN_ENV = "GLOBALSTORE_TOKEN"  # this server's bearer token; sent to peers without the next
+PEER_TOKEN_ENV = "GLOBALSTORE_PEER_TOKEN"  # bearer token sent when fetching a snapshot
+INSECURE_ENV = "GLOBALSTORE_INSECURE_SNAPSHOT"  # "1": fetch over http:// from another host
 INSTALL_TIMEOUT_S = 600.0  # how long an install may take when the caller does not say
 _CHUNK = 1 << 20
 _BLOCK = 512
 _END = bytes(2 * _BLOCK)  # a tar's end-of-archive marker: two zero blocks
 _BUSY = 503  # what a peer answers when all its snapshot slots are taken (server/app.py)
 _READ_TIMEOUT_S = 60.0  # the longest a silent peer may keep one read waiting
+# A PAX header or GNU long name: a few names, sizes and times. tarfile reads it whole, and
+# some of its regular expressions take time quadratic in its length (0.05 s at 4 KiB).
+_MAX_EXTENDED = 4 << 10
+_MAX_FILES = 50_000  # a manifest within its byte cap lists fewer (97+ bytes an entry)
+_RESERVE = 20  # a download leaves 1/_RESERVE of the file system free for the stores beside
+_PLAIN = (tarfile.REGTYPE, tarfile.AREGTYPE)
+_EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
+             tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)  # fmt: skip
 
 Progress = Callable[[int], None]  # bytes received so far
 
@@ -219,12 +237,13 @@ def install(
         staging = Staging(Path(tmp) / DB_DIR, budget.check)
         try:
             if _is_url(source):
-                manifest = _fetch(str(source), staging, budget, progress)
+                manifest = _fetch(str(source), staging, _Limits(store, budget, progress))
             else:
                 manifest = _copy_directory(Path(source), staging)
             staging.verify(manifest)
             if not (staging.directory / "CURRENT").exists():
                 raise ValueError("it holds no RocksDB database (db/CURRENT is missing)")
+            _check_topic(Path(tmp), manifest)
             shutil.rmtree(store / DB_DIR, ignore_errors=True)  # an empty leftover, if any
             os.replace(staging.directory, store / DB_DIR)
         except _ClosingError as exc:
@@ -250,6 +269,28 @@ def install(
     return True
 
 
+def _check_topic(root: Path, manifest: Manifest) -> None:
+    """ValueError unless the database at `root`/db names a topic and topic id, those its
+    manifest gives, at the offsets it gives: the restore plan compares them with the store's
+    topic and the cluster's id, and can tell nothing from a database that names none."""
+    storage = Storage(root, read_only=True)
+    try:
+        meta = storage.read_meta()
+    finally:
+        storage.close()
+    if not meta.topic or not meta.topic_id:
+        raise ValueError("its database names no topic or no topic id")
+    if (meta.topic, meta.topic_id) != (manifest.topic, manifest.topic_id):
+        raise ValueError(
+            f"its database holds topic {meta.topic!r} (id {meta.topic_id}), its manifest "
+            f"says {manifest.topic!r} (id {manifest.topic_id})"
+        )
+    if meta.offsets != manifest.offsets:
+        raise ValueError(
+            f"its database is at offsets {meta.offsets}, its manifest says {manifest.offsets}"
+        )
+
+
 def _is_url(source: str | Path) -> bool:
     return isinstance(source, str) and source.startswith(("http://", "https://"))
 
@@ -265,15 +306,28 @@ def _copy_directory(source: Path, staging: Staging) -> Manifest:
     return manifest
 
 
-def _fetch(url: str, staging: Staging, budget: _Budget, progress: Progress | None) -> Manifest:
+class _Limits:
+    """What bounds a download: the install's budget, and the bytes the store's file system
+    can spare (fixed at the start); `progress` hears of the bytes received."""
+
+    def __init__(self, store: Path, budget: _Budget, progress: Progress | None) -> None:
+        usage = shutil.disk_usage(store)
+        self.max_bytes = max(0, usage.free - usage.total // _RESERVE)
+        self.budget = budget
+        self.progress = progress
+
+
+def _fetch(url: str, staging: Staging, limits: _Limits) -> Manifest:
+    _check_transport(url)
     request = urllib.request.Request(url)
-    token = os.environ.get(TOKEN_ENV)
+    token = os.environ.get(PEER_TOKEN_ENV) or os.environ.get(TOKEN_ENV)
     if token:
-        if urllib.parse.urlsplit(url).scheme == "http":
-            log.warning("sending %s to %s over plain http: anyone on the path can read it",
-                        TOKEN_ENV, url)  # fmt: skip
+        if _insecure(url):
+            log.warning("sending the bearer token to %s over plain http (%s): anyone on the "
+                        "path can read it", url, INSECURE_ENV)  # fmt: skip
         request.add_header("Authorization", f"Bearer {token}")
     opener = urllib.request.build_opener(_SameOriginRedirects())
+    budget = limits.budget
     while True:
         try:
             response = opener.open(request, timeout=min(_READ_TIMEOUT_S, budget.remaining()))
@@ -288,7 +342,29 @@ def _fetch(url: str, staging: Staging, budget: _Budget, progress: Progress | Non
             budget.wait(delay)
             continue
         with contextlib.closing(response):
-            return _read_tar(_Received(response, budget, progress), staging)
+            return _read_tar(_Received(response, limits), staging)
+
+
+def _check_transport(url: str) -> None:
+    """ValueError for plain http to another host, unless INSECURE_ENV allows it: anyone on
+    the path could read the token and send a snapshot of their own, which the manifest (a
+    list of checksums from the same peer) cannot tell from the real one."""
+    if _insecure(url) and os.environ.get(INSECURE_ENV) != "1":
+        raise ValueError(
+            f"{url} is plain http to another host: use https://, or set {INSECURE_ENV}=1 to "
+            "accept that anyone on the path can read the token and replace the snapshot"
+        )
+
+
+def _insecure(url: str) -> bool:
+    """Plain http to another host (on loopback, no one else is on the path)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may resolve anywhere
+        loopback = False
+    return parts.scheme == "http" and not loopback
 
 
 def _retry_after(header: str | None) -> float:
@@ -307,13 +383,17 @@ def _read_tar(stream: _Received, staging: Staging) -> Manifest:
     end = 0  # where the manifest's data ends
     # tarfile's stream mode reads 10 KB at a time by default: a 4 GB snapshot cost ~400k
     # reads, each through _Received and a join, which took more CPU than the hashing.
-    with tarfile.open(fileobj=cast(IO[bytes], stream), mode="r|", bufsize=_CHUNK) as tar:
-        for member in tar:
+    with tarfile.open(
+        fileobj=cast(IO[bytes], stream), mode="r|", bufsize=_CHUNK, tarinfo=_Header
+    ) as tar:
+        for count, member in enumerate(tar, start=1):
             if manifest is not None:
                 raise ValueError(f"entry {member.name!r} after the manifest")
-            # Nothing is extracted by tarfile: only regular files are read, and Staging
+            if count > _MAX_FILES:
+                raise ValueError(f"it has more than {_MAX_FILES} entries")
+            # Nothing is extracted by tarfile: only plain files are read, and Staging
             # writes each under a plain name it checks, so no link or path can escape.
-            data = tar.extractfile(member) if member.isfile() else None
+            data = tar.extractfile(member) if _is_plain(member) else None
             if data is None:
                 raise ValueError(f"entry {member.name!r} is not a regular file")
             if member.name == MANIFEST:
@@ -331,26 +411,55 @@ def _read_tar(stream: _Received, staging: Staging) -> Manifest:
     return manifest
 
 
+def _is_plain(member: tarfile.TarInfo) -> bool:
+    """A regular file whose data is its bytes: a sparse one's holes would be written out."""
+    return member.type in _PLAIN and member.sparse is None
+
+
+class _Header(tarfile.TarInfo):
+    """A tar header, refused as soon as it is parsed, before tarfile reads what follows it,
+    unless it is of a plain file or an extended header small enough to be read whole."""
+
+    @classmethod
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> Self:
+        header = super().frombuf(buf, encoding, errors)
+        if header.type not in _PLAIN + _EXTENDED:
+            raise ValueError(f"entry {header.name!r} is not a regular file")
+        if header.type in _EXTENDED and header.size > _MAX_EXTENDED:
+            raise ValueError(f"an extended header of {header.size} bytes (at most "
+                             f"{_MAX_EXTENDED})")  # fmt: skip
+        return header
+
+    def _proc_gnusparse_10(self, *_: object) -> None:
+        # tarfile would read a sparse map of any length from the data that follows, into
+        # memory; such a file is refused anyway. (tarfile's own method: not in its stubs.)
+        raise ValueError("a sparse file")
+
+
 class _Received:
     """The response as tarfile reads it: counts the bytes, keeps the last 1 KiB (to see the
-    end-of-archive marker), reports progress, and stops at the install's deadline or close()."""
+    end-of-archive marker), reports progress, and stops at the install's deadline, at close()
+    or past the bytes the file system can spare."""
 
-    def __init__(self, raw: io.BufferedIOBase, budget: _Budget, progress: Progress | None) -> None:
+    def __init__(self, raw: io.BufferedIOBase, limits: _Limits) -> None:
         self._raw = raw
-        self._budget = budget
-        self._progress = progress
+        self._limits = limits
         self.received = 0
         self.tail = b""
 
     def read(self, size: int) -> bytes:
-        self._budget.check()
+        limits = self._limits
+        limits.budget.check()
         # read1: what one receive brings, so the deadline is checked while a slow peer
         # trickles a chunk of tarfile's size, not only after the whole chunk arrived.
         data = self._raw.read1(size)
         self.received += len(data)
+        if self.received > limits.max_bytes:
+            raise ValueError(f"it is larger than the {limits.max_bytes} bytes the file "
+                             "system can spare")  # fmt: skip
         self.tail = (self.tail + data[-len(_END) :])[-len(_END) :]
-        if self._progress is not None:
-            self._progress(self.received)
+        if limits.progress is not None:
+            limits.progress(self.received)
         return data
 
     def drain(self, limit: int) -> None:
@@ -371,7 +480,10 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         headers: Any, newurl: str,
     ) -> urllib.request.Request | None:  # fmt: skip
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and _origin(new.full_url) != _origin(req.full_url):
+        if new is None:
+            return None
+        _check_transport(new.full_url)  # no more to plain http elsewhere than at first
+        if _origin(new.full_url) != _origin(req.full_url):
             if new.has_header("Authorization"):
                 log.warning("snapshot redirected to %s: not sending the token there", newurl)
             new.remove_header("Authorization")

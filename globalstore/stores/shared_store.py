@@ -152,7 +152,7 @@ class SharedStore(StoreQueries):
         wake = self._wake
         assert wake is not None  # made before the thread starts
         while not self._stopped.is_set():
-            note = wake.receive(_RECEIVE_S)
+            note = self._next_note(wake)
             if note is None or self._stopped.is_set():
                 continue
             self._note, self._heard_at = note, time.monotonic()
@@ -167,6 +167,15 @@ class SharedStore(StoreQueries):
                 log.exception("shared store at %s: catching up failed", self.path)
             with self._changed:
                 self._changed.notify_all()
+
+    def _next_note(self, wake: WakeSocket) -> WriterNote | None:
+        try:
+            return wake.receive(_RECEIVE_S)
+        except Exception as exc:  # this thread must go on following, whatever the socket did
+            self._last_error = f"receiving the writer's note failed: {type(exc).__name__}"
+            log.exception("shared store at %s: receiving the writer's note failed", self.path)
+            self._stopped.wait(_RECEIVE_S)  # not a busy loop if the socket keeps failing
+            return None
 
     def _catch_up(self, note: WriterNote) -> None:
         live = self._live
@@ -292,7 +301,7 @@ class SharedStore(StoreQueries):
     def status(self) -> StoreStatus:
         """The writer's state while it speaks, else "offline" (stale: staleness grows);
         `behind_writer` is what the writer applied that this reader does not show yet."""
-        note, alive, live = self._note, self.writer_alive(), self._live
+        note, alive, live, wake = self._note, self.writer_alive(), self._live, self._wake
         held = None if live is None else live.current.storage.state
         position = {} if held is None else dict(sorted(held.positions.items()))
         high = {} if note is None else note.high
@@ -319,6 +328,7 @@ class SharedStore(StoreQueries):
             else (None if since is None else time.monotonic() - since),
             last_error=self._last_error or self._silence(),
             behind_writer=None if note is None else behind(note.positions, position),
+            refused_notes=0 if wake is None else wake.refused,
             indexes={} if held is None else index_statuses(held, {}),
             ttl=None if held is None else ttl_status(held),
         )

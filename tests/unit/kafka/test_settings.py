@@ -108,6 +108,30 @@ def test_secrets_are_masked_in_every_view() -> None:
     assert SECRET not in repr(ClientSettings(settings))
 
 
+# Every setting whose value is a secret: librdkafka's (2.16) and the Java client's (4.1, its
+# PASSWORD type; names the pipelines pass on with a "kafka." prefix).
+LIBRDKAFKA_SECRETS = [
+    "sasl.password", "sasl.jaas.config", "sasl.oauthbearer.config",
+    "sasl.oauthbearer.client.secret", "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.assertion.private.key.pem",
+    "sasl.oauthbearer.assertion.private.key.passphrase", "ssl.key.password", "ssl.key.pem",
+    "ssl.keystore.password",
+]  # fmt: skip
+JAVA_SECRETS = [
+    "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.assertion.private.key.passphrase",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted({*LIBRDKAFKA_SECRETS, *JAVA_SECRETS}))
+def test_every_client_secret_is_masked(name: str) -> None:
+    for spelled in (name, f"kafka.{name}", name.upper()):
+        assert masked({spelled: "value"}) == {spelled: MASK}, spelled
+        assert "value" not in mask_text("refused value", {spelled: "value"}), spelled
+
+
 def test_store_config_repr_masks_the_password_and_keeps_mapping_behaviour() -> None:
     config = StoreConfig(topic="t", bootstrap_servers="h:1", path=Path("p"), kafka_config=SCRAM)
     assert SECRET not in repr(config) and MASK in repr(config)

@@ -4,6 +4,7 @@ and the validation of the options (library and CLI)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import stat
 import subprocess
@@ -116,14 +117,18 @@ def test_mtls_requires_client_certificates(files: SecurityFiles) -> None:
     assert broker_security(Security.PLAINTEXT, files) == {}
 
 
-def test_the_storage_tool_creates_both_scram_users(files: SecurityFiles) -> None:
+def test_the_storage_tool_creates_both_scram_users_from_a_private_file(
+    files: SecurityFiles,
+) -> None:
     arguments = format_arguments(Security.SASL_SSL, files)
-    assert arguments == [
+    assert arguments == [f"@{files.scram_arguments}"]  # no password on the command line
+    assert files.scram_arguments.read_text().splitlines() == [
         "--add-scram",
         f"SCRAM-SHA-512=[name=admin,password={files.password('admin')}]",
         "--add-scram",
         f"SCRAM-SHA-512=[name=app,password={files.password('app')}]",
     ]
+    assert stat.S_IMODE(files.scram_arguments.stat().st_mode) == 0o600
     assert format_arguments(Security.MTLS, files) == []
 
 
@@ -211,6 +216,21 @@ def test_the_properties_file_reads_back_as_the_same_settings(
     assert read_properties(target) == cluster.client_config("app")
     assert stat.S_IMODE(target.stat().st_mode) == 0o600  # also when the file was there
     assert all("=" in line for line in target.read_text().splitlines())
+
+
+def test_the_properties_file_is_never_written_through_a_symlink(
+    files: SecurityFiles, tmp_path: Path
+) -> None:
+    cluster = LocalKafka(data_dir=files.directory.parent, nodes=3, security="sasl_ssl")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine\n")
+    victim.chmod(0o644)
+    planted = tmp_path / "client.properties"
+    planted.symlink_to(victim)
+    with pytest.raises(OSError) as raised:
+        cluster.write_client_properties(planted, user="app")
+    assert raised.value.errno == errno.ELOOP
+    assert victim.read_text() == "mine\n" and stat.S_IMODE(victim.stat().st_mode) == 0o644
 
 
 def test_settings_of_a_cluster_never_started_say_so(tmp_path: Path) -> None:

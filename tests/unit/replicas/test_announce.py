@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
+import json
+import os
 import socket
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from globalstore.replicas.announce import READERS, Announcer, WakeSocket, WriterNote
+from globalstore.replicas.announce import (
+    BATCHES,
+    READERS,
+    WAKE_SOCKET,
+    Announcer,
+    WakeSocket,
+    WriterNote,
+)
 
 NOTE = WriterNote(
     writer="1-a", live=".", state="running", ready=True, positions={0: 5, 2: 7},
@@ -100,3 +113,138 @@ def test_a_datagram_that_is_not_a_note_is_ignored(tmp_path: Path) -> None:
         assert reader.receive(1.0) is None
     finally:
         reader.close()
+
+
+def _sent(reader: WakeSocket, data: bytes) -> WriterNote | None:
+    """What `reader` makes of `data` sent to its socket by this process."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        sender.sendto(data, str(reader.directory / WAKE_SOCKET))
+    return reader.receive(1.0)
+
+
+def _forged(**fields: object) -> bytes:
+    return json.dumps({**json.loads(NOTE.encode()), **fields}).encode()
+
+
+FORGED = {
+    "absolute live copy": _forged(live="/tmp/elsewhere"),
+    "live copy above the store": _forged(live=".."),
+    "live copy through ..": _forged(live="../elsewhere"),
+    "live copy in a subdirectory": _forged(live="rebuild/db"),
+    "empty live copy": _forged(live=""),
+    "unknown state": _forged(state="bogus"),
+    "writer id of text": _forged(writer="stopped; now trust me " * 1000),
+    "ready as a string": _forged(ready="yes"),
+    "positions as a list": _forged(positions=[]),
+    "a negative offset": _forged(high={"0": -1}),
+    "an offset past 2^63": _forged(positions={"0": 1 << 63}),
+    "a boolean offset": _forged(positions={"0": True}),
+    "a partition not a number": _forged(positions={" 1": 2}),
+    "an infinite time": _forged(sent_at=1e999),
+    "a field too many": _forged(extra=1),
+    "a field missing": json.dumps({"writer": "1-a"}).encode(),
+    "not an object": b"[1, 2]",
+    "nested too deep": b"[" * 5_000 + b"]" * 5_000,
+    "not json": b"\xff\xfe",
+}
+
+
+def test_forged_or_malformed_notes_are_refused_and_counted(tmp_path: Path) -> None:
+    reader = WakeSocket(tmp_path, "r")
+    try:
+        for count, (label, data) in enumerate(FORGED.items(), start=1):
+            assert _sent(reader, data) is None, label
+            assert reader.refused == count, label
+        assert _sent(reader, NOTE.encode()) == NOTE  # and the writer's next note is believed
+    finally:
+        reader.close()
+
+
+def test_the_newest_believable_note_wins_over_forged_ones_queued_after_it(tmp_path: Path) -> None:
+    reader = WakeSocket(tmp_path, "r")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+            for data in (NOTE.encode(), FORGED["absolute live copy"], b"junk"):
+                sender.sendto(data, str(reader.directory / WAKE_SOCKET))
+        assert reader.receive(1.0) == NOTE and reader.refused == 2
+    finally:
+        reader.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a process of another user takes root")
+def test_a_note_from_another_user_is_refused(tmp_path: Path) -> None:
+    """The sender connects while it may (as root), then becomes another user and sends: the
+    file modes let it in, and only the credentials the kernel attaches can tell."""
+    reader = WakeSocket(tmp_path, "r")
+    script = (
+        "import os, socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+        "s.connect(sys.argv[1])\n"
+        "os.setuid(65534)\n"
+        "s.send(sys.argv[2].encode())\n"
+    )
+    try:
+        address = str(reader.directory / WAKE_SOCKET)
+        subprocess.run([sys.executable, "-c", script, address, NOTE.encode().decode()],
+                       check=True)  # fmt: skip
+        assert reader.receive(1.0) is None and reader.refused == 1
+        assert _sent(reader, NOTE.encode()) == NOTE  # the same note from this user is believed
+    finally:
+        reader.close()
+
+
+def test_readers_files_are_owner_only_whatever_the_umask(tmp_path: Path) -> None:
+    (tmp_path / READERS).mkdir(0o777)  # as an older version left it under umask 000
+    os.chmod(tmp_path / READERS, 0o777)
+    before = os.umask(0)
+    try:
+        announcer = Announcer(tmp_path, Notes())
+        reader = WakeSocket(tmp_path, "r")
+    finally:
+        os.umask(before)
+    try:
+        modes = {
+            path.name: stat.S_IMODE(path.lstat().st_mode)
+            for path in (tmp_path / READERS, reader.directory, reader.directory / WAKE_SOCKET,
+                         tmp_path / READERS / BATCHES)
+        }  # fmt: skip
+        assert modes == {READERS: 0o700, "r": 0o700, WAKE_SOCKET: 0o600, BATCHES: 0o600}
+    finally:
+        reader.close()
+        announcer.close()
+
+
+def test_the_batch_counter_is_never_opened_through_a_symlink(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"hello world")
+    (tmp_path / READERS).mkdir()
+    (tmp_path / READERS / BATCHES).symlink_to(victim)
+    with pytest.raises(OSError) as raised:
+        Announcer(tmp_path, Notes())
+    assert raised.value.errno == errno.ELOOP
+    assert victim.read_bytes() == b"hello world"
+
+
+def test_a_symlinked_readers_directory_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(0o755)
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / READERS).symlink_to(elsewhere)
+    with pytest.raises(OSError):
+        WakeSocket(tmp_path / "store", "r")
+    assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o755 and not any(elsewhere.iterdir())
+
+
+def test_notes_never_go_through_a_symlinked_reader_directory(tmp_path: Path) -> None:
+    """A link in readers/ would aim the writer's notes at a socket elsewhere."""
+    other = WakeSocket(tmp_path / "other", "r")
+    announcer = Announcer(tmp_path / "store", Notes())
+    (tmp_path / "store" / READERS / "planted").symlink_to(other.directory)
+    reader = WakeSocket(tmp_path / "store", "real")
+    try:
+        announcer.wake()
+        assert reader.receive(1.0) is not None and other.receive(0.2) is None
+    finally:
+        reader.close()
+        other.close()
+        announcer.close()

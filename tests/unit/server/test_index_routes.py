@@ -93,7 +93,9 @@ def storage(tmp_path: Path) -> Iterator[Storage]:
 
 def _client(storage: Storage, **settings: Any) -> Iterator[TestClient]:
     served = ServedStore.of(_Served(storage))  # type: ignore[arg-type]
-    with TestClient(create_app(served, ServerSettings(**settings))) as client:
+    with TestClient(
+        create_app(served, ServerSettings(**settings)), base_url="http://localhost"
+    ) as client:
         yield client
 
 

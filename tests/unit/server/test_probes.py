@@ -5,6 +5,7 @@ under a real one."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,8 @@ import pytest
 
 from globalstore.errors import StorageError
 from globalstore.read.protocols import StoreStatus
-from globalstore.server import ServedStore, ServerSettings, create_app
+from globalstore.server import ServedStore, ServerSettings, create_app, hosts_for
+from globalstore.server.settings import LOCAL_HOSTS
 from globalstore.status import State
 
 with warnings.catch_warnings():  # starlette's notice about the httpx it uses
@@ -61,7 +63,9 @@ def status(state: State, failure: str | None = None) -> StoreStatus:
 
 
 def client_for(served: ServedStore, token: str | None = None) -> Iterator[TestClient]:
-    with TestClient(create_app(served, ServerSettings(token=token))) as client:
+    with TestClient(
+        create_app(served, ServerSettings(token=token)), base_url="http://localhost"
+    ) as client:
         yield client
 
 
@@ -96,6 +100,14 @@ def test_a_running_store_is_alive_and_not_failed() -> None:
         assert 'globalstore_failed{error=""} 0.0' in client.get("/metrics").text
 
 
+def test_the_notes_a_reader_refused_are_a_metric() -> None:
+    store = ReportingStore(dataclasses.replace(status(State.RUNNING), refused_notes=3))
+    for client in client_for(ServedStore.of(store)):  # type: ignore[arg-type]
+        metrics = client.get("/metrics").text
+        assert "globalstore_refused_notes_total 3.0" in metrics
+        assert "globalstore_transform_failures_total 0.0" in metrics
+
+
 def test_a_store_that_could_not_start_names_the_error_type_only() -> None:
     served = ServedStore.of(ReportingStore(status(State.CLOSED)))  # type: ignore[arg-type]
     served.error = StorageError(SECRET_MESSAGE)
@@ -103,3 +115,53 @@ def test_a_store_that_could_not_start_names_the_error_type_only() -> None:
         health = client.get("/healthz")
         assert health.status_code == 503
         assert health.json() == {"status": "failed", "error": "StorageError"}
+
+
+def _status_codes(settings: ServerSettings, hosts: list[str]) -> dict[str, int]:
+    """The status of GET /v1/status with each Host header."""
+    app = create_app(ServedStore.of(ReportingStore(status(State.RUNNING))), settings)  # type: ignore[arg-type]
+    with TestClient(app, base_url="http://localhost") as client:
+        return {host: client.get("/v1/status", headers={"Host": host}).status_code
+                for host in hosts}  # fmt: skip
+
+
+def test_a_request_naming_another_host_is_refused(caplog: pytest.LogCaptureFixture) -> None:
+    """A page whose name an attacker rebound to 127.0.0.1 (DNS rebinding) sends that name."""
+    local = ["localhost:8080", "127.0.0.1", "[::1]:8080"]
+    foreign = ["attacker.example", "attacker.example:8080", "localhost.attacker.example"]
+    codes = _status_codes(ServerSettings(), local + foreign)
+    assert codes == {**dict.fromkeys(local, 200), **dict.fromkeys(foreign, 400)}
+    assert "serving without a token" in caplog.text
+
+
+def test_the_hosts_answered_are_configurable(caplog: pytest.LogCaptureFixture) -> None:
+    settings = ServerSettings(allowed_hosts=("*.internal",))
+    codes = _status_codes(settings, ["orders.internal", "localhost"])
+    assert codes == {"orders.internal": 200, "localhost": 400}
+    caplog.clear()
+    create_app(ServedStore.of(ReportingStore(status(State.RUNNING))), ServerSettings(token="t"))  # type: ignore[arg-type]
+    assert "serving without a token" not in caplog.text
+
+
+def test_serve_answers_its_bind_address_and_any_name_on_every_interface() -> None:
+    assert hosts_for("127.0.0.1") == (*LOCAL_HOSTS, "127.0.0.1")
+    assert hosts_for("10.1.2.3") == (*LOCAL_HOSTS, "10.1.2.3")
+    assert hosts_for("fe80::1") == (*LOCAL_HOSTS, "[fe80::1]")
+    assert hosts_for("0.0.0.0") == hosts_for("::") == ("*",)
+
+
+class FailingStore(ReportingStore):
+    """A store whose count fails on its disk, as RocksDB says it: naming the file."""
+
+    def count(self) -> int:
+        raise StorageError(f"IO error: No space left on device: {self.path}/db/0042.log")
+
+
+def test_error_bodies_name_the_store_not_where_it_lies() -> None:
+    for client in client_for(ServedStore.of(FailingStore(status(State.RUNNING)))):  # type: ignore[arg-type]
+        response = client.get("/v1/count")
+        assert response.status_code == 500
+        told = response.json()["error"]
+        assert (
+            told == "StorageError: IO error: No space left on device: .../secret-path/db/0042.log"
+        )

@@ -45,7 +45,7 @@ def storage(tmp_path: Path) -> Iterator[Storage]:
 
 def test_every_route_leaves_the_expired_keys_out(storage: Storage) -> None:
     served = ServedStore.of(_Expiring(storage))  # type: ignore[arg-type]
-    with TestClient(create_app(served, ServerSettings())) as client:
+    with TestClient(create_app(served, ServerSettings()), base_url="http://localhost") as client:
         assert client.get("/v1/keys/k1").status_code == 404
         assert client.get("/v1/keys/k2").json()["value"] == {"courier": "c-1"}
         listed = client.get("/v1/keys").json()

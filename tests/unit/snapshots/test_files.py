@@ -50,7 +50,7 @@ def test_tar_stream_holds_every_file_byte_for_byte_then_the_manifest(tmp_path: P
 def test_a_checkpoint_installs_into_an_empty_store_and_nowhere_else(tmp_path: Path) -> None:
     store = Storage(tmp_path / "a")
     try:
-        store.initialise("topic-a", None, 1)
+        store.initialise("topic-a", "id-of-topic-a", 1)
         store.write_values([(b"k", b"v")])
     finally:
         store.close()

@@ -6,27 +6,36 @@ has a deadline and close() stops it."""
 from __future__ import annotations
 
 import hashlib
+import io
+import json
 import logging
 import os
 import shutil
+import tarfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import IO
 
 import pytest
 
 from globalstore import GlobalStore, StoreClosed
 from globalstore.snapshots import archive as snapshot
 from globalstore.snapshots.digests import KnownDigests
-from globalstore.snapshots.manifest import MANIFEST, Manifest
+from globalstore.snapshots.manifest import MANIFEST, Manifest, Staging
 from globalstore.storage import DirLock, Storage
 from tests.snapshot_peer import (
     Peer,
     Route,
     checkpoint_of_a_store,
+    entry,
+    gnu_sparse,
     hostile_tars,
+    huge_header,
     members,
     snapshot_bytes,
+    tar_of,
 )
 
 
@@ -165,7 +174,6 @@ def test_the_token_never_follows_a_redirect_to_another_origin(
     assert [headers.get("Authorization") for _, headers in other.requests] == [None]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("not sending the token" in w for w in warnings), warnings
-    assert any("over plain http" in w for w in warnings), warnings
 
 
 def test_an_install_past_its_deadline_is_refused(
@@ -288,3 +296,149 @@ def _rot(path: Path, offset: int) -> None:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def written(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files an install began to write into its staging directory."""
+    names: list[str] = []
+    add = Staging.add
+
+    def recorded(self: Staging, name: str, data: IO[bytes]) -> None:
+        names.append(name)
+        add(self, name, data)
+
+    monkeypatch.setattr(Staging, "add", recorded)
+    return names
+
+
+def test_sparse_link_and_device_entries_are_refused_before_a_byte_is_written(
+    tmp_path: Path, peer: Peer, caplog: pytest.LogCaptureFixture, written: list[str]
+) -> None:
+    sparse_01 = {"GNU.sparse.major": "0", "GNU.sparse.minor": "1", "GNU.sparse.name": "db/s",
+                 "GNU.sparse.map": f"{1 << 30},0", "GNU.sparse.realsize": str(1 << 30)}  # fmt: skip
+    sparse_10 = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "db/s",
+                 "GNU.sparse.realsize": str(1 << 30)}  # fmt: skip
+    cases = {
+        "sparse (GNU)": (gnu_sparse("db/000001.sst", 64 << 20), "is not a regular file"),
+        "sparse (PAX 0.1)": (tar_of(entry("db/s", size=0, pax=sparse_01)), "not a regular"),
+        # Its map would be read from the data: a number of entries, then no end of line.
+        "sparse (PAX 1.0)": (
+            tar_of(entry("db/s", size=0, pax=sparse_10))[:-1024] + b"99999999\n" + b"1" * (4 << 20),
+            "a sparse file",
+        ),
+        "character device": (tar_of(entry("db/CURRENT", tarfile.CHRTYPE, 0)), "not a regular"),
+        "fifo": (tar_of(entry("db/CURRENT", tarfile.FIFOTYPE, 0)), "not a regular"),
+        "directory": (tar_of(entry("db/sub", tarfile.DIRTYPE, 0)), "not a regular"),
+    }
+    for label, (crafted, why) in cases.items():
+        peer.serve(crafted)
+        warning = _refused(peer.url(), tmp_path / "b", caplog)
+        assert why in warning and written == [], (label, warning, written)
+
+
+def test_a_huge_extended_header_is_refused_before_it_is_read(
+    tmp_path: Path, peer: Peer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """tarfile reads an extended header whole into memory: at most a chunk of it arrives."""
+    for kind in (tarfile.XHDTYPE, tarfile.GNUTYPE_LONGNAME):
+        peer.serve(huge_header(kind, declared=96 << 20, sent=8 << 20), pieces=8)
+        received: list[int] = [0]
+        caplog.clear()
+        assert not snapshot.install(peer.url(), tmp_path / "b", progress=received.append)
+        assert f"an extended header of {96 << 20} bytes" in caplog.text, kind
+        assert max(received) <= 2 << 20, (kind, max(received))
+        assert [p.name for p in (tmp_path / "b").iterdir()] == []
+
+
+def test_an_extended_header_of_a_few_names_still_installs(
+    tmp_path: Path, body: bytes, peer: Peer
+) -> None:
+    """The refusal above is of size, not kind: PAX headers of a few KiB pass."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for member, data in _entries(body):
+            member.pax_headers = {"comment": "x" * 4000}  # a 4,014-byte header
+            tar.addfile(member, io.BytesIO(data))
+    last = list(members(out.getvalue()))[-1]
+    end = -(-(last.offset_data + last.size) // 512) * 512 + 1024  # its data's end, padded
+    peer.serve(out.getvalue()[:end])  # tarfile pads to 10 KiB: a snapshot may not
+    assert snapshot.install(peer.url(), tmp_path / "b")
+    assert _installed_keys(tmp_path / "b") == 3_000
+
+
+def _entries(body: bytes) -> list[tuple[tarfile.TarInfo, bytes]]:
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r|") as tar:
+        return [(m, tar.extractfile(m).read()) for m in tar]  # type: ignore[union-attr]
+
+
+def test_a_tar_of_too_many_entries_is_refused(
+    tmp_path: Path, peer: Peer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(snapshot, "_MAX_FILES", 100)
+    peer.serve(tar_of(*(entry(f"db/{i:06d}.sst", size=0) for i in range(101))))
+    assert "more than 100 entries" in _refused(peer.url(), tmp_path / "b", caplog)
+
+
+def test_a_download_past_what_the_disk_can_spare_stops_and_leaves_nothing(
+    tmp_path: Path, body: bytes, peer: Peer, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    total = 1 << 40
+    spare = 1 << 20  # beyond the twentieth of the disk kept free
+    usage = SimpleNamespace(total=total, free=total // 20 + spare)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage)
+    peer.serve(body, pieces=3)
+    assert len(body) > spare
+    warning = _refused(peer.url(), tmp_path / "b", caplog)
+    assert f"larger than the {spare} bytes the file system can spare" in warning
+
+
+def test_a_snapshot_must_name_the_topic_and_topic_id_its_manifest_claims(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    nameless = Storage(tmp_path / "nameless")
+    try:
+        nameless.initialise("topic-a", None, 1)  # no topic id: the plan could not compare it
+    finally:
+        nameless.close()
+    snapshot.create(tmp_path / "nameless", tmp_path / "no-id")
+    checkpoint_of_a_store(tmp_path)
+    snapshot.create(tmp_path / "a", tmp_path / "claims")
+    manifest = json.loads((tmp_path / "claims" / MANIFEST).read_bytes())
+    shutil.copytree(tmp_path / "claims", tmp_path / "ahead")
+    (tmp_path / "claims" / MANIFEST).write_text(json.dumps({**manifest, "topic": "topic-b"}))
+    (tmp_path / "ahead" / MANIFEST).write_text(json.dumps({**manifest, "offsets": {"0": 9}}))
+    cases = {
+        "no-id": "names no topic or no topic id",
+        "claims": "holds topic 'topic-a' (id id-of-topic-a), its manifest says 'topic-b'",
+        "ahead": "is at offsets {0: 3}, its manifest says {0: 9}",
+    }
+    for source, why in cases.items():
+        assert why in _refused(tmp_path / source, tmp_path / "b", caplog), source
+
+
+def test_the_peer_token_is_sent_to_peers_rather_than_the_server_token(
+    tmp_path: Path, body: bytes, peer: Peer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(snapshot.TOKEN_ENV, "this-server")
+    monkeypatch.setenv(snapshot.PEER_TOKEN_ENV, "the-fleet")
+    peer.serve(body)
+    assert snapshot.install(peer.url(), tmp_path / "b")
+    assert [headers.get("Authorization") for _, headers in peer.requests] == ["Bearer the-fleet"]
+
+
+def test_plain_http_to_another_host_is_refused_unless_allowed(
+    tmp_path: Path, peer: Peer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = "http://192.0.2.1:9/v1/snapshot"  # TEST-NET-1: nothing answers there
+    monkeypatch.setenv(snapshot.TOKEN_ENV, "s3cret")
+    began = time.monotonic()
+    assert snapshot.INSECURE_ENV in _refused(elsewhere, tmp_path / "b", caplog)
+    assert time.monotonic() - began < 0.5  # refused before any connection was tried
+    peer.routes["/v1/snapshot"] = Route(redirect=elsewhere)
+    assert snapshot.INSECURE_ENV in _refused(peer.url(), tmp_path / "b", caplog)
+    monkeypatch.setenv(snapshot.INSECURE_ENV, "1")
+    caplog.clear()
+    assert not snapshot.install(elsewhere, tmp_path / "b", timeout=0.5)  # tried, timed out
+    assert "to another host" not in caplog.text and "over plain http" in caplog.text

@@ -4,6 +4,11 @@ the writer has gone quiet."""
 
 from __future__ import annotations
 
+import errno
+import json
+import os
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -12,7 +17,13 @@ from pathlib import Path
 import pytest
 
 from globalstore import SharedStore, State
-from globalstore.replicas.announce import Announcer, WriterNote, new_writer_id
+from globalstore.replicas.announce import (
+    WAKE_SOCKET,
+    Announcer,
+    WakeSocket,
+    WriterNote,
+    new_writer_id,
+)
 from globalstore.storage import Storage
 from tests.unit.store_fakes import batch
 from tests.waiting import eventually
@@ -108,3 +119,72 @@ def test_a_restarted_writer_that_is_restoring_leaves_readers_where_they_are(
     time.sleep(0.1)
     assert shared["a"] == 1 and shared.status().state is State.RESTORING
     shared.close()
+
+
+def _forge(shared: SharedStore, **fields: object) -> None:
+    """Send the reader a datagram of this user's (it passes the file modes): the writer's
+    last note with `fields` changed, or raw bytes for fields={"raw": ...}."""
+    note = shared._note
+    assert note is not None and shared._wake is not None
+    body = {**json.loads(note.encode()), **fields}
+    data = body["raw"] if "raw" in body else json.dumps(body).encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        sender.sendto(data, str(shared._wake.directory / WAKE_SOCKET))
+
+
+def test_forged_notes_leave_the_reader_on_its_copy_and_following(
+    writer: Writer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")  # a store the sender would have served
+    forged = Storage(elsewhere)
+    forged.initialise("t", None, 0)
+    forged.apply(batch(("a", "666"), start=0), {}, True, 0)
+    forged.close()
+    writer.write(("a", "1"), start=0)
+    shared = SharedStore(writer.home).start(timeout=5)
+    forgeries: list[dict[str, object]] = [
+        {"live": str(elsewhere)},
+        {"live": os.path.relpath(elsewhere, writer.home)},
+        {"live": "..", "writer": "1-a"},
+        {"state": "bogus"},
+        {"positions": []},
+        {"raw": b"[" * 5_000 + b"]" * 5_000},
+    ]
+    try:
+        for count, fields in enumerate(forgeries, start=1):
+            _forge(shared, **fields)
+            _until_refused(shared, count)
+            status = shared.status()  # never raises, whatever the note said
+            assert status.state is State.RUNNING and status.path == str(writer.home), fields
+            assert shared["a"] == 1, fields
+        writer.write(("a", "2"), start=1)
+        assert shared.wait_for({0: 2}, timeout=5)  # the note thread still follows
+        assert shared["a"] == 2 and shared._thread is not None and shared._thread.is_alive()
+    finally:
+        shared.close()
+
+
+def _until_refused(shared: SharedStore, count: int) -> None:
+    eventually(lambda: shared.status().refused_notes == count, 5, shared.status, 0.005)
+
+
+def test_a_socket_that_fails_does_not_stop_the_reader_following(
+    writer: Writer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer.write(("a", "1"), start=0)
+    shared = SharedStore(writer.home).start(timeout=5)
+    receive, failed = WakeSocket.receive, threading.Event()
+
+    def fails_once(self: WakeSocket, timeout: float) -> WriterNote | None:
+        if not failed.is_set():
+            failed.set()
+            raise OSError(errno.ENOMEM, "no memory for the datagram")
+        return receive(self, timeout)
+
+    monkeypatch.setattr(WakeSocket, "receive", fails_once)
+    try:
+        assert failed.wait(5)
+        writer.write(("a", "2"), start=1)
+        assert shared.wait_for({0: 2}, timeout=5)
+    finally:
+        shared.close()
