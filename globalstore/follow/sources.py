@@ -34,6 +34,8 @@ _RESTORE_WAIT = 0.05  # seconds a restoring source waits for its first record
 
 
 class BatchSource(Protocol):
+    """Where the store thread's batches come from: the consumer or the C loop."""
+
     def apply(self, storage: Storage, now_ms: int) -> Applied:
         """Consume one batch (events included) and apply it with its offsets."""
         ...

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TopicInfo:
+    """What the store needs to know of its topic: partitions, id and the two configs it checks."""
+
     partitions: tuple[int, ...]
     topic_id: str | None
     cleanup_policy: str | None

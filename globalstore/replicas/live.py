@@ -23,6 +23,8 @@ __all__ = ["Closable", "Live"]
 
 
 class Closable(Protocol):
+    """What a copy Live holds must do: close."""
+
     def close(self) -> None:
         """Release what the copy holds."""
 

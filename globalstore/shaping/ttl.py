@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 
 def to_ms(ttl: float | None) -> int | None:
+    """A ttl in seconds as whole milliseconds (at least 1); None stays None."""
     return None if ttl is None else max(1, round(ttl * 1000))
 
 

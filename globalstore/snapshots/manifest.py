@@ -69,6 +69,8 @@ class Sha256Behind:
 
 @dataclasses.dataclass(frozen=True)
 class FileEntry:
+    """One file of a snapshot: its name, size and SHA-256."""
+
     name: str
     size: int
     sha256: str

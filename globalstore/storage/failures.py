@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 
 class Failure(enum.Enum):
+    """What a RocksDB error means, and so what the store does about it."""
+
     LOCKED = "locked"  # another process (or handle) has the database: StoreLocked
     DAMAGED = "damaged"  # RocksDB cannot make sense of its own files: wipe and rebuild
     REFUSED = "refused"  # RocksDB refuses the settings or the files' features: configuration

@@ -49,10 +49,12 @@ def successor(prefix: bytes) -> bytes | None:
 
 
 def entry_key(index_id: int, value: bytes, key: bytes) -> bytes:
+    """The index entry of `key` under index value `value` of index `index_id`."""
     return ENTRY + _ID.pack(index_id) + value + SEP + key
 
 
 def count_key(index_id: int) -> bytes:
+    """The key of index `index_id`'s entry count."""
     return COUNT + _ID.pack(index_id)
 
 
@@ -106,6 +108,7 @@ def past(
 
 
 def encode_values(values: frozenset[bytes]) -> bytes:
+    """A key's index values as they are stored beside it, in one byte string."""
     if len(values) == 1:  # the common case: one index value per key
         (value,) = values
         return value
@@ -154,6 +157,7 @@ def write_changes(
 
 
 def time_key(ts: int, key: bytes) -> bytes:
+    """The time-index entry of `key`, written at `ts` (ms)."""
     return TIME + _TS.pack(ts) + key
 
 

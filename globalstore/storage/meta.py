@@ -64,10 +64,12 @@ _BUILT = b"built"  # K_TIME_INDEX of a complete time index; else b"cursor:" + he
 
 
 def offset_key(partition: int) -> bytes:
+    """The meta key of `partition`'s next offset."""
     return OFFSET_PREFIX + b"%d" % partition
 
 
 def index_key(name: str) -> bytes:
+    """The meta key of index `name`'s definition."""
     return INDEX_PREFIX + name.encode("utf-8")
 
 
@@ -139,6 +141,7 @@ class Meta:
 
 
 def opt_int(raw: bytes | None) -> int | None:
+    """A stored decimal as an int; None stays None."""
     return None if raw is None else int(raw)
 
 
