@@ -31,9 +31,12 @@ def page(scan: Scan[tuple[str, Any]], limit: int, max_bytes: int, counted: Count
     (key, partition, offset, reason), at most `limit` of both and `max_bytes` of them (but at
     least one, however big), with the cursor past the last of either if any is left out."""
     built = _Page(limit, max_bytes, counted, _key)
-    _fill(
-        built, scan(built.skip), lambda item: (_dumps({"key": item[0], "value": item[1]}), item[0])
-    )
+
+    def entry(item: tuple[str, Any]) -> tuple[bytes, str]:
+        key, value = item
+        return _dumps({"key": key, "value": value}), key
+
+    _fill(built, scan(built.skip), entry)
     return built.body(encode_cursor)
 
 
