@@ -46,6 +46,7 @@ from globalstore.read.protocols import (
     ArrowOptions,
     FollowingStore,
     ScanFilters,
+    ScanOptions,
     StoreReader,
     StoreStatus,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "RetriableError",
     "RocksDBOptions",
     "ScanFilters",
+    "ScanOptions",
     "SharedStore",
     "StartTimeout",
     "State",

@@ -120,6 +120,12 @@ def origin(raw: bytes) -> tuple[int, int, int]:
     return UNKNOWN, UNKNOWN, UNKNOWN
 
 
+Decode = Callable[[bytes, bytes, str], Any]  # decode() or a store's own (converters.py)
+# What a scan does with a value it leaves out because it does not decode; what the callback
+# raises ends the scan.
+OnInvalid = Callable[[InvalidValue], object]
+
+
 def decode(raw: bytes, key: bytes, topic: str) -> Any:
     """The JSON value inside on-disk bytes, or InvalidValue naming the record it came from."""
     # Fast path (every value written by this version): one check, one parse. Slicing copies
@@ -133,18 +139,31 @@ def decode(raw: bytes, key: bytes, topic: str) -> Any:
     return _decode_other(raw, key, topic)
 
 
-def decode_items(pairs: Iterable[tuple[bytes, bytes]], topic: str) -> Iterator[tuple[str, Any]]:
-    """(key, decoded value) for each (key bytes, on-disk bytes): decode() for a whole scan,
-    with its fast path inlined because a function call per key is a sizeable part of a scan."""
-    loads, size, v1, fmt = _loads, HEADER_SIZE, V1, VALUE_FORMAT_VERSION
+def decode_items(
+    pairs: Iterable[tuple[bytes, bytes]],
+    topic: str,
+    on_invalid: OnInvalid,
+    decoder: Decode = decode,
+    value_format: int = VALUE_FORMAT_VERSION,
+) -> Iterator[tuple[str, Any]]:
+    """(key, decoded value) for each (key bytes, on-disk bytes): `decoder` (decode() or a
+    store's own, which answers in `value_format`) for a whole scan, with its fast path
+    inlined because a function call per key is a sizeable part of a scan. A value that does
+    not decode is left out and given to `on_invalid`: one bad record never ends a scan."""
+    loads, size, v1 = _loads, HEADER_SIZE, V1
     for key, raw in pairs:
-        if len(raw) > size and raw[0] == v1 and raw[1] == fmt:
+        if len(raw) > size and raw[0] == v1 and raw[1] == value_format:
             try:
                 yield key.decode(), loads(raw[size:])
                 continue
             except orjson.JSONDecodeError:
-                pass  # decode() below raises InvalidValue with the record's origin
-        yield key.decode(), decode(raw, key, topic)
+                pass  # decoder() below raises InvalidValue with the record's origin
+        try:
+            value = decoder(raw, key, topic)
+        except InvalidValue as exc:
+            on_invalid(exc)
+            continue
+        yield key.decode(), value
 
 
 def _decode_other(raw: bytes, key: bytes, topic: str) -> Any:
@@ -159,9 +178,6 @@ def _decode_other(raw: bytes, key: bytes, topic: str) -> Any:
         return _loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidValue(topic, key, UNKNOWN, UNKNOWN, f"not valid JSON: {exc}") from None
-
-
-Decode = Callable[[bytes, bytes, str], Any]  # decode() or a store's own (converters.py)
 
 
 def decode_entry(raw: bytes, key: bytes, topic: str, decoder: Decode = decode) -> Entry:

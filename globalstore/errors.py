@@ -156,7 +156,12 @@ class DamagedLayoutError(StorageError):
 
 
 class InvalidValue(FatalError):  # noqa: N818 - public names fixed by the API
-    """A stored value cannot be decoded; says which record it came from."""
+    """A stored value cannot be decoded; says which record it came from. get() raises it;
+    a scan leaves the value out and reports it (its `on_invalid`)."""
+
+    # Set when a find() or find_matches() scan reached the value through an index: the index
+    # value that led there (a page's cursor continues past it).
+    index_value: str | None = None
 
     def __init__(self, topic: str, key: bytes, partition: int, offset: int, reason: str) -> None:
         super().__init__(

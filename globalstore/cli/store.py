@@ -24,7 +24,7 @@ import orjson
 from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.target import StoreTarget, store_options
 from globalstore.cli.watch import Watcher, watch
-from globalstore.errors import BrokerUnavailable
+from globalstore.errors import BrokerUnavailable, InvalidValue
 from globalstore.follow.topic import records_between
 from globalstore.listeners import StoreListener
 from globalstore.read.protocols import StoreStatus
@@ -165,23 +165,44 @@ def scan(
 ) -> None:
     """Print records in key order as NDJSON lines: {"key": ..., "value": ...}. With
     `--index NAME` (its function given too) or with --value: the keys an index finds, by
-    index value, then key (--value needs no NAME when one index is given)."""
+    index value, then key (--value needs no NAME when one index is given). A value that does
+    not decode is left out and named on stderr (one line each, with its partition and
+    offset); the scan goes on, and exits with status 1 at the end."""
     index = _queried_index(target, value)
     out = sys.stdout.buffer
+    skipped = _Skipped()
     with contextlib.closing(target.open_for_queries()) as store:
+        report = skipped.report
         if index is None:
-            items = store.items(prefix=prefix, start=start, end=end, reverse=reverse, limit=limit)
+            items = store.items(
+                prefix=prefix, start=start, end=end, reverse=reverse, limit=limit, on_invalid=report
+            )
         elif value is not None:
-            items = store.find(index, value, reverse=reverse, limit=limit)
+            items = store.find(index, value, reverse=reverse, limit=limit, on_invalid=report)
         else:
             items = store.find(
-                index, prefix=prefix, start=start, end=end, reverse=reverse, limit=limit
-            )
+                index, prefix=prefix, start=start, end=end, reverse=reverse, limit=limit,
+                on_invalid=report,
+            )  # fmt: skip
         try:
             for k, v in items:
                 out.write(orjson.dumps({"key": k, "value": v}) + b"\n")
         finally:
             out.flush()
+    if skipped.count:
+        sys.exit(1)
+
+
+class _Skipped:
+    """scan's report of the values it leaves out: a line each on stderr, and how many."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def report(self, exc: InvalidValue) -> None:
+        self.count += 1
+        sys.stdout.flush()  # the lines before it first, where both go to one terminal
+        click.echo(f"skipped: {exc}", err=True)
 
 
 def _queried_index(target: StoreTarget, value: str | None) -> str | None:

@@ -7,6 +7,11 @@ size streams: one batch at a time is in memory, never the whole table. Columns:
   timestamp  the record's timestamp, ms since the epoch (UTC); null for a legacy value
 and, for a scan through a secondary index, index_value (utf8) first.
 
+A value that does not decode (or that a converter raises on, or that does not fit the
+caller's struct) has no row: the export goes on without it and gives its InvalidValue to the
+export's on_invalid, as every scan does. The errors are a list beside the table, not null
+rows: a null value could be a real one, and a column of reasons would widen every table.
+
 pyarrow is an optional dependency (the `arrow` extra): imported when a reader is made.
 """
 
@@ -55,6 +60,7 @@ class Export:
     topic: str
     decode: codec.Decode  # the store's: converts older value formats
     value_format: int  # the format queries answer in: its stored JSON passes through as text
+    on_invalid: codec.OnInvalid  # told of each value left out (it does not decode or fit)
     schema: pa.Schema | pa.StructType | None = None  # a struct value column of these fields
     batch_rows: int = BATCH_ROWS
     batch_bytes: int = BATCH_BYTES
@@ -88,7 +94,7 @@ def reader(
     record batches of `columns` (schema()). The rows are read as the batches are."""
     pa = pyarrow()
     batches = (_batch(pa, columns, chunk, export) for chunk in _chunks(rows, export))
-    return pa.RecordBatchReader.from_batches(columns, batches)
+    return pa.RecordBatchReader.from_batches(columns, (b for b in batches if b is not None))
 
 
 def _struct(pa: ModuleType, schema: Any) -> Any:
@@ -124,17 +130,24 @@ def _chunks(rows: Iterator[tuple[bytes, ...]], export: Export) -> Iterator[list[
             return
 
 
-def _batch(pa: ModuleType, columns: Any, chunk: list[tuple[bytes, ...]], export: Export) -> Any:
+def _batch(
+    pa: ModuleType, columns: Any, chunk: list[tuple[bytes, ...]], export: Export
+) -> Any | None:
+    """The record batch of a chunk's rows, less those whose value does not decode or fit
+    (reported); None when none is left."""
+    current = _all_current([row[-1] for row in chunk], export.value_format)
+    if export.schema is not None:
+        chunk, values = _structs(pa, columns.field("value").type, chunk, export)
+    elif current:
+        chunk, values = _stored_json(pa, chunk, export)
+    else:
+        chunk, decoded = _decoded(chunk, export)
+        values = pa.array(list(map(orjson.dumps, decoded)), pa.string())
+    if not chunk:
+        return None
     fields = list(zip(*chunk, strict=True))
     keys: Sequence[bytes] = fields[-2]
     raws: Sequence[bytes] = fields[-1]
-    current = _all_current(raws, export.value_format)
-    if export.schema is not None:
-        values = _structs(pa, columns.field("value").type, keys, raws, export)
-    elif current:
-        values = _stored_json(pa, keys, raws, export)
-    else:
-        values = pa.array(_converted_json(keys, raws, export), pa.string())
     stamps = _timestamps(pa, raws) if current else _origin_timestamps(pa, raws)
     arrays = [pa.array(keys, pa.string()), values, stamps.cast(columns.field("timestamp").type)]
     if len(fields) == 3:
@@ -149,48 +162,69 @@ def _all_current(raws: Sequence[bytes], value_format: int) -> bool:
     return all(len(raw) > size and raw[0] == layout and raw[1] == value_format for raw in raws)
 
 
-def _stored_json(
-    pa: ModuleType, keys: Sequence[bytes], raws: Sequence[bytes], export: Export
-) -> Any:
-    """The stored JSON text as it is: parsed only to check it (a bad record must fail here,
-    naming its key as get() does, not later in the caller's query)."""
-    bodies = list(map(_body, raws))
+_Rows = list[tuple[bytes, ...]]
+
+
+def _stored_json(pa: ModuleType, chunk: _Rows, export: Export) -> tuple[_Rows, Any]:
+    """The stored JSON text as it is, of the rows whose text parses: each is parsed only to
+    check it (a bad record must be left out here, not fail later in the caller's query)."""
+    bodies = [_body(row[-1]) for row in chunk]
     try:
         for _ in map(orjson.loads, bodies):
             pass
     except orjson.JSONDecodeError:
-        _converted_json(keys, raws, export)  # raises InvalidValue naming the record
-    return pa.array(bodies, pa.string())
+        chunk, _ = _decoded(chunk, export)  # reports the bad ones
+        bodies = [_body(row[-1]) for row in chunk]
+    return chunk, pa.array(bodies, pa.string())
 
 
 _body = operator.itemgetter(slice(codec.HEADER_SIZE, None))
 
 
-def _converted_json(keys: Sequence[bytes], raws: Sequence[bytes], export: Export) -> list[bytes]:
-    """Each value decoded (and converted from an older format) and encoded again."""
+def _decoded(chunk: _Rows, export: Export) -> tuple[_Rows, list[Any]]:
+    """The rows whose value decodes (converted from an older format), with their values;
+    each other one reported to on_invalid."""
     decode, topic = export.decode, export.topic
-    return [orjson.dumps(decode(raw, key, topic)) for key, raw in zip(keys, raws, strict=True)]
+    rows: _Rows = []
+    values: list[Any] = []
+    for row in chunk:
+        try:
+            value = decode(row[-1], row[-2], topic)
+        except InvalidValue as exc:
+            _report(exc, row, export)
+            continue
+        rows.append(row)
+        values.append(value)
+    return rows, values
 
 
-def _structs(
-    pa: ModuleType, value_type: Any, keys: Sequence[bytes], raws: Sequence[bytes], export: Export
-) -> Any:
-    """The decoded values as structs of the caller's fields (missing ones null, others left
-    out); InvalidValue naming the first value that does not fit."""
-    decode, topic = export.decode, export.topic
-    values = [decode(raw, key, topic) for key, raw in zip(keys, raws, strict=True)]
+def _structs(pa: ModuleType, value_type: Any, chunk: _Rows, export: Export) -> tuple[_Rows, Any]:
+    """The rows whose value decodes and fits, with their values as structs of the caller's
+    fields (missing ones null, others left out); each other one reported."""
+    rows, values = _decoded(chunk, export)
     try:
-        return pa.array(values, value_type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        failed = exc
-    for key, raw, value in zip(keys, raws, values, strict=True):  # which one: to name its key
+        return rows, pa.array(values, value_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass  # one at a time below, to name the rows that do not fit
+    fitting: _Rows = []
+    fits: list[Any] = []
+    for row, value in zip(rows, values, strict=True):
         try:
             pa.array([value], value_type)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            _, partition, offset = codec.origin(raw)
+            _, partition, offset = codec.origin(row[-1])
             reason = f"does not fit the schema {value_type}: {exc}"
-            raise InvalidValue(export.topic, key, partition, offset, reason) from None
-    raise failed
+            _report(InvalidValue(export.topic, row[-2], partition, offset, reason), row, export)
+            continue
+        fitting.append(row)
+        fits.append(value)
+    return fitting, pa.array(fits, value_type)
+
+
+def _report(exc: InvalidValue, row: tuple[bytes, ...], export: Export) -> None:
+    if len(row) == 3:  # read through an index: the index value that led to it, as find() says
+        exc.index_value = row[0].decode()
+    export.on_invalid(exc)
 
 
 _STAMP = operator.itemgetter(slice(codec.TIMESTAMP_AT, codec.TIMESTAMP_AT + codec.TIMESTAMP.size))

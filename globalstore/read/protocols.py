@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypedDict, Unpack
 
-from globalstore.codec import Entry
+from globalstore.codec import Entry, OnInvalid
 from globalstore.status import State
 
 if TYPE_CHECKING:
@@ -100,7 +100,17 @@ class ScanFilters(TypedDict, total=False):
     limit: int | None
 
 
-class ArrowOptions(ScanFilters, total=False):
+class ScanOptions(ScanFilters, total=False):
+    """A scan that decodes values: its filters, and what it does with a value that does not
+    decode (or that a converter raises on). Such a value is always left out, never the end of
+    the scan: `on_invalid` is called with its InvalidValue (which names key, partition,
+    offset and reason), in scan order, in the thread reading the scan; what it raises ends
+    the scan. Without it, the store logs a WARNING the first time it leaves a record out."""
+
+    on_invalid: OnInvalid | None
+
+
+class ArrowOptions(ScanOptions, total=False):
     """What to_arrow() reads (the keys, or with `index` the index values, that the filters
     select) and how (a struct value column of `schema`'s fields, the batch bounds)."""
 
@@ -127,16 +137,16 @@ class StoreReader(Protocol):
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]: ...
 
-    def items(self, **filters: Unpack[ScanFilters]) -> Iterator[tuple[str, Any]]: ...
+    def items(self, **filters: Unpack[ScanOptions]) -> Iterator[tuple[str, Any]]: ...
 
     def keys(self, **filters: Unpack[ScanFilters]) -> Iterator[str]: ...
 
-    def values(self, **filters: Unpack[ScanFilters]) -> Iterator[Any]: ...
+    def values(self, **filters: Unpack[ScanOptions]) -> Iterator[Any]: ...
 
-    def entries(self, **filters: Unpack[ScanFilters]) -> Iterator[Entry]: ...
+    def entries(self, **filters: Unpack[ScanOptions]) -> Iterator[Entry]: ...
 
     def find(
-        self, index: str, value: str | None = None, **filters: Unpack[ScanFilters]
+        self, index: str, value: str | None = None, **filters: Unpack[ScanOptions]
     ) -> Iterator[tuple[str, Any]]: ...
 
     def find_matches(
@@ -145,7 +155,7 @@ class StoreReader(Protocol):
         value: str | None = None,
         *,
         after: tuple[str, str] | None = None,
-        **filters: Unpack[ScanFilters],
+        **filters: Unpack[ScanOptions],
     ) -> Iterator[tuple[str, str, Any]]: ...
 
     def find_count(self, index: str, value: str) -> int: ...

@@ -1,21 +1,26 @@
 """The read side of a store: lookups and scans over a Storage, shared by GlobalStore (which
 restores and follows) and ReadOnlyStore (which only opens what a running store has written).
 
-Keys are str on the API and UTF-8 bytes on disk; values come back as decoded JSON.
+Keys are str on the API and UTF-8 bytes on disk; values come back as decoded JSON. A scan
+leaves out a value that does not decode and reports it (on_invalid, else a WARNING): one bad
+record never ends a scan of the others; get() of its key raises InvalidValue.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Unpack
 
 from globalstore import codec
+from globalstore.codec import OnInvalid
 from globalstore.errors import (
     GlobalStoreError,
     IndexNotReady,
+    InvalidValue,
     StorageError,
     StoreClosed,
     UnknownIndex,
@@ -32,7 +37,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 _T = TypeVar("_T")
+_Row = TypeVar("_Row")
 _MISSING: Any = object()
+
+log = logging.getLogger(__name__)
 
 
 class StoreQueries:
@@ -125,14 +133,16 @@ class StoreQueries:
         end: str | None = None,
         reverse: bool = False,
         limit: int | None = None,
+        on_invalid: OnInvalid | None = None,
     ) -> Iterator[tuple[str, Any]]:
         """(key, value) in key byte order over one point-in-time view; start inclusive, end
-        exclusive. Exhaust or close the iterator before close()."""
-        scan = self._scan(prefix, start, end, reverse, limit)  # the view is fixed here
-        decode, topic = self._decode, self.topic
-        if decode is codec.decode:
-            return self._guarded(codec.decode_items(scan, topic))
-        return self._guarded((k.decode(), decode(raw, k, topic)) for k, raw in scan)
+        exclusive; `limit` counts the keys visited. A value that does not decode is left
+        out and reported: on_invalid(InvalidValue), else a WARNING (ScanOptions). Exhaust
+        or close the iterator before close()."""
+        scan = self._guarded(self._scan(prefix, start, end, reverse, limit))  # view fixed here
+        return codec.decode_items(
+            scan, self.topic, self._reporter(on_invalid), self._decode, self._value_format
+        )
 
     def keys(
         self,
@@ -153,9 +163,10 @@ class StoreQueries:
         end: str | None = None,
         reverse: bool = False,
         limit: int | None = None,
+        on_invalid: OnInvalid | None = None,
     ) -> Iterator[Any]:
-        """Values with the same filters as items()."""
-        return (value for _, value in self.items(prefix, start, end, reverse, limit))
+        """Values with the same filters and reports as items()."""
+        return (value for _, value in self.items(prefix, start, end, reverse, limit, on_invalid))
 
     def entries(
         self,
@@ -164,11 +175,16 @@ class StoreQueries:
         end: str | None = None,
         reverse: bool = False,
         limit: int | None = None,
+        on_invalid: OnInvalid | None = None,
     ) -> Iterator[codec.Entry]:
-        """Entries (key, value, record timestamp, partition, offset), filtered like items()."""
-        scan = self._scan(prefix, start, end, reverse, limit)
+        """Entries (key, value, record timestamp, partition, offset), filtered and reported
+        like items()."""
+        scan = self._guarded(self._scan(prefix, start, end, reverse, limit))
         decode, topic = self._decode, self.topic
-        return self._guarded(codec.decode_entry(raw, k, topic, decode) for k, raw in scan)
+        report = self._reporter(on_invalid)
+        return _skipping(
+            scan, lambda row: codec.decode_entry(row[1], row[0], topic, decode), report
+        )
 
     def _scan(
         self,
@@ -189,16 +205,22 @@ class StoreQueries:
     # -- secondary indexes (indexes.py) ------------------------------------------------------
 
     def find(
-        self, index: str, value: str | None = None, **filters: Unpack[ScanFilters]
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        on_invalid: OnInvalid | None = None,
+        **filters: Unpack[ScanFilters],
     ) -> Iterator[tuple[str, Any]]:
         """(key, value) of the keys whose index value is `value`, in key order; or of those
         whose index value starts with `prefix` and/or lies in [start, end), ordered by index
         value, then key. Index entries and values are read over one point-in-time view.
         UnknownIndex for an index the store does not have, IndexNotReady while it is being
-        built. Exhaust or close the iterator before close()."""
-        scan = self._index_scan(index, value, **filters)
-        decode, topic = self._decode, self.topic
-        return self._guarded((k.decode(), decode(raw, k, topic)) for _, k, raw in scan)
+        built. Values that do not decode are left out and reported as items() does, with
+        the index value that led to them (InvalidValue.index_value). Exhaust or close the
+        iterator before close()."""
+        scan = self._guarded(self._index_scan(index, value, **filters))
+        return ((k, v) for _, k, v in self._matches(scan, on_invalid))
 
     def find_matches(
         self,
@@ -211,14 +233,28 @@ class StoreQueries:
         reverse: bool = False,
         limit: int | None = None,
         after: tuple[str, str] | None = None,
+        on_invalid: OnInvalid | None = None,
     ) -> Iterator[tuple[str, str, Any]]:
         """As find(), with each key's index value: (index value, key, value). `after`, an
-        (index value, key) pair it returned, continues past it (as a page cursor does)."""
+        (index value, key) pair it returned or reported, continues past it (as a page
+        cursor does)."""
         scan = self._index_scan(index, value, prefix, start, end, reverse, limit, after)
+        return self._matches(self._guarded(scan), on_invalid)
+
+    def _matches(
+        self, scan: Iterator[tuple[bytes, bytes, bytes]], on_invalid: OnInvalid | None
+    ) -> Iterator[tuple[str, str, Any]]:
         decode, topic = self._decode, self.topic
-        return self._guarded(
-            (iv.decode(), k.decode(), decode(raw, k, topic)) for iv, k, raw in scan
-        )
+
+        def read(row: tuple[bytes, bytes, bytes]) -> tuple[str, str, Any]:
+            index_value, k, raw = row
+            try:
+                return index_value.decode(), k.decode(), decode(raw, k, topic)
+            except InvalidValue as exc:
+                exc.index_value = index_value.decode()
+                raise
+
+        return _skipping(scan, read, self._reporter(on_invalid))
 
     def _index_scan(
         self,
@@ -294,15 +330,25 @@ class StoreQueries:
         schema: pa.Schema | pa.StructType | None = None,
         batch_rows: int = arrow.BATCH_ROWS,
         batch_bytes: int = arrow.BATCH_BYTES,
+        on_invalid: OnInvalid | None = None,
     ) -> pa.RecordBatchReader:
         """A pyarrow RecordBatchReader of the keys items() visits, or, with `index`, of the
         keys find_matches() visits (`value`, prefix, start and end then filter index values),
         over one point-in-time view, in batches of at most `batch_rows` rows that end once
         their values reach `batch_bytes`. Columns: key, value (its JSON text, or a struct of
         the fields `schema` names), timestamp (the record's); index_value first with `index`.
-        Read or close the reader before close(). ImportError without pyarrow."""
+        A value that does not decode, or does not fit `schema`, has no row: it is reported
+        as items() does (on_invalid, else a WARNING), as the batches are read, so a caller's
+        on_invalid collects the errors beside the table. Read or close the reader before
+        close(). ImportError without pyarrow."""
         export = arrow.Export(
-            self.topic, self._decode, self._value_format, schema, batch_rows, batch_bytes
+            self.topic,
+            self._decode,
+            self._value_format,
+            self._reporter(on_invalid),
+            schema,
+            batch_rows,
+            batch_bytes,
         )
         if index is None and value is not None:
             raise ValueError("to_arrow() takes a value only with an index")
@@ -316,6 +362,13 @@ class StoreQueries:
         return arrow.reader(self._guarded(rows), columns, export)
 
     # -- errors ------------------------------------------------------------------------------
+
+    def _reporter(self, on_invalid: OnInvalid | None) -> OnInvalid:
+        """What a scan does with a value it leaves out: the caller's on_invalid, else log."""
+        if on_invalid is not None:
+            return on_invalid
+        path = self.path
+        return lambda exc: _warn(path, exc)
 
     def _guarded(self, it: Iterator[_T]) -> Iterator[_T]:
         try:
@@ -337,6 +390,36 @@ class StoreQueries:
         if isinstance(exc, GlobalStoreError):
             raise exc
         raise StorageError(f"RocksDB read failed in {self.path}: {exc}") from exc
+
+
+def _skipping(rows: Iterator[_Row], read: Callable[[_Row], _T], report: OnInvalid) -> Iterator[_T]:
+    """read(row) of each row; a row whose value does not decode is left out and reported."""
+    for row in rows:
+        try:
+            out = read(row)
+        except InvalidValue as exc:
+            report(exc)
+            continue
+        yield out
+
+
+# The records the default report has warned of, so that a scan run every second does not
+# repeat a WARNING per bad record each time; when full it starts over (and warns again).
+_WARNED_MAX = 10_000
+_warned: set[tuple[str, str, bytes, int, int]] = set()
+
+
+def _warn(path: Path, exc: InvalidValue) -> None:
+    """Log a value a scan left out: WARNING the first time this process leaves that record
+    out, DEBUG after that."""
+    record = (str(path), exc.topic, exc.key, exc.partition, exc.offset)
+    first = record not in _warned
+    if first:
+        if len(_warned) >= _WARNED_MAX:
+            _warned.clear()
+        _warned.add(record)
+    level = logging.WARNING if first else logging.DEBUG
+    log.log(level, "a scan of the store in %s left out a value: %s", path, exc)
 
 
 def index_statuses(state: StorageState, failures: Mapping[str, int]) -> dict[str, IndexStatus]:

@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from globalstore.codec import OnInvalid
 from globalstore.errors import (
     GlobalStoreError,
     IndexNotReady,
@@ -224,12 +225,16 @@ class Api:
             following = after + "\0"
             start = following if start is None or following > start else start
         store, max_bytes = self.served.store, self.settings.max_page_bytes
+        counted = self.metrics.decode_errors.inc
 
-        def build() -> bytes:
-            items = store.items(prefix=span.prefix, start=start, end=span.end, limit=limit + 1)
-            return bodies.page(items, limit, max_bytes)
+        def scan(report: OnInvalid) -> Iterator[tuple[str, Any]]:
+            # limit + 1 keys visited: one past a full page says whether another follows.
+            return store.items(
+                prefix=span.prefix, start=start, end=span.end, limit=limit + 1, on_invalid=report
+            )
 
-        return Response(await anyio.to_thread.run_sync(build), media_type="application/json")
+        body = await anyio.to_thread.run_sync(bodies.page, scan, limit, max_bytes, counted)
+        return Response(body, media_type="application/json")
 
     async def find(self, request: Request) -> Response:
         """One page of the keys an index names: of one index value (`value`), or of index
@@ -246,25 +251,30 @@ class Api:
         after = params.match_cursor(query)
         await self._await_position(query, self._wait(query))
         store, max_bytes = self.served.store, self.settings.max_page_bytes
+        counted = self.metrics.decode_errors.inc
 
-        def build() -> bytes:
-            matches = store.find_matches(
+        def scan(report: OnInvalid) -> Iterator[tuple[str, str, Any]]:
+            return store.find_matches(
                 name, value, prefix=span.prefix, start=span.start, end=span.end,
-                limit=limit + 1, after=after,
+                limit=limit + 1, after=after, on_invalid=report,
             )  # fmt: skip
-            return bodies.match_page(matches, limit, max_bytes)
 
-        return Response(await anyio.to_thread.run_sync(build), media_type="application/json")
+        body = await anyio.to_thread.run_sync(bodies.match_page, scan, limit, max_bytes, counted)
+        return Response(body, media_type="application/json")
 
     async def export(self, request: Request) -> Response:
         span = params.key_range(request.query_params)
         store, size = self.served.store, self.settings.export_chunk
 
+        def scan(report: OnInvalid) -> Iterator[tuple[str, Any]]:
+            return store.items(
+                prefix=span.prefix, start=span.start, end=span.end, on_invalid=report
+            )
+
         def chunks() -> Generator[bytes, None, None]:
             # The view is fixed at the first chunk, before the first byte is sent: one point in
             # time for the whole stream.
-            items = store.items(prefix=span.prefix, start=span.start, end=span.end)
-            yield from bodies.ndjson_chunks(items, size)
+            yield from bodies.ndjson_chunks(scan, size, self.metrics.decode_errors.inc)
 
         return await self._stream(request, self.exports, chunks(), "application/x-ndjson")
 

@@ -6,83 +6,174 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Generator, Iterator
-from typing import Any
+from collections.abc import Callable, Generator, Iterator
+from typing import Any, Generic, TypeVar
 
 import orjson
 
+from globalstore.codec import OnInvalid
 from globalstore.errors import InvalidValue, StoreClosed
 from globalstore.read.protocols import FollowingStore
 from globalstore.server.params import encode_cursor, encode_match_cursor
 from globalstore.snapshots import archive as snapshot
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
+_Item = TypeVar("_Item")
+_Pos = TypeVar("_Pos")
+
+# A scan opened with the body's report of the values it leaves out (the store's on_invalid).
+Scan = Callable[[OnInvalid], Iterator[_Item]]
+Counted = Callable[[], object]  # counts one value left out (the decode errors metric)
 
 
-def page(items: Iterator[tuple[str, Any]], limit: int, max_bytes: int) -> bytes:
-    """The JSON of one page of `items`: at most `limit` items and `max_bytes` of them (but at
-    least one, however big), with the cursor of the next page if any item is left out."""
-    parts: list[bytes] = []
-    size = 0
-    last: str | None = None
-    more = False
+def page(scan: Scan[tuple[str, Any]], limit: int, max_bytes: int, counted: Counted) -> bytes:
+    """The JSON of one page of `scan`: its items, and the values it left out under `invalid`
+    (key, partition, offset, reason), at most `limit` of both and `max_bytes` of them (but at
+    least one, however big), with the cursor past the last of either if any is left out."""
+    built = _Page(limit, max_bytes, counted, _key)
+
+    def entry(item: tuple[str, Any]) -> tuple[bytes, str]:
+        key, value = item
+        return _dumps({"key": key, "value": value}), key
+
+    _fill(built, scan(built.skip), entry)
+    return built.body(encode_cursor)
+
+
+def match_page(
+    scan: Scan[tuple[str, str, Any]], limit: int, max_bytes: int, counted: Counted
+) -> bytes:
+    """As page(), of index matches (index value, key, value): items {key, value,
+    index_value}, invalid ones with their index_value too, the cursor naming the last one's
+    index value and key."""
+    built = _Page(limit, max_bytes, counted, _match)
+
+    def entry(match: tuple[str, str, Any]) -> tuple[bytes, tuple[str, str]]:
+        index_value, key, value = match
+        return _dumps({"key": key, "value": value, "index_value": index_value}), (index_value, key)
+
+    _fill(built, scan(built.skip), entry)
+    return built.body(lambda last: encode_match_cursor(*last))
+
+
+class _PageFull(Exception):  # noqa: N818 - reads as the condition that ends the scan
+    """A value left out that the page has no room to report: the page ends before it."""
+
+
+class _Page(Generic[_Pos]):
+    """One page as its scan goes: items and values left out, in scan order, while they fit."""
+
+    def __init__(
+        self, limit: int, max_bytes: int, counted: Counted, at: Callable[[InvalidValue], _Pos]
+    ) -> None:
+        self.limit, self.max_bytes, self.counted, self.at = limit, max_bytes, counted, at
+        self.items: list[bytes] = []
+        self.invalid: list[bytes] = []
+        self.size = 0
+        self.last: _Pos | None = None  # where the next page starts after
+        self.more = False
+
+    def add(self, part: bytes, position: _Pos) -> bool:
+        """Hold an item; False (and the page is done) when it does not fit."""
+        if not self._room(part):
+            return False
+        self.items.append(part)
+        self.last = position
+        return True
+
+    def skip(self, exc: InvalidValue) -> None:
+        """The scan's on_invalid: hold the value left out; _PageFull ends the scan before it
+        when it does not fit (the next page reports it)."""
+        part = _dumps(invalid(exc))
+        if not self._room(part):
+            raise _PageFull
+        self.counted()
+        self.invalid.append(part)
+        self.last = self.at(exc)
+
+    def _room(self, part: bytes) -> bool:
+        held = len(self.items) + len(self.invalid)
+        if held == self.limit or (held and self.size + len(part) > self.max_bytes):
+            self.more = True
+            return False
+        self.size += len(part) + 1  # and its comma
+        return True
+
+    def body(self, cursor: Callable[[_Pos], str]) -> bytes:
+        after = _dumps(cursor(self.last) if self.more and self.last is not None else None)
+        items, invalid = b",".join(self.items), b",".join(self.invalid)
+        return b'{"items":[' + items + b'],"invalid":[' + invalid + b'],"cursor":' + after + b"}"
+
+
+def _fill(
+    page: _Page[_Pos], items: Iterator[_Item], entry: Callable[[_Item], tuple[bytes, _Pos]]
+) -> None:
     try:
-        for key, value in items:
-            part = orjson.dumps({"key": key, "value": value}, option=_JSON_OPTIONS)
-            if len(parts) == limit or (parts and size + len(part) > max_bytes):
-                more = True
+        for item in items:
+            part, position = entry(item)
+            if not page.add(part, position):
                 break
-            parts.append(part)
-            size += len(part) + 1  # and its comma
-            last = key
+    except _PageFull:
+        pass  # the page is full: its cursor is past what it holds
     finally:
         _close(items)
-    cursor = orjson.dumps(encode_cursor(last) if more and last is not None else None)
-    return b'{"items":[' + b",".join(parts) + b'],"cursor":' + cursor + b"}"
 
 
-def match_page(matches: Iterator[tuple[str, str, Any]], limit: int, max_bytes: int) -> bytes:
-    """As page(), of index matches (index value, key, value): items {key, value,
-    index_value}, the cursor naming the last one's index value and key."""
-    parts: list[bytes] = []
-    size = 0
-    last: tuple[str, str] | None = None
-    more = False
-    try:
-        for index_value, key, value in matches:
-            item = {"key": key, "value": value, "index_value": index_value}
-            part = orjson.dumps(item, option=_JSON_OPTIONS)
-            if len(parts) == limit or (parts and size + len(part) > max_bytes):
-                more = True
-                break
-            parts.append(part)
-            size += len(part) + 1  # and its comma
-            last = index_value, key
-    finally:
-        _close(matches)
-    cursor = orjson.dumps(encode_match_cursor(*last) if more and last is not None else None)
-    return b'{"items":[' + b",".join(parts) + b'],"cursor":' + cursor + b"}"
+def invalid(exc: InvalidValue) -> dict[str, Any]:
+    """What a page or an export says of a value it left out."""
+    said: dict[str, Any] = {
+        "key": _key(exc),
+        "partition": exc.partition,
+        "offset": exc.offset,
+        "reason": exc.reason,
+    }
+    if exc.index_value is not None:
+        said["index_value"] = exc.index_value
+    return said
 
 
-def ndjson_chunks(items: Iterator[tuple[str, Any]], size: int) -> Generator[bytes, None, None]:
-    """NDJSON lines in chunks of `size` items. A value that cannot be decoded ends the stream
-    (after the lines before it) with an {"error": ...} line: the 200 status is already sent."""
-    dumps = orjson.dumps
+def _key(exc: InvalidValue) -> str:
+    return exc.key.decode("utf-8", "replace")
+
+
+def _match(exc: InvalidValue) -> tuple[str, str]:
+    return exc.index_value or "", _key(exc)
+
+
+def _dumps(body: Any) -> bytes:
+    return orjson.dumps(body, option=_JSON_OPTIONS)
+
+
+def ndjson_chunks(
+    scan: Scan[tuple[str, Any]], size: int, counted: Counted
+) -> Generator[bytes, None, None]:
+    """NDJSON lines in chunks of about `size` lines. A value that cannot be decoded is left
+    out and an {"error": ..., "key", "partition", "offset", "reason"} line stands in its
+    place; the stream goes on. A read racing the store's close ends the stream (after the
+    lines before it) with an {"error": ...} line: the 200 status is already sent."""
     lines: list[bytes] = []
+
+    def skipped(exc: InvalidValue) -> None:
+        counted()
+        lines.append(orjson.dumps({"error": f"{type(exc).__name__}: {exc}", **invalid(exc)}))
+
+    items = scan(skipped)
     try:
         for key, value in items:
-            lines.append(dumps({"key": key, "value": value}))
-            if len(lines) == size:
-                lines.append(b"")
-                yield b"\n".join(lines)
-                lines = []
-    except (InvalidValue, StoreClosed) as exc:
-        lines.append(dumps({"error": f"{type(exc).__name__}: {exc}"}))
+            lines.append(orjson.dumps({"key": key, "value": value}))
+            if len(lines) >= size:
+                yield _ndjson(lines)
+                lines.clear()
+    except StoreClosed as exc:
+        lines.append(orjson.dumps({"error": f"{type(exc).__name__}: {exc}"}))
     finally:
         _close(items)
     if lines:
-        lines.append(b"")
-        yield b"\n".join(lines)
+        yield _ndjson(lines)
+
+
+def _ndjson(lines: list[bytes]) -> bytes:
+    return b"\n".join(lines) + b"\n"
 
 
 def snapshot_chunks(store: FollowingStore) -> Generator[bytes, None, None]:

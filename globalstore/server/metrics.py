@@ -183,6 +183,7 @@ class Metrics:
         )
         self.decode_errors = Counter(
             "globalstore_decode_errors",
-            "Stored values a query could not decode (InvalidValue)",
+            "Stored values that do not decode (InvalidValue): a get answered 500, or a page or "
+            "an export left them out and said so",
             registry=self.registry,
         )

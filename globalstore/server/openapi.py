@@ -18,6 +18,19 @@ _POSITION = {
     "description": "{partition: next offset applied}",
     "additionalProperties": {"type": "integer", "minimum": 0},
 }
+_INVALID: dict[str, Any] = {
+    "type": "object",
+    "description": "A stored value that does not decode (not JSON, an unknown value format, "
+    "or a converter raised on it): left out of the items, reported with its record. "
+    "Fetching its key answers 500 with the same reason.",
+    "required": ["key", "partition", "offset", "reason"],
+    "properties": {
+        "key": {"type": "string"},
+        "partition": {"type": "integer", "description": "-1 for a value of the legacy layout"},
+        "offset": {"type": "integer", "description": "-1 for a value of the legacy layout"},
+        "reason": {"type": "string"},
+    },
+}
 _UNAVAILABLE = {
     "type": "object",
     "required": ["error"],
@@ -123,13 +136,20 @@ def document(settings: ServerSettings) -> dict[str, Any]:
     }
     page = {
         "type": "object",
-        "required": ["items", "cursor"],
+        "required": ["items", "invalid", "cursor"],
         "properties": {
             "items": {"type": "array", "items": item},
+            "invalid": {
+                "type": "array",
+                "items": _INVALID,
+                "description": "The keys of the page's range whose values do not decode, in "
+                "key order (usually empty).",
+            },
             "cursor": {
                 "type": "string",
                 "nullable": True,
-                "description": "Pass as `cursor` for the next page; null on the last.",
+                "description": "Pass as `cursor` for the next page (it continues past both "
+                "items and invalid entries); null on the last.",
             },
         },
     }
@@ -142,11 +162,20 @@ def document(settings: ServerSettings) -> dict[str, Any]:
             "index_value": {"type": "string", "description": "The index value it was found by"},
         },
     }
+    invalid_match = {
+        **_INVALID,
+        "required": [*_INVALID["required"], "index_value"],
+        "properties": {
+            **_INVALID["properties"],
+            "index_value": {"type": "string", "description": "The index value it was found by"},
+        },
+    }
     match_page = {
         "type": "object",
-        "required": ["items", "cursor"],
+        "required": ["items", "invalid", "cursor"],
         "properties": {
             "items": {"type": "array", "items": match},
+            "invalid": {"type": "array", "items": invalid_match},
             "cursor": page["properties"]["cursor"],  # type: ignore[index]
         },
     }
@@ -181,9 +210,11 @@ def document(settings: ServerSettings) -> dict[str, Any]:
             "/v1/keys": {
                 "get": {
                     "summary": "One page of keys and values in key order",
-                    "description": f"A page stops at `limit` items or at about "
-                    f"{settings.max_page_bytes} bytes of items, whichever comes first (one "
-                    "item always fits); `cursor` continues where it stopped.",
+                    "description": f"A page stops at `limit` entries (items and invalid "
+                    f"ones together) or at about {settings.max_page_bytes} bytes of them, "
+                    "whichever comes first (one always fits); `cursor` continues where it "
+                    "stopped. A value that does not decode never fails the page: its key is "
+                    "listed under `invalid` and counted in globalstore_decode_errors_total.",
                     "parameters": [
                         *_RANGE_PARAMS,
                         *_page_params(settings),
@@ -233,6 +264,10 @@ def document(settings: ServerSettings) -> dict[str, Any]:
             "/v1/export": {
                 "get": {
                     "summary": "Every item as NDJSON {key, value} lines, one point-in-time view",
+                    "description": "A value that does not decode is left out: a line "
+                    "{error, key, partition, offset, reason} stands in its place and the "
+                    "stream goes on (each counted in globalstore_decode_errors_total). A line "
+                    "with `error` alone ends a stream cut short (the store was closed).",
                     "parameters": [*_RANGE_PARAMS, *_WAIT_PARAMS],
                     "responses": {
                         "200": {

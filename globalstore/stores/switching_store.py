@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 from globalstore.codec import Entry
 from globalstore.errors import StoreClosed
 from globalstore.read import arrow
-from globalstore.read.protocols import ArrowOptions, ScanFilters, StoreStatus
+from globalstore.read.protocols import ArrowOptions, ScanFilters, ScanOptions, StoreStatus
 from globalstore.replicas.live import Live
 from globalstore.storage import Storage
 from globalstore.stores.global_store import GlobalStore
@@ -133,21 +133,21 @@ class SwitchingStore:
     def status(self) -> StoreStatus:
         return self._live.current.status()
 
-    def items(self, **filters: Unpack[ScanFilters]) -> Iterator[tuple[str, Any]]:
+    def items(self, **filters: Unpack[ScanOptions]) -> Iterator[tuple[str, Any]]:
         """As GlobalStore.items: one store's view."""
         return self._scan(lambda store: store.items(**filters))
 
     def keys(self, **filters: Unpack[ScanFilters]) -> Iterator[str]:
         return self._scan(lambda store: store.keys(**filters))
 
-    def values(self, **filters: Unpack[ScanFilters]) -> Iterator[Any]:
+    def values(self, **filters: Unpack[ScanOptions]) -> Iterator[Any]:
         return self._scan(lambda store: store.values(**filters))
 
-    def entries(self, **filters: Unpack[ScanFilters]) -> Iterator[Entry]:
+    def entries(self, **filters: Unpack[ScanOptions]) -> Iterator[Entry]:
         return self._scan(lambda store: store.entries(**filters))
 
     def find(
-        self, index: str, value: str | None = None, **filters: Unpack[ScanFilters]
+        self, index: str, value: str | None = None, **filters: Unpack[ScanOptions]
     ) -> Iterator[tuple[str, Any]]:
         """As GlobalStore.find: one store's view."""
         return self._scan(lambda store: store.find(index, value, **filters))
@@ -158,7 +158,7 @@ class SwitchingStore:
         value: str | None = None,
         *,
         after: tuple[str, str] | None = None,
-        **filters: Unpack[ScanFilters],
+        **filters: Unpack[ScanOptions],
     ) -> Iterator[tuple[str, str, Any]]:
         """As GlobalStore.find_matches: one store's view."""
         return self._scan(lambda store: store.find_matches(index, value, after=after, **filters))

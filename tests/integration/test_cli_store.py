@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 from globalstore import GlobalStore
 from globalstore.cli import main
 from globalstore.cli.store import Progress
-from tests.integration.store_support import produce
+from tests.integration.store_support import produce, produce_raw
 from tests.ports import closed_port
 from tests.value_formats import v3
 
@@ -70,6 +70,24 @@ def test_get(kafka_bootstrap: str, filled: str, tmp_path: Path) -> None:
     deleted = run(kafka_bootstrap, filled, path, "get", "user-007")
     assert deleted.exit_code == 1
     assert deleted.stdout == "" and "not found" in deleted.stderr
+
+
+def test_scan_goes_past_a_value_that_is_not_json_names_it_and_exits_1(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("a", {"n": 1}), ("b", {"n": 2})])
+    produce_raw(kafka_bootstrap, topic, b"bad", b"not json {")  # offset 2
+    produce(kafka_bootstrap, topic, [("c", {"n": 3}), ("d", {"n": 4})])
+    result = run(kafka_bootstrap, topic, tmp_path / "s", "scan")
+    assert result.exit_code == 1, result.output
+    assert [orjson.loads(line) for line in result.stdout.splitlines()] == [
+        {"key": k, "value": {"n": n}} for k, n in [("a", 1), ("b", 2), ("c", 3), ("d", 4)]
+    ]
+    skipped = [line for line in result.stderr.splitlines() if line.startswith("skipped:")]
+    assert len(skipped) == 1, result.stderr
+    assert f"key b'bad' in topic {topic!r} partition 0 offset 2: not valid JSON" in skipped[0]
+    assert "Traceback" not in result.output
 
 
 def test_scan_filters(kafka_bootstrap: str, filled: str, tmp_path: Path) -> None:

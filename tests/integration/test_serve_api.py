@@ -367,7 +367,7 @@ def test_an_export_abandoned_by_its_client_releases_the_store(
         assert again.count() == 20_000
 
 
-def test_an_undecodable_value_is_reported_with_its_record_and_counted(
+def test_an_undecodable_value_is_reported_with_its_record_counted_and_paged_past(
     kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
     topic = make_topic(partitions=1)
@@ -380,10 +380,19 @@ def test_an_undecodable_value_is_reported_with_its_record_and_counted(
         assert bad.status_code == 500, bad.text
         assert "InvalidValue" in bad.json()["error"] and "offset 1" in bad.json()["error"]
         assert client.get("/v1/keys/a-good").json()["value"] == 1
+        listed = client.get("/v1/keys?limit=1")
+        assert listed.status_code == 200 and listed.json()["items"][0]["key"] == "a-good"
+        after = client.get(f"/v1/keys?limit=1&cursor={listed.json()['cursor']}").json()
+        assert after["items"] == [] and after["invalid"][0]["key"] == "b-bad"
+        assert (after["invalid"][0]["partition"], after["invalid"][0]["offset"]) == (0, 1)
+        last = client.get(f"/v1/keys?limit=1&cursor={after['cursor']}").json()
+        assert last["items"][0]["key"] == "c-good" and last["cursor"] is None
         lines = [orjson.loads(line) for line in client.get("/v1/export").text.splitlines()]
         assert lines[0] == {"key": "a-good", "value": 1}
-        assert lines[-1]["error"].startswith("InvalidValue"), lines
-        assert "globalstore_decode_errors_total 1.0" in client.get("/metrics").text
+        assert lines[1]["error"].startswith("InvalidValue") and lines[1]["offset"] == 1, lines
+        assert lines[2] == {"key": "c-good", "value": 3}
+        # Counted: the get, the page and the export.
+        assert "globalstore_decode_errors_total 3.0" in client.get("/metrics").text
 
 
 def test_no_broker_at_start_keeps_the_server_alive_not_ready_and_saying_why(

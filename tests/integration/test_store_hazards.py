@@ -339,8 +339,10 @@ def test_invalid_json_is_stored_and_reported_at_query(
             store.get("bad")
         assert (info.value.topic, info.value.partition, info.value.offset) == (topic, 0, 1)
         assert f"topic {topic!r} partition 0 offset 1" in str(info.value)
-        with pytest.raises(InvalidValue):
-            list(store.items())
+        # A scan goes past it and reports it with its record.
+        errors: list[InvalidValue] = []
+        assert dict(store.items(on_invalid=errors.append)) == {"good": 1}
+        assert [(e.key, e.partition, e.offset) for e in errors] == [(b"bad", 0, 1)]
         assert list(store.keys()) == ["bad", "good"]
         produce(kafka_bootstrap, topic, [("bad", {"fixed": True})])
         assert store.wait_for({0: 3}, timeout=10)
@@ -378,8 +380,9 @@ def test_value_in_a_newer_format_is_refused_not_misread(
         with pytest.raises(InvalidValue, match="unknown value format") as info:
             store.get("new")
         assert (info.value.partition, info.value.offset) == (0, 1)
-        with pytest.raises(InvalidValue, match="unknown value format"):
-            list(store.items())
+        errors: list[InvalidValue] = []
+        assert dict(store.items(on_invalid=errors.append)) == {"old": {"v": 1}}
+        assert [e.reason for e in errors] == ["unknown value format"]
 
 
 def test_topic_recreated_under_a_running_store_set_to_stop_stops_loudly_then_restart_rebuilds(

@@ -9,7 +9,7 @@ PUBLIC = {
     "ConfigurationError", "ConversionFailed", "DamagedLayoutError", "Entry", "FatalError",
     "FollowingStore", "GlobalStore", "GlobalStoreError", "IndexNotReady", "InvalidValue",
     "OffsetsOutOfRange", "ReadOnlyStore", "RetriableError", "RocksDBOptions", "ScanFilters",
-    "SharedStore", "StartTimeout", "State", "StorageError", "StoreAlreadyStarted",
+    "ScanOptions", "SharedStore", "StartTimeout", "State", "StorageError", "StoreAlreadyStarted",
     "StoreClosed", "StoreConfig", "StoreFailed", "StoreListener", "StoreLocked",
     "StoreNotReady", "StoreReader", "StoreStatus", "SwitchingStore", "TopicNotCompacted",
     "TopicNotFound", "UnknownIndex", "UnreadableStore", "end_offsets",

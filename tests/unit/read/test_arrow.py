@@ -139,29 +139,66 @@ def test_a_schema_makes_the_value_a_struct_of_its_fields(tmp_path: Path) -> None
             store.to_arrow(schema=pa.int64())  # type: ignore[arg-type]
 
 
-def test_a_value_that_does_not_fit_the_schema_names_its_key(tmp_path: Path) -> None:
+def _left_out(store: ReadOnlyStore, **options: Any) -> tuple[list[str], list[InvalidValue]]:
+    """The keys of to_arrow's rows, and the errors its on_invalid was given."""
+    errors: list[InvalidValue] = []
+    rows = _rows(store.to_arrow(on_invalid=errors.append, **options))
+    return [r["key"] for r in rows], errors
+
+
+def test_a_value_that_does_not_fit_the_schema_has_no_row_and_is_reported(tmp_path: Path) -> None:
     values = [("a", {"total": 1}, 1), ("b", {"total": "many"}, 2), ("c", {"total": 3}, 3)]
     path = _store(tmp_path / "s", values)
     schema = pa.schema([("total", pa.int64())])
-    fails = pytest.raises(InvalidValue, match=r"key b'b'.*offset 1: does not fit the schema")
-    with ReadOnlyStore(path) as store, fails:
-        store.to_arrow(schema=schema).read_all()
+    with ReadOnlyStore(path) as store:
+        keys, errors = _left_out(store, schema=schema)
+        assert keys == ["a", "c"]
+        assert [(e.key, e.partition, e.offset) for e in errors] == [(b"b", 0, 1)]
+        assert errors[0].reason.startswith("does not fit the schema")
     # A JSON value that is no object does not fit a struct either.
     storage, _ = _open(path)
     storage.apply(_records([("b", [1, 2], 9)], start=3), {}, True, 1)
     storage.close()
-    with ReadOnlyStore(path) as store, pytest.raises(InvalidValue, match="key b'b'"):
-        store.to_arrow(schema=schema).read_all()
-
-
-def test_a_value_that_is_not_json_fails_naming_its_key(tmp_path: Path) -> None:
-    path = _store(tmp_path / "s", [_n(i) for i in range(3)])
-    bad = HEADER.pack(LAYOUT_VERSION, 1, 5, 0, 42) + b'{"i": '
-    _raw_values(path, [(b"k01", bad)])
     with ReadOnlyStore(path) as store:
-        with pytest.raises(InvalidValue, match=r"key b'k01'.*offset 42: not valid JSON"):
-            store.to_arrow().read_all()
-        assert _rows(store.to_arrow(end="k01"))[0]["key"] == "k00"
+        keys, errors = _left_out(store, schema=schema)
+        assert keys == ["a", "c"] and [(e.key, e.offset) for e in errors] == [(b"b", 3)]
+
+
+def test_a_value_that_is_not_json_has_no_row_and_is_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _store(tmp_path / "s", [_n(i) for i in range(4)])
+    bad = HEADER.pack(LAYOUT_VERSION, 1, 5, 0, 42) + b'{"i": '
+    _raw_values(path, [(b"k01", bad), (b"k02", bad)])
+    with ReadOnlyStore(path) as store:
+        keys, errors = _left_out(store)
+        assert keys == ["k00", "k03"]
+        assert [(e.key, e.offset, e.reason[:14]) for e in errors] == [
+            (b"k01", 42, "not valid JSON"),
+            (b"k02", 42, "not valid JSON"),
+        ]
+        # The good rows of that batch keep their stored text; so do batches of bad rows only.
+        assert _rows(store.to_arrow()) == _rows(store.to_arrow(end="k01")) + _rows(
+            store.to_arrow(start="k03")
+        )
+        assert list(store.to_arrow(prefix="k01", batch_rows=1)) == []
+        # Without on_invalid (all but the first read above): a WARNING naming the record,
+        # once per record however often it is read.
+        store.to_arrow().read_all()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2, warned
+    assert "key b'k01' in topic 't' partition 0 offset 42: not valid JSON" in warned[0]
+
+
+def test_an_on_invalid_that_raises_ends_the_export(tmp_path: Path) -> None:
+    path = _store(tmp_path / "s", [_n(i) for i in range(3)])
+    _raw_values(path, [(b"k01", HEADER.pack(LAYOUT_VERSION, 1, 5, 0, 7) + b"nope")])
+
+    def stop(exc: InvalidValue) -> None:
+        raise exc
+
+    with ReadOnlyStore(path) as store, pytest.raises(InvalidValue, match="offset 7"):
+        store.to_arrow(on_invalid=stop).read_all()
 
 
 def test_older_value_formats_come_converted(tmp_path: Path) -> None:
@@ -183,8 +220,19 @@ def test_older_value_formats_come_converted(tmp_path: Path) -> None:
         assert _rows(store.to_arrow(prefix="new")) == [rows[0]]
         struct = pa.schema([("v2", pa.bool_())])
         assert [r["value"] for r in _rows(store.to_arrow(schema=struct))] == [{"v2": True}] * 2
-    with ReadOnlyStore(path) as plain, pytest.raises(InvalidValue, match="unknown value format"):
-        plain.to_arrow().read_all()
+    with ReadOnlyStore(path) as plain:
+        keys, errors = _left_out(plain)
+        assert keys == ["old"] and [e.key for e in errors] == [b"new"]
+        assert errors[0].reason == "unknown value format"
+    # A converter that raises: that value is left out of a batch of converted values.
+    with ReadOnlyStore(path, value_format=2, converters={1: _fails}) as store:
+        keys, errors = _left_out(store)
+        assert keys == ["new"] and [e.key for e in errors] == [b"old"]
+        assert "converter from value format 1 failed" in errors[0].reason
+
+
+def _fails(value: Any) -> Any:
+    raise ValueError("no v2 form")
 
 
 def test_batches_are_bounded_by_rows_and_bytes(tmp_path: Path) -> None:
