@@ -13,9 +13,9 @@ younger than delete.retention.ms) and rebuilds from Kafka with a WARNING if they
                                     what GET /v1/snapshot sends (no compression: SSTs are)
 
 Nothing is moved into place before every file is there with the size and hash the manifest
-gives, nothing else is there, its database names the topic and topic id the manifest gives,
-and (in a tar) the end-of-archive marker arrived: a snapshot cut short, corrupted or hostile
-is refused, and the store restores from Kafka.
+gives, nothing else is there, its database names the topic, topic id and offsets the
+manifest gives, and (in a tar) the end-of-archive marker arrived: a snapshot cut short,
+corrupted or hostile is refused, and the store restores from Kafka.
 
 A peer's tar is read as hostile: only plain files (no links, devices, directories or sparse
 files, whose holes would be written out in full); an extended header (PAX, GNU long name),
@@ -482,7 +482,7 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is None:
             return None
-        _check_transport(new.full_url)  # no more to plain http elsewhere than at first
+        _check_transport(new.full_url)  # nor may a redirect lead to plain http elsewhere
         if _origin(new.full_url) != _origin(req.full_url):
             if new.has_header("Authorization"):
                 log.warning("snapshot redirected to %s: not sending the token there", newurl)
