@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
-from globalstore.snapshots import archive as snapshot
+from globalstore.snapshots.stream import tar_chunks
 from globalstore.storage import Storage, meta
 
 
@@ -110,7 +110,7 @@ def checkpoint_of_a_store(tmp_path: Path, values: int = 3) -> Path:
 
 def snapshot_bytes(checkpoint: Path) -> bytes:
     """The whole tar stream GET /v1/snapshot sends for `checkpoint`."""
-    return b"".join(snapshot.tar_chunks(checkpoint))
+    return b"".join(tar_chunks(checkpoint))
 
 
 def members(body: bytes) -> Iterator[tarfile.TarInfo]:

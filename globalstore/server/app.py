@@ -43,7 +43,7 @@ from globalstore.server.params import BadRequest
 from globalstore.server.served import ServedStore
 from globalstore.server.settings import ServerSettings
 from globalstore.server.streams import LimitedStream, NoFreeSlot, Slots, drained
-from globalstore.snapshots.archive import TOKEN_ENV
+from globalstore.snapshots.fetch import TOKEN_ENV
 from globalstore.status import State
 
 log = logging.getLogger(__name__)

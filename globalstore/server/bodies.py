@@ -15,7 +15,8 @@ from globalstore.codec import OnInvalid
 from globalstore.errors import InvalidValue, StoreClosed
 from globalstore.read.protocols import FollowingStore
 from globalstore.server.params import encode_cursor, encode_match_cursor
-from globalstore.snapshots import archive as snapshot
+from globalstore.snapshots.archive import checkpoint_dir
+from globalstore.snapshots.stream import tar_chunks
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 _Item = TypeVar("_Item")
@@ -180,10 +181,10 @@ def snapshot_chunks(store: FollowingStore) -> Generator[bytes, None, None]:
     """A checkpoint of `store`, taken at the first chunk, as a tar stream. The checkpoint
     (hard links to table files RocksDB would otherwise delete) goes when this ends or is
     closed."""
-    dest = snapshot.checkpoint_dir(store.path)
+    dest = checkpoint_dir(store.path)
     try:
         store.checkpoint(dest)
-        yield from snapshot.tar_chunks(dest)
+        yield from tar_chunks(dest)
     finally:
         shutil.rmtree(dest, ignore_errors=True)
 

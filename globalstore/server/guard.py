@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from globalstore.snapshots.archive import TOKEN_ENV
+from globalstore.snapshots.fetch import TOKEN_ENV
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 MAX_QUERY_BYTES = 32 * 1024

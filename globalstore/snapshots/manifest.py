@@ -5,7 +5,7 @@
                      "offsets": {"<partition>": <next offset>},
                      "files": [{"name": ..., "size": ..., "sha256": ...}, ...]}
 
-The sender hashes each file as it sends it (snapshot.tar_chunks) and sends the manifest last;
+The sender hashes each file as it sends it (stream.tar_chunks) and sends the manifest last;
 the receiver hashes each file as it writes it (Staging.add) and compares (Staging.verify):
 every file present with its size and hash, nothing else. The transform entries (null: no
 transform) came later: a manifest without them parses as written without a transform.

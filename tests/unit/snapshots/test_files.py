@@ -12,6 +12,7 @@ import pytest
 
 from globalstore.snapshots import archive as snapshot
 from globalstore.snapshots.manifest import MANIFEST, FileEntry, Manifest, Sha256Behind
+from globalstore.snapshots.stream import tar_chunks
 from globalstore.storage import Storage, meta
 from tests.snapshot_peer import checkpoint_of_a_store
 
@@ -26,7 +27,7 @@ def test_hashing_behind_the_caller_gives_the_digest_of_the_chunks_in_order() -> 
 
 def test_tar_stream_holds_every_file_byte_for_byte_then_the_manifest(tmp_path: Path) -> None:
     checkpoint = checkpoint_of_a_store(tmp_path, values=5_000)  # table files over 1 MiB
-    chunks = list(snapshot.tar_chunks(checkpoint))
+    chunks = list(tar_chunks(checkpoint))
     assert max(len(c) for c in chunks) <= 1 << 20
     body = b"".join(chunks)
     assert body.endswith(bytes(1024))

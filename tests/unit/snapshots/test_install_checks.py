@@ -22,8 +22,10 @@ import pytest
 
 from globalstore import GlobalStore, StoreClosed
 from globalstore.snapshots import archive as snapshot
+from globalstore.snapshots import fetch
 from globalstore.snapshots.digests import KnownDigests
 from globalstore.snapshots.manifest import MANIFEST, Manifest, Staging
+from globalstore.snapshots.stream import tar_chunks
 from globalstore.storage import DirLock, Storage
 from tests.snapshot_peer import (
     Peer,
@@ -160,7 +162,7 @@ def test_the_token_never_follows_a_redirect_to_another_origin(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(snapshot.TOKEN_ENV, "s3cret")
+    monkeypatch.setenv(fetch.TOKEN_ENV, "s3cret")
     with Peer() as other:  # another port: another origin
         other.serve(body)
         peer.routes["/moved"] = peer.routes["/v1/snapshot"] = Route(redirect=other.url())
@@ -247,13 +249,13 @@ def test_a_table_file_sent_before_is_not_hashed_again(
     Files other than tables are hashed on every send."""
     checkpoint = checkpoint_of_a_store(tmp_path, values=3_000)
     known = KnownDigests()
-    first = _sent_digests(b"".join(snapshot.tar_chunks(checkpoint, known=known)))
+    first = _sent_digests(b"".join(tar_chunks(checkpoint, known=known)))
     table = max(checkpoint.glob("*.sst"), key=lambda p: p.stat().st_size)
     options = next(checkpoint.glob("OPTIONS-*"))
     assert options.read_bytes().startswith(b"# This")  # a comment: the bit flipped below
     _rot(table, table.stat().st_size // 2)
     _rot(options, 2)
-    again = b"".join(snapshot.tar_chunks(checkpoint, known=known))
+    again = b"".join(tar_chunks(checkpoint, known=known))
     second = _sent_digests(again)
     assert second[table.name] == first[table.name] != _sha256(table)
     assert second[options.name] == _sha256(options) != first[options.name]
@@ -375,7 +377,7 @@ def _entries(body: bytes) -> list[tuple[tarfile.TarInfo, bytes]]:
 def test_a_tar_of_too_many_entries_is_refused(
     tmp_path: Path, peer: Peer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(snapshot, "_MAX_FILES", 100)
+    monkeypatch.setattr(fetch, "_MAX_FILES", 100)
     peer.serve(tar_of(*(entry(f"db/{i:06d}.sst", size=0) for i in range(101))))
     assert "more than 100 entries" in _refused(peer.url(), tmp_path / "b", caplog)
 
@@ -421,8 +423,8 @@ def test_a_snapshot_must_name_the_topic_and_topic_id_its_manifest_claims(
 def test_the_peer_token_is_sent_to_peers_rather_than_the_server_token(
     tmp_path: Path, body: bytes, peer: Peer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(snapshot.TOKEN_ENV, "this-server")
-    monkeypatch.setenv(snapshot.PEER_TOKEN_ENV, "the-fleet")
+    monkeypatch.setenv(fetch.TOKEN_ENV, "this-server")
+    monkeypatch.setenv(fetch.PEER_TOKEN_ENV, "the-fleet")
     peer.serve(body)
     assert snapshot.install(peer.url(), tmp_path / "b")
     assert [headers.get("Authorization") for _, headers in peer.requests] == ["Bearer the-fleet"]
@@ -432,13 +434,13 @@ def test_plain_http_to_another_host_is_refused_unless_allowed(
     tmp_path: Path, peer: Peer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     elsewhere = "http://192.0.2.1:9/v1/snapshot"  # TEST-NET-1: nothing answers there
-    monkeypatch.setenv(snapshot.TOKEN_ENV, "s3cret")
+    monkeypatch.setenv(fetch.TOKEN_ENV, "s3cret")
     began = time.monotonic()
-    assert snapshot.INSECURE_ENV in _refused(elsewhere, tmp_path / "b", caplog)
+    assert fetch.INSECURE_ENV in _refused(elsewhere, tmp_path / "b", caplog)
     assert time.monotonic() - began < 0.5  # refused before any connection was tried
     peer.routes["/v1/snapshot"] = Route(redirect=elsewhere)
-    assert snapshot.INSECURE_ENV in _refused(peer.url(), tmp_path / "b", caplog)
-    monkeypatch.setenv(snapshot.INSECURE_ENV, "1")
+    assert fetch.INSECURE_ENV in _refused(peer.url(), tmp_path / "b", caplog)
+    monkeypatch.setenv(fetch.INSECURE_ENV, "1")
     caplog.clear()
     assert not snapshot.install(elsewhere, tmp_path / "b", timeout=0.5)  # tried, timed out
     assert "to another host" not in caplog.text and "over plain http" in caplog.text
