@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Unpack
@@ -27,9 +27,10 @@ from globalstore.errors import (
 )
 from globalstore.read import arrow
 from globalstore.read.copy import Copy
-from globalstore.read.protocols import IndexStatus, ScanFilters, TtlStatus
+from globalstore.read.protocols import ScanFilters
+from globalstore.read.skipped import skipping, warn_once
 from globalstore.shaping import ttl
-from globalstore.storage import Storage, StorageState
+from globalstore.storage import Storage
 from globalstore.storage import keys as index_keys
 from globalstore.storage.meta import IndexDef
 
@@ -182,9 +183,7 @@ class StoreQueries:
         scan = self._guarded(self._scan(prefix, start, end, reverse, limit))
         decode, topic = self._decode, self.topic
         report = self._reporter(on_invalid)
-        return _skipping(
-            scan, lambda row: codec.decode_entry(row[1], row[0], topic, decode), report
-        )
+        return skipping(scan, lambda row: codec.decode_entry(row[1], row[0], topic, decode), report)
 
     def _scan(
         self,
@@ -194,7 +193,7 @@ class StoreQueries:
         reverse: bool,
         limit: int | None,
     ) -> Iterator[tuple[bytes, bytes]]:
-        lower, upper = _bounds(prefix, start, end)
+        lower, upper = index_keys.key_bounds(prefix, start, end)
         storage = self._ready_storage()
         scan = storage.scan(lower, upper, reverse)
         ttl_ms = storage.state.ttl_ms
@@ -254,7 +253,7 @@ class StoreQueries:
                 exc.index_value = index_value.decode()
                 raise
 
-        return _skipping(scan, read, self._reporter(on_invalid))
+        return skipping(scan, read, self._reporter(on_invalid))
 
     def _index_scan(
         self,
@@ -368,7 +367,7 @@ class StoreQueries:
         if on_invalid is not None:
             return on_invalid
         path = self.path
-        return lambda exc: _warn(path, exc)
+        return lambda exc: warn_once(path, exc)
 
     def _guarded(self, it: Iterator[_T]) -> Iterator[_T]:
         try:
@@ -390,69 +389,3 @@ class StoreQueries:
         if isinstance(exc, GlobalStoreError):
             raise exc
         raise StorageError(f"RocksDB read failed in {self.path}: {exc}") from exc
-
-
-def _skipping(rows: Iterator[_Row], read: Callable[[_Row], _T], report: OnInvalid) -> Iterator[_T]:
-    """read(row) of each row; a row whose value does not decode is left out and reported."""
-    for row in rows:
-        try:
-            out = read(row)
-        except InvalidValue as exc:
-            report(exc)
-            continue
-        yield out
-
-
-# The records the default report has warned of, so that a scan run every second does not
-# repeat a WARNING per bad record each time; when full it starts over (and warns again).
-_WARNED_MAX = 10_000
-_warned: set[tuple[str, str, bytes, int, int]] = set()
-
-
-def _warn(path: Path, exc: InvalidValue) -> None:
-    """Log a value a scan left out: WARNING the first time this process leaves that record
-    out, DEBUG after that."""
-    record = (str(path), exc.topic, exc.key, exc.partition, exc.offset)
-    first = record not in _warned
-    if first:
-        if len(_warned) >= _WARNED_MAX:
-            _warned.clear()
-        _warned.add(record)
-    level = logging.WARNING if first else logging.DEBUG
-    log.log(level, "a scan of the store in %s left out a value: %s", path, exc)
-
-
-def index_statuses(state: StorageState, failures: Mapping[str, int]) -> dict[str, IndexStatus]:
-    """status()'s report of each index held in `state`, with its function's `failures`."""
-    return {
-        name: IndexStatus(
-            ready=d.built,
-            version=d.version,
-            entries=state.index_entries.get(name, 0),
-            indexed_keys=None if d.built else d.scanned,
-            failures=failures.get(name, 0),
-        )
-        for name, d in sorted(state.indexes.items())
-    }
-
-
-def ttl_status(state: StorageState, purged: int = 0) -> TtlStatus | None:
-    """status()'s report of the time to live held in `state` (None: it has none)."""
-    if state.ttl_ms is None:
-        return None
-    return TtlStatus(state.ttl_ms / 1000, state.time_entries, state.time_cursor is None, purged)
-
-
-def _bounds(
-    prefix: str | None, start: str | None, end: str | None
-) -> tuple[bytes | None, bytes | None]:
-    """Byte bounds [lower, upper) from a prefix and/or a start/end key range."""
-    lower = None if start is None else start.encode("utf-8")
-    upper = None if end is None else end.encode("utf-8")
-    if prefix:
-        p = prefix.encode("utf-8")
-        lower = p if lower is None else max(lower, p)
-        succ = index_keys.successor(p)
-        if succ is not None:
-            upper = succ if upper is None else min(upper, succ)
-    return lower, upper

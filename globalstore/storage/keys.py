@@ -36,6 +36,21 @@ _TS = struct.Struct(">Q")
 _NONE: frozenset[bytes] = frozenset()
 
 
+def key_bounds(
+    prefix: str | None, start: str | None, end: str | None
+) -> tuple[bytes | None, bytes | None]:
+    """Byte bounds [lower, upper) from a prefix and/or a start/end key range."""
+    lower = None if start is None else start.encode("utf-8")
+    upper = None if end is None else end.encode("utf-8")
+    if prefix:
+        p = prefix.encode("utf-8")
+        lower = p if lower is None else max(lower, p)
+        succ = successor(p)
+        if succ is not None:
+            upper = succ if upper is None else min(upper, succ)
+    return lower, upper
+
+
 def successor(prefix: bytes) -> bytes | None:
     """Smallest byte string above every string starting with `prefix` (None: no bound, when
     it is all 0xff)."""

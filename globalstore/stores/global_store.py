@@ -26,7 +26,8 @@ from globalstore.errors import (
 from globalstore.follow.thread import StoreThread, ThreadStatus
 from globalstore.listeners import StoreListener
 from globalstore.read.protocols import StoreStatus, behind, reaches
-from globalstore.read.queries import StoreQueries, index_statuses, ttl_status
+from globalstore.read.queries import StoreQueries
+from globalstore.read.report import index_statuses, ttl_status
 from globalstore.replicas import heal
 from globalstore.replicas.announce import Announcer, WriterNote, new_writer_id
 from globalstore.replicas.live import Live

@@ -17,7 +17,8 @@ from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import StoreClosed
 from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus
-from globalstore.read.queries import StoreQueries, index_statuses, ttl_status
+from globalstore.read.queries import StoreQueries
+from globalstore.read.report import index_statuses, ttl_status
 from globalstore.status import State
 from globalstore.storage import Storage
 

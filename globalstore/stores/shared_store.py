@@ -35,7 +35,8 @@ from globalstore.errors import (
 )
 from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus, behind, reaches
-from globalstore.read.queries import StoreQueries, index_statuses, ttl_status
+from globalstore.read.queries import StoreQueries
+from globalstore.read.report import index_statuses, ttl_status
 from globalstore.replicas.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
 from globalstore.replicas.live import Live
 from globalstore.status import State

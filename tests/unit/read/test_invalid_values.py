@@ -85,7 +85,7 @@ def test_get_of_a_bad_key_still_raises_naming_its_record(store: ReadOnlyStore) -
 def test_without_on_invalid_a_warning_names_each_record_once(
     store: ReadOnlyStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, "globalstore.read.queries")
+    caplog.set_level(logging.DEBUG, "globalstore.read.skipped")
     for _ in range(3):
         assert dict(store.items()) == _GOOD
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -15,7 +15,8 @@ from globalstore.config import StoreConfig
 from globalstore.follow.prepare import define_indexes
 from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus
-from globalstore.read.queries import StoreQueries, index_statuses
+from globalstore.read.queries import StoreQueries
+from globalstore.read.report import index_statuses
 from globalstore.server import ServedStore, ServerSettings, create_app
 from globalstore.status import State
 from globalstore.storage import Storage

@@ -13,7 +13,7 @@ import pytest
 from globalstore.config import StoreConfig
 from globalstore.follow.prepare import define_ttl
 from globalstore.read.protocols import StoreStatus
-from globalstore.read.queries import ttl_status
+from globalstore.read.report import ttl_status
 from globalstore.server import ServedStore, ServerSettings, create_app
 from globalstore.storage import Storage
 from tests.unit.server.test_index_routes import TOPIC, TestClient, _Served, _storage, by_courier
