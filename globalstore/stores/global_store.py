@@ -34,7 +34,7 @@ from globalstore.snapshots import archive as snapshot
 from globalstore.status import State
 from globalstore.storage import DirLock, Storage, StorageState
 from globalstore.storage.failures import reported
-from globalstore.waiting import wait_until
+from globalstore.waiting import Changes, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class GlobalStore(StoreQueries):
         self._healer: heal.Healer | None = None
         self._announcer: Announcer | None = None  # wakes reader processes (shared.py)
         self._writer_id = new_writer_id()
-        self._applied = threading.Condition()
+        self._applied = Changes()  # notified after every batch applied
         self._lifecycle = threading.Lock()
         self._closed = False
         self._closing = threading.Event()  # close() was called: stops a snapshot install
@@ -352,9 +352,9 @@ class GlobalStore(StoreQueries):
 
     def _notify_applied(self) -> None:
         """After each applied batch and each swap: wake those waiting here and the reader
-        processes."""
-        with self._applied:
-            self._applied.notify_all()
+        processes. On the follower's hot path: neither hands the GIL over while nobody waits
+        (docs/store.md, "Performance notes")."""
+        self._applied.notify_waiters()
         announcer = self._announcer
         if announcer is not None:
             announcer.wake()
