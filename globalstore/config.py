@@ -127,6 +127,9 @@ class StoreConfig:
     # strings ("refuse", "stop") are accepted too.
     unreadable_store: OnUnreadable = OnUnreadable.REBUILD
     out_of_range: OnOutOfRange = OnOutOfRange.REBUILD
+    # Seconds: a store that knows it last held the topic's end longer ago than this reports
+    # itself stale: status().ready false, /readyz 503. None: no bound (ready once restored).
+    max_staleness: float | None = None
 
     def __post_init__(self) -> None:
         # Read-only, and its repr masks the secrets: a config can be printed or logged.
@@ -137,6 +140,7 @@ class StoreConfig:
             raise ConfigurationError(f"transform is not callable: {self.transform!r}")
         check_indexes(self.indexes, self.index_versions)
         check_seconds("ttl", self.ttl)
+        check_seconds("max_staleness", self.max_staleness)
         check_follow_batch(self.follow_batch_size, self.follow_batch_max)
         object.__setattr__(self, "indexes", dict(self.indexes))
         object.__setattr__(self, "index_versions", dict(self.index_versions))

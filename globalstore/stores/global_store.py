@@ -25,7 +25,7 @@ from globalstore.errors import (
 )
 from globalstore.follow.thread import StoreThread, ThreadStatus
 from globalstore.listeners import StoreListener
-from globalstore.read.protocols import StoreStatus, behind, reaches
+from globalstore.read.protocols import StoreStatus, behind, freshness, reaches
 from globalstore.read.queries import StoreQueries, index_statuses, ttl_status
 from globalstore.replicas import heal
 from globalstore.replicas.announce import Announcer, WriterNote, new_writer_id
@@ -37,6 +37,10 @@ from globalstore.storage.failures import reported
 from globalstore.waiting import Changes, wait_until
 
 log = logging.getLogger(__name__)
+
+
+# A following thread that has not found itself in sync for this long cannot tell it still is.
+_LOOKS_S = 1.0
 
 
 class GlobalStore(StoreQueries):
@@ -377,8 +381,9 @@ class GlobalStore(StoreQueries):
         )
 
     def status(self) -> StoreStatus:
-        """State, position, lag, key count, layout, last restore, staleness, last error, and
-        the error type that stopped the store (state failed)."""
+        """State, position, lag, key count, layout, last restore, staleness and freshness
+        (against max_staleness), last error, and the error type that stopped the store (state
+        failed)."""
         live, healer = self._live, self._healer
         replica = None if live is None else live.current
         t = ThreadStatus(state=State.CLOSED) if replica is None else replica.thread.status
@@ -386,19 +391,18 @@ class GlobalStore(StoreQueries):
         held = StorageState() if replica is None else replica.storage.state
         position = dict(held.positions)
         lag = behind(t.high, position)
-        staleness = None
-        if t.in_sync_at is not None:
-            in_sync = t.connected and not any(lag.values())
-            staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
+        staleness = _staleness(t, lag)
         indexer = None if replica is None else replica.storage.indexes.indexer
         failures = {} if indexer is None else indexer.failures
         healing = healer is not None and healer.rebuilding
         state = State.REBUILDING if healing else t.state
+        fresh, stale = freshness(staleness, t.connected, lag, self.config.max_staleness)
+        stale = stale if t.state is State.RUNNING else None
         return StoreStatus(
             topic=self.topic,
             path=str(self.path if replica is None else replica.storage.path),
             state=state,
-            ready=t.state is State.RUNNING,
+            ready=t.state is State.RUNNING and stale is None,
             position=position,
             lag=lag,
             key_count=held.count,
@@ -417,6 +421,8 @@ class GlobalStore(StoreQueries):
             failure=_failure(state, t.error),
             indexes=index_statuses(held, failures),
             ttl=ttl_status(held, t.purged),
+            fresh=fresh,
+            stale=stale,
         )
 
 
@@ -431,6 +437,18 @@ class _Taken(NamedTuple):
 def _failure(state: State, error: BaseException | None) -> str | None:
     """The type of the error that stopped the store, while it is reported failed."""
     return type(error).__name__ if state is State.FAILED and error is not None else None
+
+
+def _staleness(t: ThreadStatus, lag: Mapping[int, int]) -> float | None:
+    """Seconds since the thread last held the topic's end while connected: 0 while it does,
+    None if it never did since it started following. The thread looks after every batch and
+    every poll_timeout while idle, and learns the topic's end at least every second: one that
+    has not looked for longer (held up, or starved of the GIL) does not know it is in sync."""
+    if t.in_sync_at is None:
+        return None
+    since = time.monotonic() - t.in_sync_at
+    in_sync = t.connected and not any(lag.values()) and since <= _LOOKS_S
+    return 0.0 if in_sync else since
 
 
 def _seconds(ms: int | None) -> float | None:

@@ -35,7 +35,7 @@ from globalstore.errors import (
     StoreClosed,
     StoreNotReady,
 )
-from globalstore.read.protocols import StoreStatus, behind, reaches
+from globalstore.read.protocols import StoreStatus, behind, freshness, reaches
 from globalstore.read.queries import StoreQueries, index_statuses, ttl_status
 from globalstore.replicas.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
 from globalstore.replicas.heal import Live
@@ -326,6 +326,7 @@ class SharedStore(StoreQueries):
         lag = behind(high, position)
         in_sync = alive and held is not None and not any(lag.values())
         since = self._in_sync_at
+        staleness = 0.0 if in_sync else (None if since is None else time.monotonic() - since)
         return StoreStatus(
             topic=self.topic,
             path=str(self.path if live is None else live.current.storage.path),
@@ -341,9 +342,8 @@ class SharedStore(StoreQueries):
             if held is None or held.restored_at_ms is None
             else held.restored_at_ms / 1000,
             connected=alive,
-            staleness_seconds=0.0
-            if in_sync
-            else (None if since is None else time.monotonic() - since),
+            staleness_seconds=staleness,
+            fresh=freshness(staleness, alive, lag, None)[0],
             last_error=self._last_error or self._silence(),
             behind_writer=None if note is None else behind(note.positions, position),
             indexes={} if held is None else index_statuses(held, {}),
