@@ -1,6 +1,8 @@
 """Fresh under load: produce→visible while the store's process is read hard.
 
     python benchmarks/bench_freshness.py [--seconds 60] [--rounds 2]
+    python benchmarks/bench_freshness.py --checkouts "main=../main;branch=." \
+        --variants "in-process, 3 readers" --seconds 120 --rounds 3
 
 A background writer produces --rate records/s (15k) to random keys of a 100k-key topic; a
 probe writer produces one probe record every 20 ms carrying its send time; in the store's
@@ -35,6 +37,11 @@ the machine's busy share during the run: reads per CPU second tell a read that g
 from a reader that got less CPU. --pin runs
 the readers' processes on CPU 1 and everything else on CPU 0, as if the readers had a core of
 their own. The serve variants need wrk on the PATH (apt-get install wrk).
+
+--checkouts runs each variant once per checkout of this project (LABEL=PATH, separated by
+semicolons; each built, C loop included), alternating which goes first from round to round:
+the store's processes import globalstore from that checkout (PYTHONPATH), everything else
+(broker, writers, probes) is shared. The serve variants are not compared this way.
 """
 
 from __future__ import annotations
@@ -220,24 +227,39 @@ def http_prober(port: str, prefix: str, stop: str) -> None:
 
 
 def child(
-    args: list[str], out: Path | None = None, cpus: set[int] | None = None, nice: int = 0
+    args: list[str],
+    out: Path | None = None,
+    cpus: set[int] | None = None,
+    nice: int = 0,
+    checkout: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """This script in a child process (on `cpus` when given, at `nice`), its stdout in `out`."""
+    """This script in a child process (on `cpus` when given, at `nice`), its stdout in `out`,
+    importing globalstore from `checkout` when given."""
     command = [sys.executable, str(HERE), *args]
-    return spawn(command, out, cpus, nice)
+    env = None if checkout is None else checkout_env(checkout)
+    return spawn(command, out, cpus, nice, env)
+
+
+def checkout_env(checkout: Path) -> dict[str, str]:
+    """This environment, importing globalstore from `checkout` before any installed one."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), str(HERE.parent)])}
 
 
 def spawn(
-    command: list[str], out: Path | None = None, cpus: set[int] | None = None, nice: int = 0
+    command: list[str],
+    out: Path | None = None,
+    cpus: set[int] | None = None,
+    nice: int = 0,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     if nice:
         command = ["nice", "-n", str(nice), *command]
     if cpus is not None:
         command = ["taskset", "-c", ",".join(map(str, sorted(cpus))), *command]
     if out is None:
-        return subprocess.Popen(command)
+        return subprocess.Popen(command, env=env)
     with out.open("wb") as stdout:  # the child holds its own copy of the descriptor
-        return subprocess.Popen(command, stdout=stdout)
+        return subprocess.Popen(command, stdout=stdout, env=env)
 
 
 def busy_share(before: list[int], after: list[int]) -> float:
@@ -278,9 +300,9 @@ class Bench:
         return PINNED_READERS if readers else PINNED_REST
 
 
-def run_variant(name: str, bench: Bench) -> dict[str, Any]:
-    """One round of one variant: the probes seen (s), reads/s, the readers' CPU (cores) and
-    the machine's busy share."""
+def run_variant(name: str, bench: Bench, checkout: Path | None = None) -> dict[str, Any]:
+    """One round of one variant (its stores from `checkout`, if given): the probes seen (s),
+    reads/s, the readers' CPU (cores) and the machine's busy share."""
     variant, tag = VARIANTS[name], f"{time.time_ns():x}"
     stop = bench.workdir / f"stop-{tag}"
     written = f"{bench.topic}-idle" if variant.get("idle") else bench.topic
@@ -289,7 +311,7 @@ def run_variant(name: str, bench: Bench) -> dict[str, Any]:
     try:
         if variant["mode"] == "serve":
             return run_server(variant, bench, tag, helpers)
-        return run_readers(variant, bench, tag, helpers)
+        return run_readers(variant, bench, tag, helpers, checkout)
     finally:
         stop.touch()
         for proc in helpers:
@@ -297,7 +319,11 @@ def run_variant(name: str, bench: Bench) -> dict[str, Any]:
 
 
 def run_readers(
-    variant: dict[str, Any], bench: Bench, tag: str, helpers: list[subprocess.Popen[bytes]]
+    variant: dict[str, Any],
+    bench: Bench,
+    tag: str,
+    helpers: list[subprocess.Popen[bytes]],
+    checkout: Path | None,
 ) -> dict[str, Any]:
     """The variants whose readers are threads (or processes) of this script."""
     workdir, stop, path = (
@@ -306,9 +332,8 @@ def run_readers(
         bench.workdir / f"store-{tag}",
     )
     if variant["mode"] == "shared":
-        helpers.append(
-            child(["--store-writer", bench.bootstrap, bench.topic, str(path), str(stop)])
-        )
+        writer = ["--store-writer", bench.bootstrap, bench.topic, str(path), str(stop)]
+        helpers.append(child(writer, checkout=checkout))
     settings = {**variant, "bootstrap": bench.bootstrap, "topic": bench.topic, "path": str(path)}
     settings.update(keys=bench.keys, seconds=bench.seconds, prefix=f"probe-{tag}")
     settings.update(poll_pause=0.0002)
@@ -317,7 +342,8 @@ def run_readers(
     settings["go"] = str(go)
     nice = variant.get("nice", 0)
     cpus = bench.cpus(readers=True)
-    stores = [child(["--contestant", json.dumps(settings)], out, cpus, nice) for out in outs]
+    contest = ["--contestant", json.dumps(settings)]
+    stores = [child(contest, out, cpus, nice, checkout) for out in outs]
     while len(list(workdir.glob(f"store-{tag}.ready-*"))) < len(stores):
         if any(proc.poll() is not None for proc in stores):
             raise RuntimeError("a store process ended before it was ready")
@@ -464,9 +490,13 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=15_000)
     parser.add_argument("--variants", help="names separated by semicolons (default: all)")
     parser.add_argument("--pin", action="store_true", help="readers on CPU 1, the rest on 0")
+    parser.add_argument("--checkouts", help="LABEL=PATH;LABEL=PATH: each variant in each")
     args = parser.parse_args()
-    if any(VARIANTS[name]["mode"] == "serve" for name in names(args)) and not shutil.which("wrk"):
+    serving = any(VARIANTS[name]["mode"] == "serve" for name in names(args))
+    if serving and not shutil.which("wrk"):
         parser.error("the serve variants need wrk on the PATH (apt-get install wrk)")
+    if serving and args.checkouts:
+        parser.error("--checkouts compares the variants whose readers are this script's")
     if args.pin:
         os.sched_setaffinity(0, PINNED_REST)  # the broker and every helper inherit it
     with tempfile.TemporaryDirectory(prefix="bench-fresh-") as tmp:
@@ -480,14 +510,26 @@ def main() -> None:
             bench = Bench(
                 broker.bootstrap, topic, workdir, args.keys, args.rate, args.seconds, args.pin
             )
-            rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in names(args)}
+            rounds: dict[str, list[dict[str, Any]]] = {}
             for r in range(args.rounds):
-                for name in names(args):
-                    log(f"round {r + 1}: {name}")
-                    result = run_variant(name, bench)
-                    rounds[name].append(result)
+                for name, label, checkout in runs(args, r):
+                    shown = name if label is None else f"{name} [{label}]"
+                    log(f"round {r + 1}: {shown}")
+                    result = run_variant(name, bench, checkout)
+                    rounds.setdefault(shown, []).append(result)
                     log(f"  {summarise([result])}")
     print(table({name: summarise(rs) for name, rs in rounds.items()}, args))
+
+
+def runs(args: argparse.Namespace, r: int) -> list[tuple[str, str | None, Path | None]]:
+    """Round r's runs: (variant, checkout label, checkout), each checkout in turn per variant,
+    the one that goes first alternating from round to round."""
+    if not args.checkouts:
+        return [(name, None, None) for name in names(args)]
+    given = [pair.split("=", 1) for pair in args.checkouts.split(";")]
+    checkouts = [(label, Path(path).resolve()) for label, path in given]
+    ordered = checkouts if r % 2 == 0 else checkouts[::-1]
+    return [(name, label, path) for name in names(args) for label, path in ordered]
 
 
 def names(args: argparse.Namespace) -> list[str]:

@@ -127,9 +127,7 @@ def serve(
     if workers:
         from globalstore.server import workers as pool  # noqa: PLC0415 - only with --workers
 
-        spec = pool.WorkerSpec.of(
-            config.path, config.value_format, config.converters, token_file, settings
-        )
+        spec = pool.WorkerSpec.of(config, token_file, settings)
         click.echo(
             f"serving {config.topic} on http://{host}:{port} with {workers} workers", err=True
         )

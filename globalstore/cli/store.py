@@ -306,6 +306,7 @@ def _describe(s: StoreStatus) -> str:
         ("topic", s.topic),
         ("path", s.path),
         ("state", s.state),
+        *([("stale", s.stale)] if s.stale else []),
         ("position", _offsets(s.position)),
         ("lag", "unknown" if s.state is State.OFFLINE else _lag(s.lag)),
         ("keys", "unknown" if s.key_count is None else f"{s.key_count:,}"),

@@ -1,6 +1,6 @@
 """The options every store command shares (topic, broker, path, value formats, transform,
-indexes, ttl, Kafka client settings), and the StoreTarget they build: the StoreConfig, how
-long to wait, and the store it opens.
+indexes, ttl, max staleness, Kafka client settings), and the StoreTarget they build: the
+StoreConfig, how long to wait, and the store it opens.
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             indexes=indexes,
             index_versions=versions,
             ttl=params.pop("ttl"),
+            max_staleness=params.pop("max_staleness"),
         )
         target = StoreTarget(config, params.pop("timeout"), selected, params.pop("redefine"))
         command(target, **params)
@@ -179,6 +180,13 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             help="Time to live: keys whose newest record is older are left out of every "
             "answer and purged from disk (docs/store.md). Give it every time: without it, "
             "the command refuses (--redefine drops the store's time index).",
+        ),
+        click.option(
+            "--max-staleness",
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="SECONDS",
+            help="Report the store stale (not ready: status, /readyz 503, globalstore_fresh 0) "
+            "once it knows it last held the topic's end longer ago than this.",
         ),
         click.option(
             "--redefine",

@@ -44,8 +44,11 @@ class BatchSource(Protocol):
 
 
 class ConsumerSource:
-    """The thread's consumer. Restoring: big batches. Following: return as soon as one record
-    arrives, plus whatever is already queued, so produce-to-visible latency stays a few ms."""
+    """The thread's consumer. Restoring: big batches. Following: ONE consumer call a batch
+    (each call hands the GIL over, and getting it back behind busy threads costs a switch
+    interval or more): while records flow, take what is queued without waiting; once none
+    is, wait for the next record and return it at once, so produce-to-visible latency stays
+    a few ms. The batch grows while the follower is behind (FollowBatch)."""
 
     def __init__(self, consumer: Any, config: StoreConfig, exact_count: bool, changes: bool):
         self.consumer, self.config = consumer, config
@@ -53,6 +56,8 @@ class ConsumerSource:
         self.changes = changes  # list the keys each batch changed (a listener wants them)
         self.restoring = True
         self.busy = False  # following with work to do between batches: do not wait
+        self.flowing = False  # the last batch held something: more may be queued
+        self.size = FollowBatch(config)
         self.transformer = transform.transformer(config)
 
     def assign(self, offsets: Mapping[int, int]) -> None:
@@ -81,13 +86,42 @@ class ConsumerSource:
         if self.restoring:
             msgs: list[Any] = consumer.consume(config.restore_batch_size, _RESTORE_WAIT)
             return msgs
-        first = consumer.poll(0 if self.busy else config.poll_timeout)
-        if first is None:
-            return []
-        return [first, *consumer.consume(config.follow_batch_size, 0)]
+        if self.flowing or self.busy:
+            msgs = consumer.consume(self.size.records, 0)
+            self.size.after(msgs)
+        else:
+            first = consumer.poll(config.poll_timeout)
+            msgs = [] if first is None else [first]
+        self.flowing = bool(msgs)
+        return msgs
 
     def close(self) -> None:
         pass  # the consumer is the thread's, closed when the thread ends
+
+
+class FollowBatch:
+    """How many records the next follow batch asks for. A full batch means more are queued:
+    the follower is behind, so the next asks for twice as many (fewer hand-overs of the GIL
+    a record, so falling behind makes it more efficient, not less), up to
+    follow_batch_max records and follow_batch_max_bytes of values. Batches a quarter full or
+    less halve it again, down to follow_batch_size."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.least, self.most = config.follow_batch_size, config.follow_batch_max
+        self.max_bytes = config.follow_batch_max_bytes
+        self.records = self.least
+
+    def after(self, messages: Sequence[Any]) -> None:
+        """Size the next batch after one that held `messages`."""
+        if len(messages) < self.records:
+            if len(messages) <= self.records // 4:
+                self.records = max(self.least, self.records // 2)
+            return
+        held = sum(map(len, messages))  # a message's len() is its value's (only when full)
+        if held > self.max_bytes:
+            self.records = max(self.least, self.records // 2)
+        elif 2 * held <= self.max_bytes:
+            self.records = min(self.most, 2 * self.records)
 
 
 def split(messages: Sequence[Any]) -> tuple[Records, dict[int, int], list[Any]]:

@@ -77,6 +77,36 @@ class StoreStatus:
     # Secondary indexes by name (empty without): built or not, entries, failures.
     indexes: dict[str, IndexStatus] = field(default_factory=dict)
     ttl: TtlStatus | None = None  # None: no time to live
+    # Held the topic's end within the last max_staleness seconds (at this instant, without a
+    # bound): a store that knows it is further behind is never fresh.
+    fresh: bool = False
+    # Restored, but it last held the topic's end longer ago than its max_staleness: why (it
+    # is then not `ready`, and /readyz answers 503). None otherwise.
+    stale: str | None = None
+
+
+def freshness(
+    staleness: float | None, connected: bool, lag: Mapping[int, int], bound: float | None
+) -> tuple[bool, str | None]:
+    """(fresh, why it is past `bound`) of a store that last held the topic's end `staleness`
+    seconds ago (None: never since it started following). Without a bound, fresh only while
+    it holds the end, and no reason is given."""
+    if staleness is not None and staleness <= (bound or 0.0):
+        return True, None
+    if bound is None:
+        return False, None
+    if staleness is None:
+        return False, "it has not held the topic's end since it started following"
+    why = f"it last knew it held the topic's end {staleness:.1f} s ago (max_staleness {bound:g} s)"
+    behind = sum(lag.values())
+    if behind:
+        why += f"; {behind} records behind the end as last known"
+    return False, why if connected else f"{why}; not connected to the broker"
+
+
+def serving(status: StoreStatus) -> bool:
+    """Restored and answering: ready, or ready but for its max_staleness."""
+    return status.ready or status.stale is not None
 
 
 def behind(ahead: Mapping[int, int], positions: Mapping[int, int]) -> dict[int, int]:

@@ -10,6 +10,8 @@ Each reader binds a Unix datagram socket at <store>/readers/<id>/wake.sock. Afte
 the writer applies, after a heal moves the live copy, and once a second while nothing
 happens, the writer sends each of those sockets one datagram: a WriterNote, which says who
 writes, where the live copy is, how far it has applied the topic and how far the topic goes.
+The writer lists the readers' directory once a second (the heartbeat), never per batch, so
+a writer without readers makes no system call for them on its follower's hot path.
 
 A send never blocks the writer: a reader whose queue is full misses one wake-up and catches
 up at the next. A socket nobody listens on any more belongs to a reader that died without
@@ -192,6 +194,7 @@ class Announcer:
         self._sending = threading.Lock()
         self._seen_mtime = -1
         self._readers: list[Path] = []
+        self.relist()  # readers that registered before this writer started
         self._stopped = threading.Event()
         self._heartbeat = threading.Thread(
             target=self._beat, name=f"globalstore-announce-{store_path.name}", daemon=True
@@ -199,32 +202,20 @@ class Announcer:
         self._heartbeat.start()
 
     def wake(self) -> None:
-        """Raise the batch counter; send the current note to every reader, if any."""
+        """Raise the batch counter; send the current note to every reader registered when the
+        readers were last listed (relist()), if any. It runs after every batch on the
+        follower's thread: it makes no system call while no reader is registered (a stat of
+        the readers' directory each batch handed the GIL over each batch)."""
         with self._sending:
             self._batches.raise_()
-        if self._registered():
+        if self._readers:
             note = self._note()
             if note is not None:
                 self._send(note)
 
-    def close(self, last: WriterNote | None = None) -> None:
-        """Stop the heartbeat; send `last` (the writer's farewell) to every reader."""
-        self._stopped.set()
-        self._heartbeat.join()
-        if last is not None and self._registered():
-            self._send(last)
-        self._socket.close()
-        self._batches.close()
-
-    def _beat(self) -> None:
-        while not self._stopped.wait(HEARTBEAT_S):
-            try:
-                self.wake()
-            except Exception:  # a heartbeat must never end: log and go on
-                log.exception("waking the readers of %s failed", self._readers_dir.parent)
-
-    def _registered(self) -> bool:
-        """True if any reader is registered; lists them again when the directory changed."""
+    def relist(self) -> None:
+        """List the registered readers again if their directory changed. The heartbeat does
+        it every beat, so a reader that registers hears from the writer within a beat."""
         try:
             mtime = os.stat(self._readers_dir).st_mtime_ns
         except FileNotFoundError:
@@ -232,7 +223,24 @@ class Announcer:
         if mtime != self._seen_mtime:
             self._seen_mtime = mtime
             self._readers = _listed(self._readers_dir)
-        return bool(self._readers)
+
+    def close(self, last: WriterNote | None = None) -> None:
+        """Stop the heartbeat; send `last` (the writer's farewell) to every reader."""
+        self._stopped.set()
+        self._heartbeat.join()
+        self.relist()
+        if last is not None and self._readers:
+            self._send(last)
+        self._socket.close()
+        self._batches.close()
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(HEARTBEAT_S):
+            try:
+                self.relist()
+                self.wake()
+            except Exception:  # a heartbeat must never end: log and go on
+                log.exception("waking the readers of %s failed", self._readers_dir.parent)
 
     def _send(self, note: WriterNote) -> None:
         data = note.encode()

@@ -35,7 +35,7 @@ from globalstore.errors import (
     StoreNotReady,
     UnknownIndex,
 )
-from globalstore.read.protocols import reaches
+from globalstore.read.protocols import reaches, serving
 from globalstore.server import bodies, openapi, params
 from globalstore.server.guard import Guard
 from globalstore.server.metrics import Metrics, stopped_by
@@ -189,7 +189,7 @@ class Api:
         current = store.position()
         if reaches(current, wanted):
             return
-        if not store.status().ready:
+        if not serving(store.status()):  # a stale store is following: wait for it
             raise StoreNotReady(f"store for {store.topic!r} is not ready")
         with self.metrics.waiting.track_inprogress():
             reached = await anyio.to_thread.run_sync(
@@ -333,9 +333,14 @@ class Api:
         return _json({"status": "alive"})
 
     async def readyz(self, request: Request) -> Response:
-        state = self.served.store.status().state
-        ready = state is State.RUNNING
-        return _json({"status": "ready" if ready else state}, 200 if ready else 503)
+        """200 while the store runs restored and, with a max_staleness, fresh; else 503 with
+        its state, or "stale" and why."""
+        status = self.served.store.status()
+        if status.state is State.RUNNING and status.ready:
+            return _json({"status": "ready"})
+        if status.stale is not None:
+            return _json({"status": "stale", "reason": status.stale}, 503)
+        return _json({"status": status.state}, 503)
 
     async def prometheus(self, request: Request) -> Response:
         return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)

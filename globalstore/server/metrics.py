@@ -25,10 +25,15 @@ class _StoreCollector(Collector):
         progress = self.served.progress()
         yield _gauge(
             "globalstore_ready",
-            "1 once restored to the end offsets seen at start",
+            "1 once restored to the end offsets seen at start (and fresh, with max_staleness)",
             float(status.ready),
         )
         yield _gauge("globalstore_connected", "1 while the broker answers", float(status.connected))
+        yield _gauge(
+            "globalstore_fresh",
+            "1 while the store held the topic's end within max_staleness (now, without one)",
+            float(status.fresh),
+        )
         failure = stopped_by(self.served, status)
         failed = GaugeMetricFamily(
             "globalstore_failed",

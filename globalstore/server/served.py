@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from globalstore.errors import GlobalStoreError, RetriableError
 from globalstore.listeners import StoreListener
-from globalstore.read.protocols import FollowingStore
+from globalstore.read.protocols import FollowingStore, serving
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class ServedStore:
         return cls(lambda _listener: store)
 
     def start(self) -> None:
-        if self.store.status().ready or self._starter is not None:
+        if self._starter is not None or serving(self.store.status()):  # started elsewhere
             return
         self._starter = threading.Thread(target=self._start, name="globalstore-serve-start")
         self._starter.start()

@@ -17,12 +17,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from uvicorn.supervisors import Multiprocess
 
+from globalstore.config import StoreConfig
 from globalstore.converters import import_converter
 from globalstore.server.app import create_app
 from globalstore.server.guard import Guard, load_token
@@ -43,24 +43,21 @@ class WorkerSpec:
     converters: dict[int, str]  # {from_version: "module:function"}
     token_file: str | None
     settings: dict[str, Any]  # ServerSettings without the token
+    max_staleness: float | None = None
 
     @classmethod
     def of(
-        cls,
-        path: Path,
-        value_format: int,
-        converters: Mapping[int, Callable[[Any], Any]],
-        token_file: Path | None,
-        settings: ServerSettings,
+        cls, config: StoreConfig, token_file: Path | None, settings: ServerSettings
     ) -> WorkerSpec:
         fields = dataclasses.asdict(settings)
         fields.pop("token")
         return cls(
-            str(path),
-            value_format,
-            {v: f"{fn.__module__}:{fn.__qualname__}" for v, fn in converters.items()},
+            str(config.path),
+            config.value_format,
+            {v: f"{fn.__module__}:{fn.__qualname__}" for v, fn in config.converters.items()},
             None if token_file is None else str(token_file),
             fields,
+            config.max_staleness,
         )
 
 
@@ -89,6 +86,11 @@ def worker_app() -> Guard:
     """The API of one worker process: a SharedStore of the writer's directory."""
     spec = WorkerSpec(**json.loads(os.environ[_SPEC_ENV]))
     converters = {int(v): import_converter(name) for v, name in spec.converters.items()}
-    store = SharedStore(spec.path, value_format=spec.value_format, converters=converters)
+    store = SharedStore(
+        spec.path,
+        value_format=spec.value_format,
+        converters=converters,
+        max_staleness=spec.max_staleness,
+    )
     token = load_token(None if spec.token_file is None else Path(spec.token_file))
     return create_app(ServedStore.of(store), ServerSettings(token=token, **spec.settings))

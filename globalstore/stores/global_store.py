@@ -25,7 +25,7 @@ from globalstore.errors import (
 )
 from globalstore.follow.thread import StoreThread, ThreadStatus
 from globalstore.listeners import StoreListener
-from globalstore.read.protocols import StoreStatus, behind, reaches
+from globalstore.read.protocols import StoreStatus, behind, freshness, reaches
 from globalstore.read.queries import StoreQueries
 from globalstore.read.report import index_statuses, ttl_status
 from globalstore.replicas import heal
@@ -35,9 +35,13 @@ from globalstore.snapshots import archive as snapshot
 from globalstore.status import State
 from globalstore.storage import DirLock, Storage, StorageState
 from globalstore.storage.failures import reported
-from globalstore.waiting import wait_until
+from globalstore.waiting import Changes, wait_until
 
 log = logging.getLogger(__name__)
+
+
+# A following thread that has not found itself in sync for this long cannot tell it still is.
+_LOOKS_S = 1.0
 
 
 class GlobalStore(StoreQueries):
@@ -85,7 +89,7 @@ class GlobalStore(StoreQueries):
         self._healer: heal.Healer | None = None
         self._announcer: Announcer | None = None  # wakes reader processes (shared_store.py)
         self._writer_id = new_writer_id()
-        self._applied = threading.Condition()
+        self._applied = Changes()  # notified after every batch applied
         self._lifecycle = threading.Lock()
         self._closed = False
         self._closing = threading.Event()  # close() was called: stops a snapshot install
@@ -344,9 +348,9 @@ class GlobalStore(StoreQueries):
 
     def _notify_applied(self) -> None:
         """After each applied batch and each swap: wake those waiting here and the reader
-        processes."""
-        with self._applied:
-            self._applied.notify_all()
+        processes. On the follower's hot path: neither hands the GIL over while nobody waits
+        (docs/store.md, "Performance notes")."""
+        self._applied.notify_waiters()
         announcer = self._announcer
         if announcer is not None:
             announcer.wake()
@@ -369,8 +373,9 @@ class GlobalStore(StoreQueries):
         )
 
     def status(self) -> StoreStatus:
-        """State, position, lag, key count, layout, last restore, staleness, last error, and
-        the error type that stopped the store (state failed)."""
+        """State, position, lag, key count, layout, last restore, staleness and freshness
+        (against max_staleness), last error, and the error type that stopped the store (state
+        failed)."""
         live, healer = self._live, self._healer
         replica = None if live is None else live.current
         t = ThreadStatus(state=State.CLOSED) if replica is None else replica.thread.status
@@ -378,19 +383,18 @@ class GlobalStore(StoreQueries):
         held = StorageState() if replica is None else replica.storage.state
         position = dict(held.positions)
         lag = behind(t.high, position)
-        staleness = None
-        if t.in_sync_at is not None:
-            in_sync = t.connected and not any(lag.values())
-            staleness = 0.0 if in_sync else time.monotonic() - t.in_sync_at
+        staleness = _staleness(t, lag)
         indexer = None if replica is None else replica.storage.indexes.indexer
         failures = {} if indexer is None else indexer.failures
         healing = healer is not None and healer.rebuilding
         state = State.REBUILDING if healing else t.state
+        fresh, stale = freshness(staleness, t.connected, lag, self.config.max_staleness)
+        stale = stale if t.state is State.RUNNING else None
         return StoreStatus(
             topic=self.topic,
             path=str(self.path if replica is None else replica.storage.path),
             state=state,
-            ready=t.state is State.RUNNING,
+            ready=t.state is State.RUNNING and stale is None,
             position=position,
             lag=lag,
             key_count=held.count,
@@ -409,6 +413,8 @@ class GlobalStore(StoreQueries):
             failure=_failure(state, t.error),
             indexes=index_statuses(held, failures),
             ttl=ttl_status(held, t.purged),
+            fresh=fresh,
+            stale=stale,
         )
 
 
@@ -423,6 +429,18 @@ class _Taken(NamedTuple):
 def _failure(state: State, error: BaseException | None) -> str | None:
     """The type of the error that stopped the store, while it is reported failed."""
     return type(error).__name__ if state is State.FAILED and error is not None else None
+
+
+def _staleness(t: ThreadStatus, lag: Mapping[int, int]) -> float | None:
+    """Seconds since the thread last held the topic's end while connected: 0 while it does,
+    None if it never did since it started following. The thread looks after every batch and
+    every poll_timeout while idle, and learns the topic's end at least every second: one that
+    has not looked for longer (held up, or starved of the GIL) does not know it is in sync."""
+    if t.in_sync_at is None:
+        return None
+    since = time.monotonic() - t.in_sync_at
+    in_sync = t.connected and not any(lag.values()) and since <= _LOOKS_S
+    return 0.0 if in_sync else since
 
 
 def _seconds(ms: int | None) -> float | None:

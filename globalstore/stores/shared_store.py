@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from globalstore import codec
-from globalstore.config import RocksDBOptions
+from globalstore.config import RocksDBOptions, check_seconds
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import (
     GlobalStoreError,
@@ -34,7 +34,7 @@ from globalstore.errors import (
     StoreNotReady,
 )
 from globalstore.read.copy import Copy
-from globalstore.read.protocols import StoreStatus, behind, reaches
+from globalstore.read.protocols import StoreStatus, behind, freshness, reaches
 from globalstore.read.queries import StoreQueries
 from globalstore.read.report import index_statuses, ttl_status
 from globalstore.replicas.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
@@ -69,9 +69,13 @@ class SharedStore(StoreQueries):
         *,
         value_format: int = codec.VALUE_FORMAT_VERSION,
         converters: Mapping[int, Callable[[Any], Any]] | None = None,
+        max_staleness: float | None = None,
     ) -> None:
-        """value_format and converters as for GlobalStore: the format queries answer in."""
+        """value_format and converters as for GlobalStore: the format queries answer in;
+        max_staleness as for GlobalStore, of what this reader shows."""
+        check_seconds("max_staleness", max_staleness)
         self.path = Path(path)
+        self._max_staleness = max_staleness
         self.topic = ""  # the writer's, once its copy is open
         self._rocksdb = rocksdb
         formats = ValueFormats(value_format, dict(converters or {}))
@@ -309,11 +313,14 @@ class SharedStore(StoreQueries):
         lag = behind(high, position)
         in_sync = alive and held is not None and not any(lag.values())
         since = self._in_sync_at
+        staleness = 0.0 if in_sync else (None if since is None else time.monotonic() - since)
+        fresh, stale = freshness(staleness, alive, lag, self._max_staleness)
+        ready = alive and held is not None and note is not None and note.ready
         return StoreStatus(
             topic=self.topic,
             path=str(self.path if live is None else live.current.storage.path),
             state=State(note.state) if alive and note is not None else State.OFFLINE,
-            ready=alive and held is not None and note is not None and note.ready,
+            ready=ready and stale is None,
             position=position,
             lag=lag,
             key_count=None if held is None else held.count,
@@ -324,9 +331,9 @@ class SharedStore(StoreQueries):
             if held is None or held.restored_at_ms is None
             else held.restored_at_ms / 1000,
             connected=alive,
-            staleness_seconds=0.0
-            if in_sync
-            else (None if since is None else time.monotonic() - since),
+            staleness_seconds=staleness,
+            fresh=fresh,
+            stale=stale if ready else None,
             last_error=self._last_error or self._silence(),
             behind_writer=None if note is None else behind(note.positions, position),
             refused_notes=0 if wake is None else wake.refused,

@@ -42,6 +42,9 @@ class Msg:
     def error(self) -> Any:
         return self.err
 
+    def __len__(self) -> int:  # as confluent-kafka's Message: its value's length
+        return 0 if self.v is None else len(self.v)
+
     def key(self) -> bytes | None:
         return self.k
 

@@ -16,6 +16,7 @@ import pytest
 
 from globalstore.replicas.announce import (
     BATCHES,
+    HEARTBEAT_S,
     READERS,
     WAKE_SOCKET,
     Announcer,
@@ -50,6 +51,7 @@ def test_a_registered_reader_is_woken_with_the_newest_note(tmp_path: Path) -> No
     announcer.wake()
     assert notes.calls == 0  # no reader: nothing built, nothing sent
     reader = WakeSocket(tmp_path, "r1")
+    announcer.relist()  # as the heartbeat does every beat
     try:
         for _ in range(3):
             announcer.wake()
@@ -65,6 +67,7 @@ def test_a_reader_that_died_is_removed(tmp_path: Path) -> None:
     announcer = Announcer(tmp_path, Notes())
     dead, alive = WakeSocket(tmp_path, "dead"), WakeSocket(tmp_path, "alive")
     dead._socket.close()  # as a killed process leaves it: the directory stays
+    announcer.relist()
     try:
         announcer.wake()
         assert not dead.directory.exists()
@@ -79,12 +82,34 @@ def test_a_path_too_long_for_a_socket_address_still_works(tmp_path: Path) -> Non
     assert len(str(store)) > 108
     announcer = Announcer(store, Notes())
     reader = WakeSocket(store, "r")
+    announcer.relist()
     try:
         announcer.wake()
         assert reader.receive(1.0) is not None
     finally:
         reader.close()
         announcer.close(last=dataclasses.replace(NOTE, state="closed"))
+
+
+def test_a_reader_that_registers_hears_from_the_heartbeat(tmp_path: Path) -> None:
+    announcer = Announcer(tmp_path, Notes())
+    reader = WakeSocket(tmp_path, "late")
+    try:
+        assert reader.receive(3 * HEARTBEAT_S) is not None  # no batch applied meanwhile
+    finally:
+        reader.close()
+        announcer.close()
+
+
+def test_a_reader_registered_before_the_writer_is_woken_at_once(tmp_path: Path) -> None:
+    reader = WakeSocket(tmp_path, "early")
+    announcer = Announcer(tmp_path, Notes())
+    try:
+        announcer.wake()
+        assert reader.receive(HEARTBEAT_S / 2) is not None  # sooner than a heartbeat
+    finally:
+        reader.close()
+        announcer.close()
 
 
 def test_the_farewell_reaches_the_readers(tmp_path: Path) -> None:

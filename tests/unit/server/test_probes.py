@@ -38,7 +38,9 @@ class ReportingStore:
         return self.report
 
     def start(self, timeout: float = 60.0, *, wait: bool = True) -> None:
-        pass
+        self.starts += 1
+
+    starts = 0
 
     def close(self) -> None:
         pass
@@ -165,3 +167,26 @@ def test_error_bodies_name_the_store_not_where_it_lies() -> None:
         assert (
             told == "StorageError: IO error: No space left on device: .../secret-path/db/0042.log"
         )
+
+
+STALE = "it last knew it held the topic's end 7.5 s ago (max_staleness 5 s); 900 records behind"
+
+
+def test_a_stale_store_is_alive_but_not_ready_and_says_why() -> None:
+    report = dataclasses.replace(status(State.RUNNING), ready=False, fresh=False, stale=STALE)
+    store = ReportingStore(report)
+    for client in client_for(ServedStore.of(store)):  # type: ignore[arg-type]
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json() == {"status": "stale", "reason": STALE}
+        assert client.get("/healthz").json() == {"status": "alive"}  # no restart needed
+        metrics = client.get("/metrics").text
+        assert "globalstore_fresh 0.0" in metrics and "globalstore_ready 0.0" in metrics
+    assert store.starts == 0  # a stale store is started: the server does not start it again
+
+
+def test_a_fresh_store_shows_it() -> None:
+    store = ReportingStore(dataclasses.replace(status(State.RUNNING), fresh=True))
+    for client in client_for(ServedStore.of(store)):  # type: ignore[arg-type]
+        assert client.get("/readyz").json() == {"status": "ready"}
+        assert "globalstore_fresh 1.0" in client.get("/metrics").text

@@ -38,6 +38,7 @@ class Writer:
     writer: str = field(default_factory=new_writer_id)
     live: str = "."
     state: str = "running"
+    ahead: int = 0  # records the topic holds beyond what the writer applied, as it knows
 
     def __post_init__(self) -> None:
         self.storage.initialise("t", None, 0)
@@ -45,9 +46,8 @@ class Writer:
 
     def note(self) -> WriterNote:
         positions = dict(self.storage.state.positions)
-        return WriterNote(
-            self.writer, self.live, self.state, True, positions, positions, time.time()
-        )
+        high = {p: o + self.ahead for p, o in positions.items()}
+        return WriterNote(self.writer, self.live, self.state, True, positions, high, time.time())
 
     def write(self, *records: tuple[str, str | None], start: int) -> None:
         self.storage.apply(batch(*records, start=start), {}, True, 0)
@@ -188,3 +188,16 @@ def test_a_socket_that_fails_does_not_stop_the_reader_following(
         assert shared.wait_for({0: 2}, timeout=5)
     finally:
         shared.close()
+
+
+def test_a_reader_behind_longer_than_its_max_staleness_is_not_ready(writer: Writer) -> None:
+    writer.write(("a", "1"), start=0)
+    shared = SharedStore(writer.home, max_staleness=0.1).start(timeout=5)
+    assert shared.status().ready and shared.status().fresh
+    writer.ahead = 9  # the writer knows the topic went on to offset 10; it has applied 1
+    writer.announcer.wake()
+    eventually(lambda: shared.status().stale is not None, 5, shared.status)
+    status = shared.status()
+    assert status.state is State.RUNNING and not status.ready and not status.fresh
+    assert "9 records behind" in (status.stale or "") and shared["a"] == 1
+    shared.close()
