@@ -41,6 +41,9 @@ from globalstore.storage import Applied, Storage
 
 log = logging.getLogger(__name__)
 
+# A following thread that has not found itself in sync for this long cannot tell it still is.
+_LOOKS_S = 1.0
+
 
 @dataclass(frozen=True)
 class ThreadStatus:
@@ -61,6 +64,18 @@ class ThreadStatus:
     conversion_failures: int = 0  # values a converter raised on (kept as they were)
     transform_failures: int = 0  # records the transform raised on (their keys kept)
     purged: int = 0  # expired keys deleted since this start (ttl.py)
+
+    def staleness(self, lag: Mapping[int, int]) -> float | None:
+        """Seconds since the thread last held the topic's end while connected: 0 while it
+        does, None if it never did since it started following. It looks after every batch
+        and every poll_timeout while idle, and learns the topic's end at least every second:
+        one that has not looked for longer (held up, or starved of the GIL) does not know it
+        is in sync."""
+        if self.in_sync_at is None:
+            return None
+        since = time.monotonic() - self.in_sync_at
+        in_sync = self.connected and not any(lag.values()) and since <= _LOOKS_S
+        return 0.0 if in_sync else since
 
 
 class StoreThread(threading.Thread):

@@ -1,13 +1,66 @@
-"""What status() reports of a store's held state, the same for every face."""
+"""status() of every face, built in one place: what the held state says (position, lag,
+count, layout, last restore, indexes, ttl) and the freshness rule; each face adds its own."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
-from globalstore.read.protocols import IndexStatus, TtlStatus
+from globalstore import codec
+from globalstore.read.protocols import IndexStatus, StoreStatus, TtlStatus, behind, freshness
+from globalstore.status import State
 from globalstore.storage import StorageState
 
-__all__ = ["index_statuses", "ttl_status"]
+__all__ = ["index_statuses", "store_status", "ttl_status"]
+
+
+def store_status(
+    topic: str,
+    path: str | Path,
+    held: StorageState | None,
+    *,
+    state: State,
+    restored: bool,
+    high: Mapping[int, int],
+    connected: bool,
+    staleness: Callable[[Mapping[int, int]], float | None],
+    max_staleness: float | None = None,
+    failures: Mapping[str, int] | None = None,
+    purged: int = 0,
+    **more: Any,
+) -> StoreStatus:
+    """The status of a face whose copy holds `held` (None: none open), restored or not, that
+    knows the topic's end as `high`; `staleness(lag)` says how long since it last held that
+    end. A restored store past `max_staleness` is not ready and says why (`stale`). `more`
+    are the face's own fields (last_error, rebuild_reason, ...)."""
+    position = {} if held is None else dict(sorted(held.positions.items()))
+    lag = behind(high, position)
+    since = staleness(lag)
+    fresh, stale = freshness(since, connected, lag, max_staleness)
+    stale = stale if restored else None
+    return StoreStatus(
+        topic=topic,
+        path=str(path),
+        state=state,
+        ready=restored and stale is None,
+        position=position,
+        lag=lag,
+        key_count=None if held is None else held.count,
+        layout_version=codec.LAYOUT_VERSION if held is None or held.layout is None else held.layout,
+        last_restore_at=None if held is None else _seconds(held.restored_at_ms),
+        connected=connected,
+        staleness_seconds=since,
+        fresh=fresh,
+        stale=stale,
+        indexes={} if held is None else index_statuses(held, failures or {}),
+        ttl=None if held is None else ttl_status(held, purged),
+        **more,
+    )
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
 
 
 def index_statuses(state: StorageState, failures: Mapping[str, int]) -> dict[str, IndexStatus]:

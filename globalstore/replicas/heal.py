@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from globalstore.config import StoreConfig
 from globalstore.errors import OffsetsOutOfRange
 from globalstore.follow.thread import StoreThread
 from globalstore.read.copy import Copy
+from globalstore.replicas.announce import WriterNote
 from globalstore.replicas.live import Live
 from globalstore.storage import Storage
 
@@ -69,6 +72,20 @@ class Replica(Copy):
     def __init__(self, storage: Storage, thread: StoreThread) -> None:
         super().__init__(storage)
         self.thread = thread
+
+    def note(self, writer: str, home: Path) -> WriterNote:
+        """What the reader processes are told of this copy of the store at `home`
+        (announce.py): of one instant."""
+        status = self.thread.status
+        return WriterNote(
+            writer=writer,
+            live=os.path.relpath(self.storage.path, home),
+            state=status.state.value,
+            ready=status.restored_at_ms is not None,
+            positions=dict(self.storage.state.positions),
+            high=dict(status.high),
+            sent_at=time.time(),
+        )
 
     def close(self) -> None:
         self.thread.stop()

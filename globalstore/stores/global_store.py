@@ -5,14 +5,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
-from globalstore import codec
 from globalstore.config import OnOutOfRange, StoreConfig
 from globalstore.converters import decoder
 from globalstore.errors import (
@@ -25,23 +22,19 @@ from globalstore.errors import (
 )
 from globalstore.follow.thread import StoreThread, ThreadStatus
 from globalstore.listeners import StoreListener
-from globalstore.read.protocols import StoreStatus, behind, freshness, reaches
+from globalstore.read.protocols import StoreStatus, behind, reaches
 from globalstore.read.queries import StoreQueries
-from globalstore.read.report import index_statuses, ttl_status
+from globalstore.read.report import store_status
 from globalstore.replicas import heal
 from globalstore.replicas.announce import Announcer, WriterNote, new_writer_id
 from globalstore.replicas.live import Live
 from globalstore.snapshots import archive as snapshot
 from globalstore.status import State
-from globalstore.storage import DirLock, Storage, StorageState
+from globalstore.storage import DirLock, Storage
 from globalstore.storage.failures import reported
 from globalstore.waiting import Changes, wait_until
 
 log = logging.getLogger(__name__)
-
-
-# A following thread that has not found itself in sync for this long cannot tell it still is.
-_LOOKS_S = 1.0
 
 
 class GlobalStore(StoreQueries):
@@ -239,7 +232,9 @@ class GlobalStore(StoreQueries):
                 stack.callback(taken.healer.stop)
 
     def _farewell(self, announcer: Announcer, replica: heal.Replica) -> None:
-        announcer.close(dataclasses.replace(self._note_of(replica), state=State.CLOSED))
+        announcer.close(
+            dataclasses.replace(replica.note(self._writer_id, self.config.path), state=State.CLOSED)
+        )
 
     def __enter__(self) -> GlobalStore:
         # Both `with GlobalStore(...) as s:` and `with GlobalStore(...).start(t) as s:` work.
@@ -267,7 +262,9 @@ class GlobalStore(StoreQueries):
     def _replica(self) -> heal.Replica:
         live = self._live
         if live is None:
-            self._raise_unless_started()
+            if self._closed:
+                raise StoreClosed(f"store for {self.topic!r} is closed")
+            raise StoreNotReady(f"store for {self.topic!r} has not been started")
         return live.current
 
     def _live_thread(self) -> StoreThread:
@@ -283,11 +280,6 @@ class GlobalStore(StoreQueries):
                 raise StoreFailed(f"store thread for {self.topic!r} failed") from status.error
             raise StoreNotReady(f"store for {self.topic!r} is {status.state.value}")
         return replica
-
-    def _raise_unless_started(self) -> NoReturn:
-        if self._closed:
-            raise StoreClosed(f"store for {self.topic!r} is closed")
-        raise StoreNotReady(f"store for {self.topic!r} has not been started")
 
     def count(self) -> int:
         """Number of live keys, kept as a counter. Right after a bulk (cold) restore the store
@@ -357,20 +349,7 @@ class GlobalStore(StoreQueries):
 
     def _writer_note(self) -> WriterNote | None:
         live = self._live
-        return None if live is None else self._note_of(live.current)
-
-    def _note_of(self, replica: heal.Replica) -> WriterNote:
-        """What the reader processes are told (announce.py): of the live copy, one instant."""
-        status = replica.thread.status
-        return WriterNote(
-            writer=self._writer_id,
-            live=os.path.relpath(replica.storage.path, self.config.path),
-            state=status.state.value,
-            ready=status.restored_at_ms is not None,
-            positions=dict(replica.storage.state.positions),
-            high=dict(status.high),
-            sent_at=time.time(),
-        )
+        return None if live is None else live.current.note(self._writer_id, self.config.path)
 
     def status(self) -> StoreStatus:
         """State, position, lag, key count, layout, last restore, staleness and freshness
@@ -379,29 +358,21 @@ class GlobalStore(StoreQueries):
         live, healer = self._live, self._healer
         replica = None if live is None else live.current
         t = ThreadStatus(state=State.CLOSED) if replica is None else replica.thread.status
-        # Position, count and layout from one state, so the report is of one instant.
-        held = StorageState() if replica is None else replica.storage.state
-        position = dict(held.positions)
-        lag = behind(t.high, position)
-        staleness = _staleness(t, lag)
         indexer = None if replica is None else replica.storage.indexes.indexer
-        failures = {} if indexer is None else indexer.failures
-        healing = healer is not None and healer.rebuilding
-        state = State.REBUILDING if healing else t.state
-        fresh, stale = freshness(staleness, t.connected, lag, self.config.max_staleness)
-        stale = stale if t.state is State.RUNNING else None
-        return StoreStatus(
-            topic=self.topic,
-            path=str(self.path if replica is None else replica.storage.path),
+        state = State.REBUILDING if healer is not None and healer.rebuilding else t.state
+        return store_status(
+            self.topic,
+            self.path if replica is None else replica.storage.path,
+            # position, count and layout from one state, so the report is of one instant
+            None if replica is None else replica.storage.state,
             state=state,
-            ready=t.state is State.RUNNING and stale is None,
-            position=position,
-            lag=lag,
-            key_count=held.count,
-            layout_version=codec.LAYOUT_VERSION if held.layout is None else held.layout,
-            last_restore_at=_seconds(held.restored_at_ms),
+            restored=t.state is State.RUNNING,
+            high=t.high,
             connected=t.connected,
-            staleness_seconds=staleness,
+            staleness=t.staleness,
+            max_staleness=self.config.max_staleness,
+            failures=None if indexer is None else indexer.failures,
+            purged=t.purged,
             last_error=t.last_error,
             rebuild_reason=t.rebuild_reason,
             skipped_records=t.skipped_records,
@@ -411,10 +382,6 @@ class GlobalStore(StoreQueries):
             transform_failures=t.transform_failures,
             self_heals=0 if healer is None else healer.heals,
             failure=_failure(state, t.error),
-            indexes=index_statuses(held, failures),
-            ttl=ttl_status(held, t.purged),
-            fresh=fresh,
-            stale=stale,
         )
 
 
@@ -429,19 +396,3 @@ class _Taken(NamedTuple):
 def _failure(state: State, error: BaseException | None) -> str | None:
     """The type of the error that stopped the store, while it is reported failed."""
     return type(error).__name__ if state is State.FAILED and error is not None else None
-
-
-def _staleness(t: ThreadStatus, lag: Mapping[int, int]) -> float | None:
-    """Seconds since the thread last held the topic's end while connected: 0 while it does,
-    None if it never did since it started following. The thread looks after every batch and
-    every poll_timeout while idle, and learns the topic's end at least every second: one that
-    has not looked for longer (held up, or starved of the GIL) does not know it is in sync."""
-    if t.in_sync_at is None:
-        return None
-    since = time.monotonic() - t.in_sync_at
-    in_sync = t.connected and not any(lag.values()) and since <= _LOOKS_S
-    return 0.0 if in_sync else since
-
-
-def _seconds(ms: int | None) -> float | None:
-    return None if ms is None else ms / 1000

@@ -18,7 +18,7 @@ from globalstore.errors import StoreClosed
 from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus
 from globalstore.read.queries import StoreQueries
-from globalstore.read.report import index_statuses, ttl_status
+from globalstore.read.report import store_status
 from globalstore.status import State
 from globalstore.storage import Storage
 
@@ -66,25 +66,20 @@ class ReadOnlyStore(StoreQueries):
     def status(self) -> StoreStatus:
         """Position, key count, layout and last restore as last written; lag and staleness
         are unknown (empty / None); state is "offline"."""
-        state = self._ready_storage().state
-        return StoreStatus(
-            topic=self.topic,
-            path=str(self.path),
+        held = self._ready_storage().state
+        return store_status(
+            self.topic,
+            self.path,
+            held,
             state=State.OFFLINE,
-            ready=False,
-            position=dict(sorted(state.positions.items())),
-            lag={},
-            key_count=state.count,
-            layout_version=codec.LAYOUT_VERSION if state.layout is None else state.layout,
-            last_restore_at=None if state.restored_at_ms is None else state.restored_at_ms / 1000,
+            restored=False,
+            high={},
             connected=False,
-            staleness_seconds=None,
+            staleness=lambda lag: None,
             last_error=None,
             migration=None
-            if state.migrate_from is None
-            else f"layout {state.migrate_from} -> {state.layout}",
-            indexes=index_statuses(state, {}),
-            ttl=ttl_status(state),
+            if held.migrate_from is None
+            else f"layout {held.migrate_from} -> {held.layout}",
         )
 
     def close(self) -> None:

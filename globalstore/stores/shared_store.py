@@ -34,9 +34,9 @@ from globalstore.errors import (
     StoreNotReady,
 )
 from globalstore.read.copy import Copy
-from globalstore.read.protocols import StoreStatus, behind, freshness, reaches
+from globalstore.read.protocols import StoreStatus, behind, reaches
 from globalstore.read.queries import StoreQueries
-from globalstore.read.report import index_statuses, ttl_status
+from globalstore.read.report import store_status
 from globalstore.replicas.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
 from globalstore.replicas.live import Live
 from globalstore.status import State
@@ -308,37 +308,27 @@ class SharedStore(StoreQueries):
         `behind_writer` is what the writer applied that this reader does not show yet."""
         note, alive, live, wake = self._note, self.writer_alive(), self._live, self._wake
         held = None if live is None else live.current.storage.state
-        position = {} if held is None else dict(sorted(held.positions.items()))
-        high = {} if note is None else note.high
-        lag = behind(high, position)
-        in_sync = alive and held is not None and not any(lag.values())
         since = self._in_sync_at
-        staleness = 0.0 if in_sync else (None if since is None else time.monotonic() - since)
-        fresh, stale = freshness(staleness, alive, lag, self._max_staleness)
-        ready = alive and held is not None and note is not None and note.ready
-        return StoreStatus(
-            topic=self.topic,
-            path=str(self.path if live is None else live.current.storage.path),
+
+        def staleness(lag: Mapping[int, int]) -> float | None:
+            if alive and held is not None and not any(lag.values()):
+                return 0.0
+            return None if since is None else time.monotonic() - since
+
+        position = {} if held is None else held.positions
+        return store_status(
+            self.topic,
+            self.path if live is None else live.current.storage.path,
+            held,
             state=State(note.state) if alive and note is not None else State.OFFLINE,
-            ready=ready and stale is None,
-            position=position,
-            lag=lag,
-            key_count=None if held is None else held.count,
-            layout_version=codec.LAYOUT_VERSION
-            if held is None or held.layout is None
-            else held.layout,
-            last_restore_at=None
-            if held is None or held.restored_at_ms is None
-            else held.restored_at_ms / 1000,
+            restored=alive and held is not None and note is not None and note.ready,
+            high={} if note is None else note.high,
             connected=alive,
-            staleness_seconds=staleness,
-            fresh=fresh,
-            stale=stale if ready else None,
+            staleness=staleness,
+            max_staleness=self._max_staleness,
             last_error=self._last_error or self._silence(),
             behind_writer=None if note is None else behind(note.positions, position),
             refused_notes=0 if wake is None else wake.refused,
-            indexes={} if held is None else index_statuses(held, {}),
-            ttl=None if held is None else ttl_status(held),
         )
 
     def _silence(self) -> str | None:
