@@ -27,6 +27,35 @@ import orjson
 
 from globalstore.errors import InvalidValue, TopicNotCompacted
 
+__all__ = [
+    "HEADER",
+    "HEADER_SIZE",
+    "LAYOUT_VERSION",
+    "TIMESTAMP",
+    "TIMESTAMP_AT",
+    "UNKNOWN",
+    "V1",
+    "VALUE_FORMAT_HEADER",
+    "VALUE_FORMAT_VERSION",
+    "Decode",
+    "Entry",
+    "OnInvalid",
+    "decode",
+    "decode_entry",
+    "decode_items",
+    "encode_key",
+    "encode_value",
+    "format_headers",
+    "is_compacted",
+    "origin",
+    "pack",
+    "parse_json",
+    "record_timestamp",
+    "require_compacted",
+    "stored_format",
+    "value_format",
+]
+
 VALUE_FORMAT_HEADER = "globalstore.format"
 VALUE_FORMAT_VERSION = 1
 

@@ -16,6 +16,19 @@ from globalstore.converters import ValueFormats
 from globalstore.errors import ConfigurationError
 from globalstore.kafka.settings import ClientSettings
 
+__all__ = [
+    "BOOTSTRAP_ENV",
+    "DEFAULT_BOOTSTRAP",
+    "IndexFn",
+    "OnOutOfRange",
+    "OnUnreadable",
+    "RocksDBOptions",
+    "StoreConfig",
+    "check_follow_batch",
+    "check_indexes",
+    "check_seconds",
+]
+
 # Where every command and the examples look for Kafka unless told otherwise: the local
 # broker's default address, or GLOBALSTORE_BOOTSTRAP when it is set.
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"

@@ -23,6 +23,8 @@ import orjson
 from globalstore import codec
 from globalstore.errors import ConfigurationError, ConversionFailed, InvalidValue
 
+__all__ = ["Converter", "ValueFormats", "decoder", "import_converter"]
+
 Converter = Callable[[Any], Any]
 _MAX_FORMAT = 255  # the on-disk header keeps the format in one byte
 

@@ -43,6 +43,32 @@ the store repairs itself and logs a WARNING.
 
 from __future__ import annotations
 
+__all__ = [
+    "AuthenticationError",
+    "AuthorizationError",
+    "BrokerUnavailable",
+    "ConfigurationError",
+    "ConversionFailed",
+    "DamagedLayoutError",
+    "FatalError",
+    "GlobalStoreError",
+    "IndexNotReady",
+    "InvalidValue",
+    "OffsetsOutOfRange",
+    "RetriableError",
+    "StartTimeout",
+    "StorageError",
+    "StoreAlreadyStarted",
+    "StoreClosed",
+    "StoreFailed",
+    "StoreLocked",
+    "StoreNotReady",
+    "TopicNotCompacted",
+    "TopicNotFound",
+    "UnknownIndex",
+    "UnreadableStore",
+]
+
 
 class GlobalStoreError(Exception):
     """Base of every exception raised by globalstore."""

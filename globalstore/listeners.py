@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 
 from globalstore.status import State
 
+__all__ = ["StoreListener", "fan_out", "wants_changes"]
+
 
 class StoreListener:
     """Restore progress, state changes and the keys each applied batch changed."""

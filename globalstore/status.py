@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import enum
 
+__all__ = ["State", "enter"]
+
 
 class State(enum.StrEnum):
     """A store's state; equal to its name as a string ("running"), as earlier versions had."""

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from types import TracebackType
 
+__all__ = ["Changes", "wait_until"]
+
 _RECHECK_S = 0.1  # the longest a waiter sleeps between two looks
 
 

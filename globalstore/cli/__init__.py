@@ -17,6 +17,8 @@ from globalstore.cli.snapshot import snapshot
 from globalstore.cli.store import register
 from globalstore.kafka.clients import LIBRDKAFKA_LOG
 
+__all__ = ["main"]
+
 # Groups that live outside the library package, loaded only when named: the pipeline command
 # belongs to pipelines/ (it is also the spark-submit entry), and importing it costs nothing
 # to a user who only queries a store.

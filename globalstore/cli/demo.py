@@ -8,6 +8,8 @@ from types import FrameType
 
 import click
 
+__all__ = ["demo"]
+
 
 @click.command()
 @click.option("--orders", default=3000, show_default=True, type=click.IntRange(min=1))

@@ -20,6 +20,8 @@ from globalstore.storage.index_defs import reconcile
 from globalstore.storage.lock import DirLock
 from globalstore.storage.meta import Meta
 
+__all__ = ["discards", "refuse_discarding"]
+
 
 def discards(meta: Meta, config: StoreConfig) -> list[str]:
     """What a store whose meta is `meta` loses when opened with `config`, a phrase each."""

@@ -18,6 +18,8 @@ from globalstore.errors import (
 )
 from globalstore.localkafka import LocalKafkaError
 
+__all__ = ["EXPLAINED", "UserError", "explain"]
+
 # The exceptions that are the user's to fix: the message is for them, the traceback is not.
 EXPLAINED = (GlobalStoreError, LocalKafkaError)
 

@@ -15,6 +15,8 @@ from globalstore.cli.store import Progress
 from globalstore.cli.target import StoreTarget, store_options
 from globalstore.cli.watch import Watcher
 
+__all__ = ["follow"]
+
 
 @click.command()
 @store_options

@@ -11,6 +11,8 @@ import click
 
 from globalstore import converters
 
+__all__ = ["Converters", "chain", "import_converter", "index_options"]
+
 Converters = dict[int, Callable[[Any], Any]]
 
 

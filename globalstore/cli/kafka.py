@@ -25,6 +25,8 @@ from globalstore.localkafka import (
     recorded_shape,
 )
 
+__all__ = ["CommandFunction", "kafka", "logs", "start", "status", "stop"]
+
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 
 

@@ -23,6 +23,8 @@ from globalstore.status import State
 from globalstore.storage import Storage
 from globalstore.stores.switching_store import remove_store
 
+__all__ = ["migrate", "run", "status", "switch"]
+
 _POLL = 0.1
 
 

@@ -9,6 +9,8 @@ import click
 from globalstore.cli.errors import UserError
 from globalstore.cli.target import StoreTarget, store_options
 
+__all__ = ["serve"]
+
 
 @click.command()
 @store_options

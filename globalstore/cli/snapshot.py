@@ -13,6 +13,8 @@ from globalstore.cli.errors import UserError
 from globalstore.snapshots import archive as snapshots
 from globalstore.storage import DirLock
 
+__all__ = ["create", "install_snapshot", "snapshot"]
+
 
 @click.group()
 def snapshot() -> None:

@@ -32,6 +32,8 @@ from globalstore.status import State
 from globalstore.stores.global_store import GlobalStore
 from globalstore.stores.read_only_store import ReadOnlyStore
 
+__all__ = ["Progress", "count", "get", "register", "restore", "scan", "status"]
+
 _LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
 _BAR_INTERVAL = 0.1  # seconds between redraws of the terminal progress bar
 _BAR_WIDTH = 30

@@ -23,6 +23,8 @@ from globalstore.read.protocols import StoreReader
 from globalstore.stores.global_store import GlobalStore
 from globalstore.stores.read_only_store import ReadOnlyStore
 
+__all__ = ["StoreTarget", "store_options"]
+
 
 @dataclasses.dataclass(frozen=True)
 class StoreTarget:

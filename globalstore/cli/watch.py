@@ -14,6 +14,8 @@ from typing import TextIO
 
 from globalstore.read.protocols import StoreStatus
 
+__all__ = ["Watcher", "watch"]
+
 
 class Watcher:
     """Turns successive status reports into frames: the rate comes from their positions."""

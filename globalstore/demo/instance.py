@@ -18,6 +18,8 @@ import orjson
 
 from globalstore.stores.global_store import GlobalStore
 
+__all__ = ["InstanceReport", "content_digest", "restore_and_report"]
+
 
 @dataclass(frozen=True)
 class InstanceReport:

@@ -9,6 +9,8 @@ import orjson
 from globalstore.demo.instance import InstanceReport
 from pipelines.metrics import RunSummary
 
+__all__ = ["CourierCheck", "DemoResult", "render_summary"]
+
 
 @dataclass(frozen=True)
 class CourierCheck:

@@ -40,6 +40,21 @@ from pipelines.session import build_session
 from pipelines.spec import Pipeline
 from pipelines.topics import ensure_topic, ensure_topics
 
+__all__ = [
+    "BROKER_HEAP",
+    "BROKER_START_TIMEOUT_S",
+    "INSTANCES",
+    "PIPELINES",
+    "SPAWN",
+    "STEPS",
+    "DemoOptions",
+    "Steps",
+    "T",
+    "run_demo",
+    "run_pipelines",
+    "sample_keys",
+]
+
 PIPELINES = ("orders", "couriers")  # both read the same raw topic
 STEPS = 6
 INSTANCES = 2

@@ -13,6 +13,8 @@ from globalstore.errors import FatalError, OffsetsOutOfRange
 from globalstore.follow import topic
 from globalstore.follow.health import Health
 
+__all__ = ["handle", "log_skipped", "new_partitions"]
+
 log = logging.getLogger(__name__)
 
 _SKIPPED_LOGGED_PER_BATCH = 3  # the rest are counted in the status, not logged one by one

@@ -11,6 +11,8 @@ from confluent_kafka import KafkaError
 
 from globalstore.kafka.clients import Refusals
 
+__all__ = ["Health"]
+
 log = logging.getLogger(__name__)
 
 

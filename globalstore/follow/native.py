@@ -25,6 +25,8 @@ try:
 except ImportError:  # not compiled (no C compiler where the package was installed)
     BUILT = False
 
+__all__ = ["NativeEvent", "NativeRestorer", "load", "native_settings"]
+
 # The store thread's health callbacks and log routing are Python callables; the C consumer
 # has its errors reported as events instead (NativeEvent), and no statistics.
 _PYTHON_ONLY_SETTINGS = ("stats_cb", "error_cb", "logger", "statistics.interval.ms")

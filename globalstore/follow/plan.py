@@ -17,6 +17,8 @@ from globalstore.follow.topic import Marks, TopicInfo, records_between
 from globalstore.shaping import migrate, transform
 from globalstore.storage.meta import Meta
 
+__all__ = ["Plan", "Rebuild", "plan", "rebuild_reason"]
+
 
 @dataclass(frozen=True)
 class Plan:

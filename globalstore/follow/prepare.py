@@ -29,6 +29,8 @@ from globalstore.shaping.indexes import IndexBuild, Indexer
 from globalstore.snapshots import archive as snapshot
 from globalstore.storage import Storage
 
+__all__ = ["Preparation", "Prepare", "Prepared", "define_indexes", "define_ttl"]
+
 log = logging.getLogger(__name__)
 
 _BROKER_RETRY_PAUSE = 0.5

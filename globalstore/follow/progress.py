@@ -11,6 +11,8 @@ from pathlib import Path
 from globalstore.follow.plan import Plan
 from globalstore.follow.topic import records_between
 
+__all__ = ["RestoreLog"]
+
 log = logging.getLogger(__name__)
 
 _INTERVAL = 5.0  # seconds between progress lines

@@ -28,6 +28,16 @@ from globalstore.follow.plan import Plan
 from globalstore.shaping import transform
 from globalstore.storage import Applied, Record, Records, Storage
 
+__all__ = [
+    "BatchSource",
+    "ConsumerSource",
+    "FollowBatch",
+    "MessageRecords",
+    "NativeSource",
+    "native_source",
+    "split",
+]
+
 log = logging.getLogger(__name__)
 
 _RESTORE_WAIT = 0.05  # seconds a restoring source waits for its first record

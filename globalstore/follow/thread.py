@@ -39,6 +39,8 @@ from globalstore.shaping.migrate import Migration
 from globalstore.status import State
 from globalstore.storage import Applied, Storage
 
+__all__ = ["StoreThread", "ThreadStatus"]
+
 log = logging.getLogger(__name__)
 
 # A following thread that has not found itself in sync for this long cannot tell it still is.

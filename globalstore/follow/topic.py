@@ -34,6 +34,18 @@ from globalstore.errors import (
 )
 from globalstore.kafka.clients import LIBRDKAFKA_LOG
 
+__all__ = [
+    "Marks",
+    "TopicInfo",
+    "check_compaction",
+    "denied",
+    "describe_topic",
+    "end_offsets",
+    "records_between",
+    "refused",
+    "watermarks",
+]
+
 log = logging.getLogger(__name__)
 
 

@@ -20,6 +20,8 @@ from confluent_kafka import KafkaError, KafkaException
 from globalstore.errors import AuthenticationError, ConfigurationError
 from globalstore.kafka.settings import mask_text
 
+__all__ = ["LIBRDKAFKA_LOG", "Refusals", "create_client", "unauthenticated"]
+
 # librdkafka's own log lines (connection failures and the like, which the clients retry and
 # the store reports through status()) go to Python logging under this name, never raw to
 # the terminal; the `globalstore` command shows them with -v.

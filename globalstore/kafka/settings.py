@@ -24,6 +24,19 @@ import click
 
 from globalstore.errors import ConfigurationError
 
+__all__ = [
+    "KAFKA_CONFIG_FILE_ENV",
+    "MASK",
+    "ClientSettings",
+    "client_settings",
+    "is_secret",
+    "kafka_config_options",
+    "mask_text",
+    "masked",
+    "parse_pairs",
+    "read_properties",
+]
+
 KAFKA_CONFIG_FILE_ENV = "GLOBALSTORE_KAFKA_CONFIG_FILE"
 MASK = "********"
 # A name holding any of these words holds a secret: sasl.password, ssl.key.password,

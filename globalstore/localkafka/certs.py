@@ -15,6 +15,8 @@ from pathlib import Path
 
 from globalstore.localkafka.errors import LocalKafkaError
 
+__all__ = ["BROKER_EXTENSIONS", "CLIENT_EXTENSIONS", "KeyPair", "make_ca", "make_signed"]
+
 _DAYS = "3650"  # a dev cluster's data directory may live for years; nothing expires under it
 _KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
 # Every extension is given here rather than taken from the system's openssl.cnf, whose

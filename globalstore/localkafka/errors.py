@@ -9,6 +9,14 @@ LocalKafkaError           the local broker could not be set up, started or stopp
 
 from __future__ import annotations
 
+__all__ = [
+    "BrokerExitedError",
+    "JarResolutionError",
+    "JavaError",
+    "LocalKafkaError",
+    "PortInUseError",
+]
+
 
 class LocalKafkaError(RuntimeError):
     """The local broker could not be set up, started or stopped; the message names the fix."""

@@ -22,6 +22,17 @@ from pathlib import Path
 from globalstore.localkafka.errors import JarResolutionError
 from globalstore.localkafka.java import java_executable
 
+__all__ = [
+    "DEFAULT_MAVEN_REPO",
+    "IVY_VERSION",
+    "LOG4J_VERSION",
+    "ResolvedJars",
+    "cache_root",
+    "maven_repo",
+    "maven_url",
+    "resolve_kafka_jars",
+]
+
 DEFAULT_MAVEN_REPO = "https://repo1.maven.org/maven2"
 IVY_VERSION = "2.5.3"
 LOG4J_VERSION = "2.24.3"

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from globalstore.localkafka.errors import JavaError
 
+__all__ = ["MINIMUM_JAVA", "check_java", "java_executable", "parse_java_major"]
+
 MINIMUM_JAVA = 17
 _VERSION_PATTERN = re.compile(r'version "(\d+)(?:\.(\d+))?')
 

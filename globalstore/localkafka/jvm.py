@@ -11,6 +11,16 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+__all__ = [
+    "QUICK_START",
+    "format_storage",
+    "is_our_broker",
+    "launch_node",
+    "send_signal",
+    "terminate",
+    "wait_for_exit",
+]
+
 _KILL_WAIT_S = 10.0
 # The storage tool runs for a second or two: the C2 compiler only costs it CPU, which the
 # other nodes' tools need at the same moment (3 formats on 2 busy cores: 11 s -> 5 s).

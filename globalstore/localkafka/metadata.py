@@ -9,6 +9,8 @@ from confluent_kafka.admin import AdminClient
 
 from globalstore.localkafka.errors import LocalKafkaError
 
+__all__ = ["admin_client", "answers", "partition_leader"]
+
 
 def admin_client(bootstrap: str, client: Mapping[str, str]) -> AdminClient:
     """An admin client on `bootstrap` with `client`'s settings, quiet: while a node starts,

@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = ["NodeFiles", "default_data_dir", "log_since", "log_sizes"]
+
 
 def default_data_dir() -> Path:
     """Where the local broker keeps its data unless told otherwise."""

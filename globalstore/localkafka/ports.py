@@ -6,6 +6,8 @@ import socket
 
 from globalstore.localkafka.errors import LocalKafkaError
 
+__all__ = ["HOST", "free_port", "lost_port_race", "port_is_free"]
+
 HOST = "127.0.0.1"
 # What a JVM whose listener port was taken after the check writes before it exits.
 _BIND_FAILURES = ("java.net.BindException", "Address already in use")

@@ -38,6 +38,21 @@ from globalstore.localkafka.certs import (
 from globalstore.localkafka.errors import LocalKafkaError
 from globalstore.localkafka.settings import render_properties
 
+__all__ = [
+    "BROKER_USER",
+    "SCRAM",
+    "USERS",
+    "Security",
+    "SecurityFiles",
+    "broker_security",
+    "client_settings",
+    "format_arguments",
+    "parse_security",
+    "untrusted_client_settings",
+    "write_private",
+    "write_properties",
+]
+
 USERS = ("admin", "app")
 SCRAM = "SCRAM-SHA-512"
 BROKER_USER = "admin"

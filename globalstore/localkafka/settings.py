@@ -13,6 +13,18 @@ from pathlib import Path
 from globalstore.localkafka.errors import PortInUseError
 from globalstore.localkafka.ports import HOST, port_is_free
 
+__all__ = [
+    "NodeAddress",
+    "check_ports_free",
+    "cluster_id",
+    "node_addresses",
+    "node_settings",
+    "render_log4j2",
+    "render_properties",
+    "render_server_properties",
+    "server_settings",
+]
+
 
 @dataclass(frozen=True)
 class NodeAddress:

@@ -18,6 +18,17 @@ from pathlib import Path
 from globalstore.localkafka.errors import LocalKafkaError
 from globalstore.localkafka.security import Security, parse_security
 
+__all__ = [
+    "SHAPE_FILE",
+    "STATE_FILE",
+    "BrokerStatus",
+    "ClusterShape",
+    "StateFile",
+    "check_shape",
+    "record_shape",
+    "recorded_shape",
+]
+
 STATE_FILE = "broker.json"
 SHAPE_FILE = "cluster.json"
 

@@ -34,6 +34,8 @@ from globalstore.errors import InvalidValue
 if TYPE_CHECKING:
     import pyarrow as pa
 
+__all__ = ["BATCH_BYTES", "BATCH_ROWS", "Export", "pyarrow", "reader", "schema"]
+
 # DuckDB's vector size; and a batch of ~150-byte values made in passes over 2,048 rows stays
 # in the CPU's cache: 10,000-row batches took 1.14x to 1.27x as long (docs/performance.md,
 # "Arrow export").

@@ -19,6 +19,21 @@ from globalstore.status import State
 if TYPE_CHECKING:
     import pyarrow as pa
 
+__all__ = [
+    "ArrowOptions",
+    "FollowingStore",
+    "IndexStatus",
+    "ScanFilters",
+    "ScanOptions",
+    "StoreReader",
+    "StoreStatus",
+    "TtlStatus",
+    "behind",
+    "freshness",
+    "reaches",
+    "serving",
+]
+
 
 @dataclass(frozen=True)
 class IndexStatus:

@@ -37,6 +37,8 @@ from globalstore.storage.meta import IndexDef
 if TYPE_CHECKING:
     import pyarrow as pa
 
+__all__ = ["StoreQueries"]
+
 _T = TypeVar("_T")
 _Row = TypeVar("_Row")
 _MISSING: Any = object()

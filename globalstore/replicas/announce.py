@@ -48,6 +48,19 @@ from pathlib import Path
 from globalstore.errors import ConfigurationError
 from globalstore.status import State
 
+__all__ = [
+    "BATCHES",
+    "HEARTBEAT_S",
+    "MAX_SOCKET_PATH",
+    "READERS",
+    "WAKE_SOCKET",
+    "Announcer",
+    "BatchCounter",
+    "WakeSocket",
+    "WriterNote",
+    "new_writer_id",
+]
+
 log = logging.getLogger(__name__)
 
 READERS = "readers"  # the directory, inside the store's, where readers register

@@ -46,6 +46,8 @@ from globalstore.server.streams import LimitedStream, NoFreeSlot, Slots, drained
 from globalstore.snapshots.fetch import TOKEN_ENV
 from globalstore.status import State
 
+__all__ = ["Api", "Handler", "PositionNotReached", "create_app"]
+
 log = logging.getLogger(__name__)
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS

@@ -18,6 +18,8 @@ from globalstore.server.params import encode_cursor, encode_match_cursor
 from globalstore.snapshots.archive import checkpoint_dir
 from globalstore.snapshots.stream import tar_chunks
 
+__all__ = ["Counted", "Scan", "invalid", "match_page", "ndjson_chunks", "page", "snapshot_chunks"]
+
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 _Item = TypeVar("_Item")
 _Pos = TypeVar("_Pos")

@@ -12,6 +12,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from globalstore.snapshots.fetch import TOKEN_ENV
 
+__all__ = ["MAX_QUERY_BYTES", "OPEN_PATHS", "Guard", "load_token"]
+
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 MAX_QUERY_BYTES = 32 * 1024
 

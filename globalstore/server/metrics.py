@@ -12,6 +12,8 @@ from prometheus_client.registry import Collector
 from globalstore.read.protocols import StoreStatus
 from globalstore.server.served import ServedStore
 
+__all__ = ["Metrics", "stopped_by"]
+
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 from globalstore.server.settings import ServerSettings
 
+__all__ = ["PATH", "document"]
+
 PATH = "/openapi.json"
 
 _ERROR = {

@@ -11,6 +11,20 @@ from dataclasses import dataclass
 
 import orjson
 
+__all__ = [
+    "BadRequest",
+    "Range",
+    "cursor",
+    "encode_cursor",
+    "encode_match_cursor",
+    "integer",
+    "key_range",
+    "match_cursor",
+    "min_position",
+    "seconds",
+    "text",
+]
+
 
 class BadRequest(Exception):  # noqa: N818 - reads as the HTTP status it becomes
     """A parameter is malformed or out of bounds (HTTP 400)."""

@@ -12,6 +12,8 @@ from globalstore.server.app import create_app
 from globalstore.server.served import ServedStore
 from globalstore.server.settings import ServerSettings
 
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "server", "uvicorn_config"]
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 

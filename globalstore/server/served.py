@@ -13,6 +13,8 @@ from globalstore.errors import GlobalStoreError, RetriableError
 from globalstore.listeners import StoreListener
 from globalstore.read.protocols import FollowingStore, serving
 
+__all__ = ["RestoreProgress", "ServedStore"]
+
 log = logging.getLogger(__name__)
 
 _RETRY_PAUSE = 1.0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["LOCAL_HOSTS", "ServerSettings", "hosts_for"]
+
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")  # as a Host header names this machine
 _EVERY_INTERFACE = frozenset({"0.0.0.0", "::", ""})
 

@@ -18,6 +18,8 @@ from prometheus_client import Gauge
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+__all__ = ["ErrorAnswer", "LimitedStream", "NoFreeSlot", "Slots", "drained"]
+
 log = logging.getLogger(__name__)
 
 ErrorAnswer = Callable[[Exception], Response | None]  # the route's answer to an error, if any

@@ -31,6 +31,8 @@ from globalstore.server.served import ServedStore
 from globalstore.server.settings import ServerSettings
 from globalstore.stores.shared_store import SharedStore
 
+__all__ = ["WorkerSpec", "run_workers", "worker_app"]
+
 _SPEC_ENV = "GLOBALSTORE_SERVE_WORKER"
 
 

@@ -38,6 +38,8 @@ from globalstore.storage.index_defs import SecondaryIndexes
 from globalstore.storage.keys import SEP
 from globalstore.storage.meta import IndexDef
 
+__all__ = ["IndexBuild", "Indexer"]
+
 log = logging.getLogger(__name__)
 
 _FAILURES_LOGGED_PER_BATCH = 10  # an index function failing on every key must not flood the log

@@ -45,6 +45,8 @@ from globalstore.storage.meta import (
     Meta,
 )
 
+__all__ = ["CONVERTERS", "KNOWN_LAYOUTS", "Limits", "Migration", "unreadable_reason"]
+
 log = logging.getLogger(__name__)
 
 

@@ -38,6 +38,17 @@ from globalstore.storage import Record, Records
 from globalstore.storage.meta import K_TRANSFORM, K_TRANSFORM_FORMAT, Meta
 from globalstore.storage.records import Delete, Headers, NativeBatch, Put
 
+__all__ = [
+    "UNREADABLE",
+    "Transform",
+    "Transformed",
+    "TransformedBatch",
+    "Transformer",
+    "meta_entries",
+    "rebuild_reason",
+    "transformer",
+]
+
 log = logging.getLogger(__name__)
 
 Transform = Callable[[str, Any], Any]

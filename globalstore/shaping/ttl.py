@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Iterator
 from globalstore.codec import HEADER_SIZE, TIMESTAMP, TIMESTAMP_AT, V1, record_timestamp
 from globalstore.storage.timeindex import TimeIndex
 
+__all__ = ["Lookup", "Purge", "cutoff", "hiding", "is_expired", "to_ms", "unexpired", "visible"]
+
 log = logging.getLogger(__name__)
 
 

@@ -20,6 +20,8 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+__all__ = ["LIMIT", "SENT", "TABLE_SUFFIX", "KnownDigests"]
+
 TABLE_SUFFIX = ".sst"
 LIMIT = 10_000  # files remembered; a 50M-key store has about a hundred
 

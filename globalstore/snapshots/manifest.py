@@ -25,6 +25,8 @@ from typing import IO, Any
 
 from globalstore.storage.meta import Meta
 
+__all__ = ["MANIFEST", "VERSION", "FileEntry", "Manifest", "Sha256Behind", "Staging"]
+
 MANIFEST = "manifest.json"
 VERSION = 1  # of the manifest's own format
 _CHUNK = 1 << 20

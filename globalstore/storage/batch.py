@@ -34,6 +34,8 @@ from globalstore.storage.meta import (
 from globalstore.storage.records import Applied, Delete, NativeBatch, Put, Records, fill
 from globalstore.storage.state import StorageState
 
+__all__ = ["Batch"]
+
 
 class Batch:
     """One write under way: its WriteBatch, and the state the store holds once written."""

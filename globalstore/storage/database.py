@@ -54,6 +54,8 @@ from globalstore.storage.scan import Recount, scan_items
 from globalstore.storage.state import StorageState
 from globalstore.storage.timeindex import TimeIndex
 
+__all__ = ["Storage"]
+
 
 class Storage:
     """A locked RocksDB database holding one topic's keys plus the meta column family."""

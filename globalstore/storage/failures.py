@@ -21,6 +21,18 @@ from pathlib import Path
 
 from globalstore.errors import ConfigurationError, GlobalStoreError, StorageError, StoreLocked
 
+__all__ = [
+    "CLOSE_WAIT_S",
+    "Failure",
+    "classify",
+    "close_when_unborrowed",
+    "disk_report",
+    "is_borrowed",
+    "open_refusal",
+    "reported",
+    "storage_error",
+]
+
 log = logging.getLogger(__name__)
 
 

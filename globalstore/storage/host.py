@@ -18,6 +18,8 @@ from globalstore.storage.index_family import IndexFamily
 from globalstore.storage.meta import Meta
 from globalstore.storage.state import StorageState
 
+__all__ = ["IndexHost"]
+
 
 class IndexHost(Protocol):
     """The Storage holding an index, as the index sees it (database.py implements it)."""

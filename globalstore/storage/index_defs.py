@@ -15,6 +15,8 @@ from globalstore.storage.batch import Batch
 from globalstore.storage.host import IndexHost
 from globalstore.storage.meta import K_INDEX_NEXT_ID, IndexDef, index_key
 
+__all__ = ["Definitions", "IndexValues", "SecondaryIndexes", "reconcile"]
+
 log = logging.getLogger(__name__)
 
 

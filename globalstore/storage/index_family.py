@@ -17,6 +17,8 @@ from globalstore.storage.keys import count_key, id_ranges, write_changes
 from globalstore.storage.meta import I64, INDEX_CF, IndexDef
 from globalstore.storage.scan import index_items
 
+__all__ = ["IndexFamily"]
+
 
 class IndexFamily:
     """The index column family of one open database: its writes go into the caller's

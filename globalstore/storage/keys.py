@@ -28,6 +28,26 @@ from collections.abc import Callable, Mapping
 
 from globalstore.codec import HEADER_SIZE, TIMESTAMP, TIMESTAMP_AT, V1
 
+__all__ = [
+    "SEP",
+    "TIME",
+    "all_time_entries",
+    "bounds",
+    "count_key",
+    "encode_values",
+    "entry_key",
+    "expired_range",
+    "id_ranges",
+    "key_bounds",
+    "past",
+    "split_entry",
+    "split_time_key",
+    "successor",
+    "time_changes",
+    "time_key",
+    "write_changes",
+]
+
 ENTRY, KEYS, COUNT = b"e", b"k", b"n"
 TIME = b"t"  # the time entries' prefix; alone, their count
 SEP = b"\x00"

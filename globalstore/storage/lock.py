@@ -9,6 +9,8 @@ from pathlib import Path
 from globalstore.errors import StoreLocked
 from globalstore.storage.failures import reported
 
+__all__ = ["LOCK_FILE", "DirLock", "NoLock"]
+
 LOCK_FILE = "globalstore.lock"
 
 

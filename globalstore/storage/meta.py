@@ -37,6 +37,38 @@ import orjson
 
 from globalstore.errors import DamagedLayoutError
 
+__all__ = [
+    "I64",
+    "INDEX_CF",
+    "INDEX_PREFIX",
+    "K_APPLIED_AT",
+    "K_CONVERT_CURSOR",
+    "K_COUNT",
+    "K_INDEX_NEXT_ID",
+    "K_IN_SYNC_AT",
+    "K_LAYOUT",
+    "K_MIGRATE_CURSOR",
+    "K_MIGRATE_FROM",
+    "K_RESTORED_AT",
+    "K_TIME_INDEX",
+    "K_TOPIC",
+    "K_TOPIC_ID",
+    "K_TRANSFORM",
+    "K_TRANSFORM_FORMAT",
+    "K_TTL",
+    "K_VALUE_FORMAT",
+    "META_CF",
+    "OFFSET_PREFIX",
+    "IndexDef",
+    "Meta",
+    "cursor_entry",
+    "index_key",
+    "offset_key",
+    "opt_int",
+    "parse_cursor",
+    "parse_meta",
+]
+
 I64 = struct.Struct(">q")
 
 META_CF = "meta"  # the column family beside "default", which holds the data

@@ -15,6 +15,8 @@ from globalstore.storage.failures import open_refusal, reported
 from globalstore.storage.meta import INDEX_CF, META_CF
 from globalstore.storage.options import rocksdb_options
 
+__all__ = ["db_dir", "open_rdict"]
+
 log = logging.getLogger(__name__)
 
 

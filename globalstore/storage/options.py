@@ -6,6 +6,8 @@ import rocksdict
 
 from globalstore.config import RocksDBOptions
 
+__all__ = ["rocksdb_options"]
+
 
 def rocksdb_options(settings: RocksDBOptions) -> rocksdict.Options:
     """rocksdict Options in raw mode: bytes in, bytes out, nothing pickled."""

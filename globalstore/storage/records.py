@@ -20,6 +20,8 @@ from globalstore.codec import (
     value_format,
 )
 
+__all__ = ["Applied", "Delete", "Headers", "NativeBatch", "Put", "Record", "Records", "fill"]
+
 Put = Callable[[bytes, bytes], object]
 Delete = Callable[[bytes], object]
 

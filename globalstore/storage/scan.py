@@ -11,6 +11,8 @@ import rocksdict
 
 from globalstore.storage.keys import split_entry
 
+__all__ = ["Recount", "bounded", "index_items", "scan_items"]
+
 
 def scan_items(
     db: rocksdict.Rdict, lower: bytes | None, upper: bytes | None, reverse: bool

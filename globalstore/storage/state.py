@@ -8,6 +8,8 @@ from types import MappingProxyType
 
 from globalstore.storage.meta import IndexDef, Meta
 
+__all__ = ["StorageState"]
+
 
 @dataclass(frozen=True)
 class StorageState:

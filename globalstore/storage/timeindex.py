@@ -32,6 +32,8 @@ from globalstore.storage.meta import (
 )
 from globalstore.storage.state import StorageState
 
+__all__ = ["TimeIndex"]
+
 log = logging.getLogger(__name__)
 
 

@@ -34,6 +34,8 @@ from globalstore.storage import DirLock, Storage
 from globalstore.storage.failures import reported
 from globalstore.waiting import Changes, wait_until
 
+__all__ = ["GlobalStore"]
+
 log = logging.getLogger(__name__)
 
 

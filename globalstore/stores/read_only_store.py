@@ -22,6 +22,8 @@ from globalstore.read.report import store_status
 from globalstore.status import State
 from globalstore.storage import Storage
 
+__all__ = ["ReadOnlyStore"]
+
 
 class ReadOnlyStore(StoreQueries):
     """The query methods of GlobalStore over a store directory as last written.

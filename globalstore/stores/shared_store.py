@@ -43,6 +43,8 @@ from globalstore.status import State
 from globalstore.storage import Storage
 from globalstore.waiting import wait_until
 
+__all__ = ["WRITER_SILENT_S", "SharedStore"]
+
 log = logging.getLogger(__name__)
 
 WRITER_SILENT_S = 3 * HEARTBEAT_S  # no note for this long: the writer is gone

@@ -29,6 +29,8 @@ from globalstore.stores.global_store import GlobalStore
 if TYPE_CHECKING:
     import pyarrow as pa
 
+__all__ = ["SwitchingStore", "remove_store"]
+
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
