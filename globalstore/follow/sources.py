@@ -97,12 +97,17 @@ class ConsumerSource:
             msgs: list[Any] = consumer.consume(config.restore_batch_size, _RESTORE_WAIT)
             return msgs
         if self.flowing or self.busy:
-            msgs = consumer.consume(self.size.records, 0)
-            self.size.after(msgs)
-        else:
+            msgs = self._queued()
+        else:  # idle: wait for a record, then take what came with it (the rest of its fetch)
             first = consumer.poll(config.poll_timeout)
-            msgs = [] if first is None else [first]
+            msgs = [] if first is None else [first, *self._queued()]
         self.flowing = bool(msgs)
+        return msgs
+
+    def _queued(self) -> list[Any]:
+        """What is queued already, up to the batch's size, which follows the backlog."""
+        msgs: list[Any] = self.consumer.consume(self.size.records, 0)
+        self.size.after(msgs)
         return msgs
 
     def close(self) -> None:
