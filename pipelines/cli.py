@@ -187,7 +187,7 @@ def run(
     require_topic(bootstrap_servers, source, kafka_config, f"pipeline generate {name}")
     if jvm_log is not None and not under_spark_submit():
         click.echo(f"Spark's own output goes to {jvm_log} (-v shows it here)", err=True)
-    spark = build_session(master=master, jvm_log=jvm_log)
+    spark = build_session(master=master, jvm_log=jvm_log, avro=avro_schemas is not None)
     target = target_topic or spec.target_topic
     if checkpoint_dir is None:
         if not (spark.sparkContext.master or "").startswith("local"):

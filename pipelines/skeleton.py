@@ -28,6 +28,7 @@ from pipelines.defaults import TRIGGER_INTERVAL
 from pipelines.java_clients import spark_kafka_options
 from pipelines.metrics import RunSummary, SummaryListener, observe_clean, observe_sink
 from pipelines.records import SINK_COLUMNS, dead_letter_records, output_records
+from pipelines.session import require_avro
 from pipelines.spec import Pipeline
 from pipelines.topics import Admin, ensure_topics
 from pipelines.validate import REASON, SOURCE_COLUMNS, validate
@@ -205,6 +206,8 @@ def _sigint_noted() -> Iterator[threading.Event]:
 def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> PipelineRun:
     """Check that the checkpoint belongs to this source, create the run's topics if missing
     and start the job; the handle waits or stops it."""
+    if options.avro_schemas is not None:
+        require_avro(spark)  # before anything is created or bound
     topics = (options.source_topic, options.target_topic, options.dead_letter_topic)
     checkpoint.bound(
         spark,
