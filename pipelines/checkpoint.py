@@ -170,7 +170,7 @@ def bound(
     the missing topics) and record the source in a checkpoint that has no record of it.
     `topics`: the raw topic first, then those the job writes."""
     files = CheckpointFiles(spark, location)
-    unbound = _verify(files, _binding_now(pipeline, admin, topics), admin, topics[0])
+    unbound = _verify(files, pipeline, admin, topics)
     prepare()
     if unbound:
         files.write(BINDING_FILE, _binding_now(pipeline, admin, topics).to_json())
@@ -185,9 +185,12 @@ def _binding_now(pipeline: Pipeline, admin: Admin, topics: Sequence[str]) -> Bin
     )
 
 
-def _verify(files: CheckpointFiles, now: Binding, admin: Admin, source: str) -> bool:
+def _verify(
+    files: CheckpointFiles, pipeline: Pipeline, admin: Admin, topics: Sequence[str]
+) -> bool:
     """CheckpointRefused for a checkpoint of another source, or one ahead of the raw topic;
     True when the binding is to be written."""
+    source = topics[0]
     committed = files.source_offsets()
     if committed is None:
         return True  # no progress yet: nothing to lose, whatever it was bound to
@@ -201,7 +204,7 @@ def _verify(files: CheckpointFiles, now: Binding, admin: Admin, source: str) -> 
             RESET_HINT,
         )
     else:
-        said = mismatches(_recorded(files, text), now)
+        said = mismatches(_recorded(files, text), _binding_now(pipeline, admin, topics))
         if said:
             raise CheckpointRefused(f"checkpoint {files.location}: {'; '.join(said)}; {RESET_HINT}")
     _require_not_ahead(files.location, committed.get(source, {}), admin.end_offsets(source), source)
