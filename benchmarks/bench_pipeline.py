@@ -385,7 +385,7 @@ def main() -> None:
         produce(bootstrap, source, records)
         avro_source = new_topic(bootstrap, "bench-avro-raw")
         produce(bootstrap, avro_source, as_avro(records, schema_id=1))
-        spark = build_session(master="local[2]", shuffle_partitions=2)
+        spark = build_session(master="local[2]", shuffle_partitions=2, avro=True)
         spark.sparkContext.setLogLevel("ERROR")
         sources = [(source, READS), (avro_source, AVRO_READS)]
         for topic, topic_reads in sources:  # warm-up: JIT, connectors, workers

@@ -27,6 +27,8 @@ from pipelines.topics import require_topic
 FC = TypeVar("FC", bound=Callable[..., Any])  # a click command's function
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from pipelines.orders.generator import RawRecord
 
 
@@ -126,6 +128,12 @@ def _avro_schema_option(help_text: str) -> Callable[[FC], FC]:
     type=click.IntRange(min=1),
     help="Cap on raw records per micro-batch  [default: no cap]",
 )
+@click.option(
+    "--reset",
+    is_flag=True,
+    help="Start over: move the checkpoint aside (to CHECKPOINT.reset-<UTC time>, kept) and "
+    "read the raw topic from --starting-offsets.",
+)
 @_registry_option
 @_avro_schema_option("Avro input: the reader schema, a .avsc file (without a registry).")
 @click.option(
@@ -148,6 +156,7 @@ def run(
     trigger_interval: str,
     starting_offsets: str,
     max_offsets_per_trigger: int | None,
+    reset: bool,
     schema_registry: str | None,
     avro_schema: Path | None,
     avro_schema_id: int,
@@ -178,7 +187,7 @@ def run(
     require_topic(bootstrap_servers, source, kafka_config, f"pipeline generate {name}")
     if jvm_log is not None and not under_spark_submit():
         click.echo(f"Spark's own output goes to {jvm_log} (-v shows it here)", err=True)
-    spark = build_session(master=master, jvm_log=jvm_log)
+    spark = build_session(master=master, jvm_log=jvm_log, avro=avro_schemas is not None)
     target = target_topic or spec.target_topic
     if checkpoint_dir is None:
         if not (spark.sparkContext.master or "").startswith("local"):
@@ -187,6 +196,8 @@ def run(
                 "(hdfs://, s3a://, a shared mount), since executors write the state there"
             )
         checkpoint_dir = str(Path(".globalstore", "checkpoints", target).resolve())
+    if reset:
+        _move_aside(spark, checkpoint_dir)
     options = skeleton.RunOptions(
         bootstrap_servers=bootstrap_servers,
         source_topic=source,
@@ -202,6 +213,14 @@ def run(
     )
     summary = skeleton.run(spark, spec, options)
     click.echo(f"{name}: {summary.describe()}")
+
+
+def _move_aside(spark: SparkSession, checkpoint_dir: str) -> None:
+    from pipelines.checkpoint import move_aside  # noqa: PLC0415 - pulls in pyspark
+
+    moved = move_aside(spark, checkpoint_dir)
+    said = f"no checkpoint at {checkpoint_dir}" if moved is None else f"moved to {moved}"
+    click.echo(f"--reset: {said}; reading the raw topic afresh", err=True)
 
 
 def _reader_schemas(

@@ -7,7 +7,13 @@ Two ways in, one rule: whatever the user configured wins.
   (`SQL_DEFAULTS`) are filled in where the submitted configuration has no value, so
   `--conf spark.sql.shuffle.partitions=64` holds and `--master` is never touched.
 - **The Python launcher** (`globalstore pipeline run`) builds the session itself: then it
-  also picks the master (`local[*]` by default) and resolves the Kafka connector.
+  also picks the master (`local[*]` by default) and resolves the Kafka connector, and
+  Spark's Avro connector only for an Avro run, so that a JSON run needs only what JSON
+  needs (an offline machine's Ivy cache filled by a JSON run, say).
+
+A process has one session (`getOrCreate`), whose packages are fixed when it starts: an Avro
+run on a session started without the Avro connector is refused (`require_avro`), in one
+line, rather than failing inside `from_avro`.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pyspark
+from py4j.java_gateway import JavaClass
 from pyspark.sql import SparkSession
 
+from globalstore.errors import ConfigurationError
 from pipelines.defaults import LOCAL_MASTER
 from pipelines.java_clients import SECRET_OPTIONS_REGEX
 
@@ -72,12 +80,14 @@ def sql_defaults(shuffle_partitions: int) -> dict[str, str]:
     }
 
 
-def launcher_defaults(master: str) -> dict[str, str]:
-    """Settings only the launcher chooses: spark-submit's command line owns these."""
+def launcher_defaults(master: str, avro: bool = False) -> dict[str, str]:
+    """Settings only the launcher chooses: spark-submit's command line owns these. `avro`:
+    resolve Spark's Avro connector too."""
+    packages = [KAFKA_CONNECTOR, AVRO_CONNECTOR] if avro else [KAFKA_CONNECTOR]
     return {
         "spark.master": master,
         "spark.app.name": "globalstore-pipeline",
-        "spark.jars.packages": f"{KAFKA_CONNECTOR},{AVRO_CONNECTOR}",
+        "spark.jars.packages": ",".join(packages),
         "spark.ui.showConsoleProgress": "false",
         # The Python workers read their warning filters from the environment at start.
         "spark.executorEnv.PYTHONWARNINGS": f"ignore:{PANDAS_3_WARNING}:FutureWarning",
@@ -94,10 +104,13 @@ def build_session(
     shuffle_partitions: int = 4,
     extra: Mapping[str, str] | None = None,
     jvm_log: Path | None = None,
+    avro: bool = False,
 ) -> SparkSession:
     """Return the (shared) SparkSession; `extra` overrides the defaults, spark-submit wins.
     `jvm_log`: a file for the output of the JVM this starts (its package resolution, Spark's
-    warnings, the Python workers'), instead of this process's console."""
+    warnings, the Python workers'), instead of this process's console. `avro`: with Spark's
+    Avro connector, which an Avro run needs; it cannot be added to a session once started,
+    so pass it if any run in this process reads Avro."""
     warnings.filterwarnings("ignore", PANDAS_3_WARNING, FutureWarning)
     if under_spark_submit():
         return _submitted_session({**sql_defaults(shuffle_partitions), **(extra or {})})
@@ -105,7 +118,8 @@ def build_session(
     # whatever `python3` is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
-    settings = {**launcher_defaults(master), **sql_defaults(shuffle_partitions), **(extra or {})}
+    defaults = {**launcher_defaults(master, avro), **sql_defaults(shuffle_partitions)}
+    settings = {**defaults, **(extra or {})}
     for key, value in settings.items():
         builder = builder.config(key, value)
     if jvm_log is None:
@@ -140,3 +154,19 @@ def _submitted_session(defaults: Mapping[str, str]) -> SparkSession:
         if not submitted.contains(key):
             spark.conf.set(key, value)
     return spark
+
+
+def require_avro(spark: SparkSession) -> None:
+    """ConfigurationError unless the session's JVM has Spark's Avro connector."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a live session has its gateway
+    # from_avro's expression, which only the connector's jar has (Spark 4's core jars have
+    # the functions and the file format); py4j gives a JavaPackage for a class not found.
+    if not isinstance(getattr(jvm, "org.apache.spark.sql.avro.AvroDataToCatalyst"), JavaClass):
+        raise ConfigurationError(
+            f"an Avro run needs Spark's Avro connector ({AVRO_CONNECTOR}), and the "
+            "SparkSession of this process was started without it (packages are fixed when a "
+            "session starts): run it in a new process, build the session with "
+            "build_session(avro=True) before any run, or under spark-submit add it to "
+            "--packages"
+        )

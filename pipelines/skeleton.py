@@ -22,14 +22,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql.streaming.query import StreamingQuery
 
-from pipelines import failures
+from pipelines import checkpoint, failures
 from pipelines.avro import validate_avro
 from pipelines.defaults import TRIGGER_INTERVAL
 from pipelines.java_clients import spark_kafka_options
 from pipelines.metrics import RunSummary, SummaryListener, observe_clean, observe_sink
 from pipelines.records import SINK_COLUMNS, dead_letter_records, output_records
+from pipelines.session import require_avro
 from pipelines.spec import Pipeline
-from pipelines.topics import ensure_topics
+from pipelines.topics import Admin, ensure_topics
 from pipelines.validate import REASON, SOURCE_COLUMNS, validate
 
 log = logging.getLogger(__name__)
@@ -203,13 +204,18 @@ def _sigint_noted() -> Iterator[threading.Event]:
 
 
 def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> PipelineRun:
-    """Create the run's topics if missing and start the job; the handle waits or stops it."""
-    ensure_topics(
-        options.bootstrap_servers,
-        options.source_topic,
-        options.target_topic,
-        options.dead_letter_topic,
-        options.kafka_config,
+    """Check that the checkpoint belongs to this source, create the run's topics if missing
+    and start the job; the handle waits or stops it."""
+    if options.avro_schemas is not None:
+        require_avro(spark)  # before anything is created or bound
+    topics = (options.source_topic, options.target_topic, options.dead_letter_topic)
+    checkpoint.bound(
+        spark,
+        os.fspath(options.checkpoint_dir),
+        pipeline,
+        Admin(options.bootstrap_servers, options.kafka_config),
+        topics,
+        lambda: ensure_topics(options.bootstrap_servers, *topics, options.kafka_config),
     )
     # With an event-time watermark Spark follows every data batch that moves it with an
     # empty batch, only to evict state or fire timeouts. The pipelines here do neither

@@ -52,3 +52,6 @@ class Pipeline:
     target_topic: str
     dead_letter_topic: str
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    version: int = 1
+    """Recorded in the checkpoint, which a run of another version refuses: raise it when a
+    change makes old checkpoints unusable (the state's layout, the bucket count)."""

@@ -6,8 +6,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    OffsetSpec,
+)
 
 from globalstore.codec import require_compacted
 from globalstore.errors import BrokerUnavailable, FatalError, TopicNotFound
@@ -63,6 +68,30 @@ class Admin:
                 f"no Kafka broker answered at {self.bootstrap_servers} within "
                 f"{ADMIN_TIMEOUT_S:.0f} s: {error.str()}"
             )
+
+    def cluster_id(self) -> str:
+        """The Kafka cluster's id, which tells one cluster from another whatever its address."""
+        described = self.client.describe_cluster(request_timeout=ADMIN_TIMEOUT_S)
+        return str(self.result(described, "describing the cluster").cluster_id)
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id, which tells a recreated topic from the old one; None: no such topic."""
+        futures = self.client.describe_topics(TopicCollection([topic]))
+        try:
+            described = self.result(futures[topic], f"describing topic {topic!r}")
+        except AdminFailed as exc:
+            if exc.code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            raise
+        return str(described.topic_id)
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """{partition: the offset the next record will get} of `topic` now."""
+        partitions = self.topics()[topic].partitions
+        asked = {TopicPartition(topic, p): OffsetSpec.latest() for p in partitions}  # type: ignore[no-untyped-call]
+        futures = self.client.list_offsets(asked, request_timeout=ADMIN_TIMEOUT_S)
+        action = f"listing the end offsets of {topic!r}"
+        return {tp.partition: self.result(f, action).offset for tp, f in futures.items()}
 
     def result(self, future: Any, action: str) -> Any:
         """The admin request's result, or AdminFailed saying what the broker said."""

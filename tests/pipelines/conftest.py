@@ -15,6 +15,7 @@ def spark() -> Iterator[SparkSession]:
     session = build_session(
         master="local[2]",
         shuffle_partitions=2,
+        avro=True,  # the Avro tests share this session
         extra={"spark.ui.enabled": "false", "spark.sql.streaming.minBatchesToRetain": "5"},
     )
     session.sparkContext.setLogLevel("ERROR")
