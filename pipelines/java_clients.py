@@ -62,7 +62,10 @@ LOGIN_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
 
-SECRET_OPTIONS_REGEX = r"(?i)url|secret|password|token|credential|jaas|keystore[.]key|[.]pem"
+SECRET_OPTIONS_REGEX = (
+    r"(?i)url|secret|password|passphrase|token|credential|jaas|keystore[.]key|[.]pem"
+    r"|oauthbearer[.]config|certificate[.]chain|truststore[.]certificates"
+)
 """Data-source option names whose values Spark must redact in plans and its UI: Spark's own
 default (`url`), spark.redaction.regex's words (which redact the JAAS line by its value),
 and the names whose values say nothing (a PEM key has no "password" in it)."""

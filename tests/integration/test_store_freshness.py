@@ -28,7 +28,8 @@ def test_a_held_up_follower_is_stale_and_not_ready(
     listener = HeldUp()
     store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", listeners=[listener],
                         max_staleness=2.0)  # fmt: skip
-    with TestClient(create_app(ServedStore.of(store.start(60)))) as client:
+    app = create_app(ServedStore.of(store.start(60)))
+    with TestClient(app, base_url="http://localhost") as client:  # a Host serve answers
         try:
             eventually(lambda: store.status().fresh, 30, store.status)
             assert client.get("/readyz").status_code == 200
