@@ -110,7 +110,7 @@ class Storage:
         self._get = self._db.get
         self._logged = rocksdict.WriteOptions()
         self._unlogged = rocksdict.WriteOptions()
-        self._unlogged.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
+        self._unlogged.disable_wal = True
 
     def close(self) -> None:
         try:
@@ -156,8 +156,8 @@ class Storage:
 
     def read_meta(self) -> Meta:
         """Parse the meta column family; DamagedLayoutError if any entry does not parse."""
-        offsets: Iterable[tuple[bytes, bytes]] = self._meta.items(from_key=OFFSET_PREFIX)  # type: ignore[assignment]
-        indexes: Iterable[tuple[bytes, bytes]] = self._meta.items(from_key=INDEX_PREFIX)  # type: ignore[assignment]
+        offsets = self._meta.items(from_key=OFFSET_PREFIX)
+        indexes = self._meta.items(from_key=INDEX_PREFIX)
         return parse_meta(self._meta.get, offsets, indexes)
 
     def load(self, meta: Meta) -> None:
@@ -215,8 +215,7 @@ class Storage:
         self.put_meta(key, I64.pack(value))
 
     def get_meta(self, key: bytes) -> bytes | None:
-        value: bytes | None = self._meta.get(key)
-        return value
+        return self._meta.get(key)
 
     def is_empty(self) -> bool:
         for _ in self._db.keys():  # noqa: SIM118 - Rdict.__iter__ fails in raw mode
@@ -347,17 +346,14 @@ class Storage:
 
     def reader(self) -> Callable[[bytes], bytes | None]:
         """RocksDB's own get, for the query hot path (valid until close)."""
-        get: Callable[[bytes], bytes | None] = self._get
-        return get
+        return self._get
 
     def get(self, key: bytes) -> bytes | None:
-        value: bytes | None = self._get(key)
-        return value
+        return self._get(key)
 
     def get_many(self, keys: list[bytes]) -> list[bytes | None]:
         """Values of `keys` in their order (None where absent), with RocksDB's multi-get."""
-        values: list[bytes | None] = self._db.get(keys)  # type: ignore[arg-type,assignment]
-        return values
+        return self._db.get(keys)
 
     def scan(
         self, lower: bytes | None, upper: bytes | None, reverse: bool
@@ -383,8 +379,7 @@ class Storage:
 
     def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to `limit` (key, raw value) pairs from `start` on, for chunked migration."""
-        pairs: Iterable[tuple[bytes, bytes]] = self._db.items(from_key=start)  # type: ignore[assignment]
-        return list(itertools.islice(pairs, max(0, limit)))
+        return list(itertools.islice(self._db.items(from_key=start), max(0, limit)))
 
     def checkpoint(self, dest: Path) -> None:
         """A consistent copy of the database (data and meta, so its offsets) in `dest`, which
