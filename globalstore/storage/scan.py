@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import rocksdict
 
+from globalstore.storage.failures import is_absent
 from globalstore.storage.keys import split_entry
 
 __all__ = ["Recount", "bounded", "index_items", "scan_items"]
@@ -92,8 +93,9 @@ def index_items(
         value, key = split_entry(entry)
         try:
             raw = values[key]  # a point read: cheaper than seeking an iterator (RocksDB's Get)
-        except KeyError:
-            pass
+        except Exception as exc:
+            if not is_absent(exc):
+                raise
         else:
             yield value, key, raw
         step()
