@@ -59,7 +59,8 @@ class NativeRestorer:
     WriteBatch's put and delete exactly as storage/records.py's fill() writes the records the
     thread's consumer source makes of confluent-kafka's messages. A batch holds at most
     `limit` records (at most `batch_size`); `first` makes fill() wait for the first record
-    only, not for a full batch (following)."""
+    only, not for a full batch (following). `events` holds the consumer events (errors,
+    partition ends) of the last batch."""
 
     def __init__(
         self, conf: Mapping[str, str], topic: str, offsets: Mapping[int, int], batch_size: int
@@ -80,13 +81,13 @@ class NativeRestorer:
             value_format=value_format,
         )
         self.limit, self.first = batch_size, False
+        self.events: list[NativeEvent] = []
 
     def fill(
         self,
         put: Callable[[bytes, bytes], object],
         delete: Callable[[bytes], object],
         nexts: dict[int, int],
-        events: list[Any],
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
     ) -> int:
@@ -97,7 +98,7 @@ class NativeRestorer:
         records = self._restorer.fill(
             put, delete, nexts, raw, skipped, wait_ms, self.limit, self.first
         )
-        events.extend(NativeEvent(*event) for event in raw)
+        self.events = [NativeEvent(*event) for event in raw]
         return records
 
     def held(self) -> int:

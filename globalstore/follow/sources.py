@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
@@ -37,6 +38,7 @@ __all__ = [
     "FollowBatch",
     "MessageRecords",
     "NativeSource",
+    "SourceBatch",
     "is_plain",
     "native_source",
     "split",
@@ -47,13 +49,24 @@ log = logging.getLogger(__name__)
 _RESTORE_WAIT = 0.05  # seconds a restoring source waits for its first record
 
 
+@dataclass
+class SourceBatch:
+    """What one batch of a source did: what the storage applied, the consumer's events that
+    came with it (errors, partition ends: storage sees records only), and the records the
+    store's transform raised on (their keys kept as they were)."""
+
+    applied: Applied
+    events: list[Any] = field(default_factory=list)
+    transform_failures: int = 0
+
+
 class BatchSource(Protocol):
     """Where the store thread's batches come from: the consumer or the C loop."""
 
     # Following with work to do between batches (chores, a purge): never wait for records.
     busy: bool
 
-    def apply(self, storage: Storage, now_ms: int) -> Applied:
+    def apply(self, storage: Storage, now_ms: int) -> SourceBatch:
         """Consume one batch (events included) and apply it with its offsets."""
         ...
 
@@ -96,16 +109,13 @@ class ConsumerSource:
             [TopicPartition(name, p, OFFSET_BEGINNING) for p in partitions]
         )
 
-    def apply(self, storage: Storage, now_ms: int) -> Applied:
+    def apply(self, storage: Storage, now_ms: int) -> SourceBatch:
         records, ends, events = split(self._batch())
         transformed = None if self.transformer is None else self.transformer.records(records)
         if transformed is not None:
             records = transformed
         applied = storage.apply(records, ends, self.exact_count, now_ms, changes=self.changes)
-        applied.events = events
-        if transformed is not None:
-            applied.transform_failures = transformed.failures
-        return applied
+        return SourceBatch(applied, events, 0 if transformed is None else transformed.failures)
 
     def _batch(self) -> list[Any]:
         consumer, config = self.consumer, self.config
@@ -231,28 +241,26 @@ class NativeSource:
             log.info("following %s with the C loop", self.config.topic)
         return self.following
 
-    def apply(self, storage: Storage, now_ms: int) -> Applied:
+    def apply(self, storage: Storage, now_ms: int) -> SourceBatch:
         events = self._poll_consumer()
+        transformed = self.transformed
         if self.following:
             applied = self._follow(storage, now_ms)
         else:
-            transformed = self.transformed
             batch = self.restorer if transformed is None else transformed
             applied = storage.apply_native(batch, _RESTORE_WAIT, now_ms, self.exact_count)
-            if transformed is not None:
-                applied.transform_failures = transformed.failures
         stats = self.restorer.stats()
         if stats is not None:
             self.on_stats(stats)
-        applied.events[:0] = events
-        return applied
+        failures = 0 if transformed is None else transformed.failures
+        return SourceBatch(applied, events + self.restorer.events, failures)
 
     def _follow(self, storage: Storage, now_ms: int) -> Applied:
         restorer = self.restorer
         restorer.limit = self.size.records
         wait = 0.0 if self.flowing or self.busy else self.config.poll_timeout
         applied = storage.apply_native(restorer, wait, now_ms, exact_count=True)
-        consumed = applied.records + len(applied.events)
+        consumed = applied.records + len(restorer.events)
         self.flowing = consumed > 0
         self.size.after(consumed, restorer.held)
         return applied

@@ -32,12 +32,18 @@ from globalstore.follow.chores import Chores
 from globalstore.follow.health import Health
 from globalstore.follow.prepare import Preparation, Prepare, Prepared
 from globalstore.follow.progress import RestoreLog
-from globalstore.follow.sources import BatchSource, ConsumerSource, NativeSource, native_source
+from globalstore.follow.sources import (
+    BatchSource,
+    ConsumerSource,
+    NativeSource,
+    SourceBatch,
+    native_source,
+)
 from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.shaping.migrate import Migration
 from globalstore.status import State
-from globalstore.storage import Applied, Storage
+from globalstore.storage import Storage
 
 __all__ = ["StoreThread", "ThreadStatus"]
 
@@ -213,11 +219,11 @@ class StoreThread(threading.Thread):
             if source is not follow:
                 source.close()
 
-    def _report(self, applied: Applied) -> None:
-        restoring = self._state is State.RESTORING
-        for event in applied.events:
+    def _report(self, batch: SourceBatch) -> None:
+        restoring, applied = self._state is State.RESTORING, batch.applied
+        for event in batch.events:
             events.handle(event, self.config, self._health, restoring)
-        self._transform_failures += applied.transform_failures
+        self._transform_failures += batch.transform_failures
         if applied.skipped:
             self._skipped += len(applied.skipped)
             events.log_skipped(self.config.topic, applied.skipped)

@@ -30,13 +30,13 @@ class FakeLoop:
         self.limit, self.first = 1_000, False
         self.asked: list[tuple[int, float, bool]] = []  # (limit, timeout, first) per fill
         self.reported: list[str] = []
+        self.events: list[Any] = []
 
     def fill(
         self,
         put: Put,
         delete: Any,
         nexts: dict[int, int],
-        events: list[Any],
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
     ) -> int:
@@ -116,7 +116,7 @@ def test_the_count_stays_exact_across_overwrites_and_deletes(storage: Storage) -
     while storage.recount_step(100) is None:
         pass
     loop.queued = [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", None), (b"b", None)]
-    applied = source.apply(storage, 0)
+    applied = source.apply(storage, 0).applied
     assert applied.changed == {b"a": True, b"b": False, b"c": False}
     assert storage.state.count == 1
 
