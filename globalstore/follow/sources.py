@@ -29,6 +29,7 @@ from globalstore.config import StoreConfig
 from globalstore.follow import native as native_restore
 from globalstore.follow.native import NativeRestorer
 from globalstore.follow.plan import Plan
+from globalstore.kafka.clients import StoreConsumer
 from globalstore.shaping import transform
 from globalstore.storage import Applied, Record, Records, Storage
 
@@ -80,7 +81,9 @@ class ConsumerSource:
     is, wait for the next record and return it at once, so produce-to-visible latency stays
     a few ms. The batch grows while the follower is behind (FollowBatch)."""
 
-    def __init__(self, consumer: Any, config: StoreConfig, exact_count: bool, changes: bool):
+    def __init__(
+        self, consumer: StoreConsumer, config: StoreConfig, exact_count: bool, changes: bool
+    ) -> None:
         self.consumer, self.config = consumer, config
         self.exact_count = exact_count  # look up each key to keep the live-key count exact
         self.changes = changes  # list the keys each batch changed (a listener wants them)
@@ -212,7 +215,7 @@ class NativeSource:
     def __init__(
         self,
         restorer: NativeRestorer,
-        consumer: Any,
+        consumer: StoreConsumer,
         config: StoreConfig,
         on_stats: Callable[[str], None],
         transformer: transform.Transformer | None = None,
@@ -285,7 +288,7 @@ def native_source(
     consumer_conf: dict[str, Any],
     plan: Plan,
     changes: bool,
-    consumer: Any,
+    consumer: StoreConsumer,
     on_stats: Callable[[str], None],
 ) -> NativeSource | None:
     """The C loop, or None: the Python loop restores when a listener wants the changes, the C

@@ -39,7 +39,7 @@ from globalstore.follow.sources import (
     SourceBatch,
     native_source,
 )
-from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals, create_client
+from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals, StoreConsumer, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.shaping.migrate import Migration
 from globalstore.status import State
@@ -98,7 +98,7 @@ class StoreThread(threading.Thread):
         *,
         rpc_timeout: float = 5.0,
         bootstrap_from: str | Path | None = None,
-        consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
+        consumer_factory: Callable[[dict[str, Any]], StoreConsumer] = Consumer,
         prepare: Prepare | None = None,
     ) -> None:
         """`rpc_timeout` bounds each broker request while preparing; `bootstrap_from` is a
@@ -159,7 +159,7 @@ class StoreThread(threading.Thread):
             log.exception("state listener failed on %s becoming %s", self.config.topic, new)
 
     def run(self) -> None:
-        consumer: Any = None
+        consumer: StoreConsumer | None = None
         try:
             self._enter(State.STARTING)
             consumer = create_client(self._consumer_factory, self._consumer_config(), "consumer")
@@ -188,7 +188,7 @@ class StoreThread(threading.Thread):
         conf = {"stats_cb": h.on_stats, "error_cb": h.on_error, "logger": LIBRDKAFKA_LOG}
         return {**self.config.consumer_config(), **conf}
 
-    def _loop(self, consumer: Any, prepared: Prepared) -> None:
+    def _loop(self, consumer: StoreConsumer, prepared: Prepared) -> None:
         plan, config, health = prepared.plan, self.config, self._health
         follow = ConsumerSource(consumer, config, plan.exact_count, self._report_changes)
         conf = self._consumer_config()
