@@ -42,10 +42,11 @@ from a reader that got less CPU. --pin runs
 the readers' processes on CPU 1 and everything else on CPU 0, as if the readers had a core of
 their own. The serve variants need wrk on the PATH (apt-get install wrk).
 
---checkouts runs each variant (but dict) once per checkout of this project (LABEL=PATH, separated by
-semicolons; each built, C loop included), alternating which goes first from round to round:
-the store's processes import globalstore from that checkout (PYTHONPATH), everything else
-(broker, writers, probes) is shared. The serve variants are not compared this way.
+--checkouts runs each variant (dict once a round) once per checkout of this project
+(LABEL=PATH, separated by semicolons; each built, C loop included), alternating which goes
+first from round to round: the store's processes import globalstore from that checkout
+(PYTHONPATH), everything else (broker, writers, probes) is shared. The serve variants are
+not compared this way.
 """
 
 from __future__ import annotations
