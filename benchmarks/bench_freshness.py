@@ -42,10 +42,11 @@ from a reader that got less CPU. --pin runs
 the readers' processes on CPU 1 and everything else on CPU 0, as if the readers had a core of
 their own. The serve variants need wrk on the PATH (apt-get install wrk).
 
---checkouts runs each variant once per checkout of this project (LABEL=PATH, separated by
-semicolons; each built, C loop included), alternating which goes first from round to round:
-the store's processes import globalstore from that checkout (PYTHONPATH), everything else
-(broker, writers, probes) is shared. The serve variants are not compared this way.
+--checkouts runs each variant (dict once a round) once per checkout of this project
+(LABEL=PATH, separated by semicolons; each built, C loop included), alternating which goes
+first from round to round: the store's processes import globalstore from that checkout
+(PYTHONPATH), everything else (broker, writers, probes) is shared. The serve variants are
+not compared this way.
 """
 
 from __future__ import annotations
@@ -585,7 +586,13 @@ def runs(args: argparse.Namespace, r: int) -> list[tuple[str, str | None, Path |
     given = [pair.split("=", 1) for pair in args.checkouts.split(";")]
     checkouts = [(label, Path(path).resolve()) for label, path in given]
     ordered = checkouts if r % 2 == 0 else checkouts[::-1]
-    return [(name, label, path) for name in names(args) for label, path in ordered]
+    out: list[tuple[str, str | None, Path | None]] = []
+    for name in names(args):
+        if VARIANTS[name]["mode"] == "dict":  # no globalstore in it: once a round
+            out.append((name, None, None))
+        else:
+            out += [(name, label, path) for label, path in ordered]
+    return out
 
 
 def names(args: argparse.Namespace) -> list[str]:

@@ -86,7 +86,7 @@ class Batch:
         """Put the records of the batch the C loop consumes, as records() puts the same ones."""
         out = Applied()
         put, delete = self._staging(track)
-        out.records = restorer.fill(put, delete, self.nexts, out.events, out.skipped, timeout)
+        out.records = restorer.fill(put, delete, self.nexts, out.skipped, timeout)
         return out
 
     def moved(self) -> dict[int, int]:

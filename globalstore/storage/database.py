@@ -251,12 +251,18 @@ class Storage:
         out = batch.records(records, ends, self._tracks_writes, exact_count or changes)
         return self._commit_applied(batch, out, exact_count, now_ms)
 
-    def apply_native(self, restorer: NativeBatch, timeout: float, now_ms: int) -> Applied:
-        """A bulk apply (exact_count=False, no changes listed) of the batch the C loop
-        consumes, written exactly as apply() writes the same records."""
+    def apply_native(
+        self, restorer: NativeBatch, timeout: float, now_ms: int, exact_count: bool = False
+    ) -> Applied:
+        """Apply the batch the C loop consumes, written exactly as apply() writes the same
+        records: a bulk restore (exact_count=False) or a follow batch of a plain store, which
+        keeps the count exact and lists the batch's keys in Applied.changed."""
         batch = self.batch()
-        out = batch.native(restorer, timeout, self._tracks_writes)
-        return self._commit_applied(batch, out, False, now_ms)
+        out = batch.native(restorer, timeout, self._tracks_writes or exact_count)
+        if exact_count:
+            staged = batch.staged or {}
+            out.changed = {key: value is not None for key, value in staged.items()}
+        return self._commit_applied(batch, out, exact_count, now_ms)
 
     @property
     def _tracks_writes(self) -> bool:

@@ -166,6 +166,6 @@ class LikeTheCLoop:
     def __init__(self, records: list[Record]) -> None:
         self.records = records
 
-    def fill(self, put, delete, nexts, events, skipped, timeout) -> int:  # type: ignore[no-untyped-def]
+    def fill(self, put, delete, nexts, skipped, timeout) -> int:  # type: ignore[no-untyped-def]
         fill(put, delete, self.records, Applied(skipped=skipped), nexts, False)
         return len(self.records)
