@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from globalstore.config import StoreConfig
 from globalstore.follow.prepare import Prepared
 from globalstore.listeners import StoreListener
 from globalstore.shaping import ttl
@@ -23,27 +24,28 @@ class Chores:
 
     def __init__(
         self,
+        config: StoreConfig,
         storage: Storage,
         listener: StoreListener,
         report_changes: bool,
         on_applied: Callable[[], None],
         on_purged: Callable[[], None],
     ) -> None:
-        self.storage, self.listener, self.report_changes = storage, listener, report_changes
-        self.on_applied, self.on_purged = on_applied, on_purged
+        self.config, self.storage, self.listener = config, storage, listener
+        self.report_changes, self.on_applied, self.on_purged = (
+            report_changes, on_applied, on_purged
+        )  # fmt: skip
         self.jobs: list[Callable[[], bool]] = []  # each step True once its job is done
         self.purge: ttl.Purge | None = None
-        self._topic, self._recount_chunk = "", 0
 
-    def queue(self, prepared: Prepared, topic: str, recount_chunk: int | None) -> None:
-        """The jobs of a store just ready: the recount when `recount_chunk` is given (after a
-        bulk restore: from here on every apply is exact and adds its change to it), then the
-        eager migration and the indexes new to the stored values, if pending."""
-        self._topic, self.purge = topic, prepared.purge
-        if recount_chunk is not None:
+    def queue(self, prepared: Prepared, recount: bool) -> None:
+        """The jobs of a store just ready: the recount if asked (after a bulk restore: from
+        here on every apply is exact and adds its change to it), then the eager migration
+        and the indexes new to the stored values, if pending."""
+        self.purge = prepared.purge
+        if recount:
             # Counting 1M keys takes about a second: in chunks between follow batches.
             self.storage.begin_recount()
-            self._recount_chunk = recount_chunk
             self.jobs.append(self._recount_step)
         jobs = (prepared.migration, prepared.indexing)
         self.jobs += [job.step for job in jobs if job is not None and job.pending]
@@ -69,11 +71,11 @@ class Chores:
             self.on_purged()
             self.on_applied()
             if self.report_changes:
-                self.listener.on_changes(self._topic, [], [k.decode() for k in deleted])
+                self.listener.on_changes(self.config.topic, [], [k.decode() for k in deleted])
         return purge.busy
 
     def _recount_step(self) -> bool:
-        n = self.storage.recount_step(self._recount_chunk)
+        n = self.storage.recount_step(self.config.recount_chunk)
         if n is None:
             return False
         log.info("counted %d live keys in %s after a bulk restore", n, self.storage.path)

@@ -123,7 +123,7 @@ class StoreThread(threading.Thread):
         self._transform_failures = 0
         self._restore: RestoreLog  # from the start of the loop
         self._chores = Chores(
-            storage, self.listener, self._report_changes, on_applied, self._publish
+            config, storage, self.listener, self._report_changes, on_applied, self._publish
         )
         self._last_mark = time.monotonic()
 
@@ -248,9 +248,8 @@ class StoreThread(threading.Thread):
         if isinstance(source, NativeSource) and not source.follow():
             source = follow.take_over(source, prepared.plan.start_offsets, positions)
         follow.restoring = False
-        recount = None if follow.exact_count else self.config.recount_chunk
+        self._chores.queue(prepared, recount=not follow.exact_count)
         follow.exact_count = True
-        self._chores.queue(prepared, self.config.topic, recount)
         self._restored_at_ms = _now_ms()
         self.storage.mark_restored(self._restored_at_ms)
         seconds = self._restore.done()
