@@ -74,8 +74,11 @@ def child(args: list[str]) -> None:
 
 
 def checkout_env(checkout: Path) -> dict[str, str]:
-    """This environment, importing globalstore from `checkout` (and the benchmarks)."""
-    return {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{Path(__file__).parent}"}
+    """This environment, importing globalstore from `checkout`, and the benchmarks' helpers
+    from the checkout's own benchmarks/ first (they import its modules by their paths then),
+    this one's after."""
+    path = [str(checkout), str(checkout / "benchmarks"), str(Path(__file__).parent)]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 def measure(checkout: Path, *args: str) -> dict[str, Any]:
