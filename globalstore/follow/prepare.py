@@ -83,8 +83,7 @@ class Preparation:
                 marks = topic.watermarks(consumer, admin, config, info.partitions, self.rpc_timeout)
             except BrokerUnavailable as exc:
                 self._refuse_if_unauthenticated(consumer)
-                where = config.bootstrap_servers  # then the client's own words:
-                self.health.last_error = f"{where}: {exc.__cause__ or exc}"
+                self.health.last_error = str(exc)  # what it waits for, and the client's words
                 on_retry()
                 stopped.wait(_BROKER_RETRY_PAUSE)
                 continue

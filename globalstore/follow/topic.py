@@ -131,7 +131,7 @@ def _topic_configs(
     except (KafkaException, TimeoutError) as exc:  # a future's timeout is the builtin one
         if denied(exc):
             raise refused(config, "DescribeConfigs", exc) from exc
-        raise BrokerUnavailable(_unreachable(config, exc)) from exc
+        raise BrokerUnavailable(_unreachable(config, exc, "the config")) from exc
     return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 
 
@@ -193,23 +193,29 @@ def watermarks(
     partitions: tuple[int, ...],
     timeout: float,
 ) -> dict[int, Marks]:
-    """Marks per partition, asked from the broker now."""
+    """Marks per partition, asked from the broker now. An unanswered request names the
+    partition whose offsets it asked (its leader is the broker that did not answer)."""
     tps = [TopicPartition(config.topic, p) for p in partitions]
+    asking = "the offsets"
     try:
         futures = admin.list_offsets(
             {tp: OffsetSpec.latest() for tp in tps},  # type: ignore[no-untyped-call]
             isolation_level=IsolationLevel.READ_COMMITTED,
             request_timeout=timeout,
         )
-        stable = {tp.partition: f.result(timeout=timeout).offset for tp, f in futures.items()}
+        stable = {}
+        for tp, future in futures.items():
+            asking = f"the last stable offset of partition {tp.partition} (from its leader)"
+            stable[tp.partition] = future.result(timeout=timeout).offset
         out = {}
         for tp in tps:
+            asking = f"the offsets of partition {tp.partition} (from its leader)"
             low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
             out[tp.partition] = Marks(low, high, min(stable[tp.partition], high))
     except (KafkaException, TimeoutError) as exc:
         if denied(exc):
             raise refused(config, "Describe", exc) from exc
-        raise BrokerUnavailable(_unreachable(config, exc)) from exc
+        raise BrokerUnavailable(_unreachable(config, exc, asking)) from exc
     return out
 
 
@@ -230,5 +236,9 @@ def check_compaction(info: TopicInfo, config: StoreConfig) -> None:
         )
 
 
-def _unreachable(config: StoreConfig, exc: BaseException) -> str:
-    return f"no Kafka broker answered at {config.bootstrap_servers}: {exc}"
+def _unreachable(config: StoreConfig, exc: BaseException, asking: str | None = None) -> str:
+    if asking is None:
+        return f"no Kafka broker answered at {config.bootstrap_servers}: {exc}"
+    return (
+        f"waiting for {asking} of {config.topic}: no answer from {config.bootstrap_servers}: {exc}"
+    )
