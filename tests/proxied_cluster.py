@@ -76,11 +76,12 @@ def _name(node: int) -> str:
 def proxied_cluster(scratch: Path) -> Iterator[ProxiedCluster]:
     """Toxiproxy, then the cluster behind it; both stopped at the end."""
     with running_toxiproxy(scratch / "toxiproxy.log") as toxiproxy:
-        # One block of ports: the nodes' client, controller and proxied listeners.
-        port = free_port(3 * NODES)
+        # One block of ports, none picked by the system on the way: the nodes' client,
+        # controller and proxied listeners, then the proxies.
+        port = free_port(4 * NODES)
         listeners = {node: port + 2 * NODES + node - 1 for node in range(1, NODES + 1)}
         proxies = {
-            node: toxiproxy.proxy(_name(node), f"127.0.0.1:{listener}")
+            node: toxiproxy.proxy(_name(node), f"127.0.0.1:{listener}", listener + NODES)
             for node, listener in listeners.items()
         }
         kafka = LocalKafka(

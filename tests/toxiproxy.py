@@ -42,7 +42,7 @@ def server_binary(cache_dir: Path | None = None) -> Path:
     if go is None:
         raise RuntimeError(
             f"the network-fault tests build Toxiproxy's server with Go (`go install "
-            f"{MODULE}@{VERSION}`), and no `go` was found: install Go 1.22 or newer"
+            f"{MODULE}@{VERSION}`), and no `go` was found: install Go 1.17 or newer"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="build-", dir=target.parent) as scratch:
@@ -66,9 +66,9 @@ class Toxiproxy:
     def __init__(self, api: str) -> None:
         self.api = api
 
-    def proxy(self, name: str, upstream: str) -> str:
-        """A new proxy to `upstream` on a loopback port it picks; returns its address."""
-        body = {"name": name, "listen": "127.0.0.1:0", "upstream": upstream}
+    def proxy(self, name: str, upstream: str, port: int = 0) -> str:
+        """A new proxy to `upstream` on loopback `port` (0: one it picks); its address."""
+        body = {"name": name, "listen": f"127.0.0.1:{port}", "upstream": upstream}
         return str(self._call("POST", "/proxies", body)["listen"])
 
     def cut(self, name: str) -> None:
@@ -77,6 +77,14 @@ class Toxiproxy:
         then hang the same way."""
         for stream in BOTH_WAYS:
             self.toxic(name, f"cut-{stream}", "timeout", stream, timeout=0)
+
+    def hang(self, name: str) -> None:
+        """A partition that holds what is sent instead of dropping it: nothing passes either
+        way for ten minutes, not even a close (`cut` swallows the bytes, so a server's send
+        completes and its close reaches the client, which then sees the stream end at once);
+        the sender's writes block once the socket buffers are full."""
+        for stream in BOTH_WAYS:
+            self.toxic(name, f"hang-{stream}", "latency", stream, latency=600_000)
 
     def heal(self, name: str) -> None:
         """Remove every toxic of proxy `name`."""

@@ -79,6 +79,7 @@ class Preparation:
         while not stopped.is_set():
             try:
                 info = topic.describe_topic(consumer, admin, config, self.rpc_timeout)
+                self.health.ever_connected = True  # a broker answered: not BrokerUnavailable
                 topic.check_compaction(info, config)
                 marks = topic.watermarks(consumer, admin, config, info.partitions, self.rpc_timeout)
             except BrokerUnavailable as exc:

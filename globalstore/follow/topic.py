@@ -111,12 +111,12 @@ def describe_topic(
         raise BrokerUnavailable(f"metadata for {topic!r} failed: {tmd.error}")
     partitions = tuple(sorted(tmd.partitions))
     if not config.check_topic_config:
-        return TopicInfo(partitions, _topic_id(admin, topic, timeout), None, None, False)
+        return TopicInfo(partitions, _topic_id(admin, config, timeout), None, None, False)
     settings = _topic_configs(admin, topic, config, timeout)
     retention = settings.get("delete.retention.ms")
     return TopicInfo(
         partitions=partitions,
-        topic_id=_topic_id(admin, topic, timeout),
+        topic_id=_topic_id(admin, config, timeout),
         cleanup_policy=settings.get("cleanup.policy"),
         delete_retention_ms=int(retention) if retention else None,
     )
@@ -166,11 +166,14 @@ def refused(config: StoreConfig, operation: str, error: object) -> Authorization
     return AuthorizationError(config.topic, operation, username, str(error), remedy)
 
 
-def _topic_id(admin: AdminClient, topic: str, timeout: float) -> str | None:
-    """The topic's UUID, which tells a recreated topic from the old one (None if unknown)."""
+def _topic_id(admin: AdminClient, config: StoreConfig, timeout: float) -> str | None:
+    """The topic's UUID, which tells a recreated topic from the old one (None if unknown).
+    No answer at all is BrokerUnavailable: an old broker refuses at once."""
     try:
-        futures = admin.describe_topics(TopicCollection([topic]))
-        return str(futures[topic].result(timeout=timeout).topic_id)
+        futures = admin.describe_topics(TopicCollection([config.topic]))
+        return str(futures[config.topic].result(timeout=timeout).topic_id)
+    except TimeoutError as exc:  # a future's timeout is the builtin one
+        raise BrokerUnavailable(_unreachable(config, exc, "the id")) from exc
     except Exception:  # an old broker or client: fall back to the offset-range checks
         return None
 
@@ -237,8 +240,8 @@ def check_compaction(info: TopicInfo, config: StoreConfig) -> None:
 
 
 def _unreachable(config: StoreConfig, exc: BaseException, asking: str | None = None) -> str:
+    said = str(exc) or type(exc).__name__  # a future's TimeoutError says nothing
+    where = config.bootstrap_servers
     if asking is None:
-        return f"no Kafka broker answered at {config.bootstrap_servers}: {exc}"
-    return (
-        f"waiting for {asking} of {config.topic}: no answer from {config.bootstrap_servers}: {exc}"
-    )
+        return f"no Kafka broker answered at {where}: {said}"
+    return f"waiting for {asking} of {config.topic}: no answer from {where}: {said}"
