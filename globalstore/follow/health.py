@@ -84,8 +84,9 @@ class Health:
         self.connected = bool(leaders) and leaders <= up and not silent
         if self.connected:
             self.ever_connected = True
+        if silent:
+            self.last_error = "; ".join(self._silence(broker, parts) for broker in silent)
         for broker in silent:
-            self._report_silence(broker, parts)
             # It did not hold the end while it heard nothing, though it looked as if it did.
             heard_at = time.monotonic() - broker.get("rxidle", 0) / 1e6
             if self.in_sync_at is not None:
@@ -99,10 +100,10 @@ class Health:
         waiting = broker.get("waitresp_cnt", 0) + broker.get("outbuf_cnt", 0)
         return bool(waiting > 0 and broker.get("rxidle", -1) >= self.silence * 1e6)
 
-    def _report_silence(self, broker: Mapping[str, Any], parts: Mapping[str, Any]) -> None:
+    def _silence(self, broker: Mapping[str, Any], parts: Mapping[str, Any]) -> str:
         node = broker.get("nodeid")
         led = sorted(int(n) for n, p in parts.items() if int(n) >= 0 and p.get("leader") == node)
-        self.last_error = (
+        return (
             f"broker {node} ({broker.get('name')}) has answered nothing for "
             f"{broker.get('rxidle', 0) / 1e6:.0f}s while {broker.get('waitresp_cnt', 0)} "
             f"requests wait: waiting for partitions {led} of {self.topic}, which it leads"

@@ -78,8 +78,9 @@ class Preparation:
         admin = create_client(AdminClient, admin_conf, "admin client")
         while not stopped.is_set():
             try:
-                info = topic.describe_topic(consumer, admin, config, self.rpc_timeout)
-                self.health.ever_connected = True  # a broker answered: not BrokerUnavailable
+                info = topic.describe_topic(
+                    consumer, admin, config, self.rpc_timeout, self._answered
+                )
                 topic.check_compaction(info, config)
                 marks = topic.watermarks(consumer, admin, config, info.partitions, self.rpc_timeout)
             except BrokerUnavailable as exc:
@@ -91,6 +92,10 @@ class Preparation:
             self.health.reached()
             return self._prepare(info, marks, stopped)
         return None
+
+    def _answered(self) -> None:
+        """A broker answered: a start that times out now is not BrokerUnavailable."""
+        self.health.ever_connected = True
 
     def _refuse_if_unauthenticated(self, consumer: Any) -> None:
         """AuthenticationError when no broker was ever reached and librdkafka said why: the

@@ -7,7 +7,7 @@ the store thread retries until start() gives up.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,15 +92,21 @@ def end_offsets(
 
 
 def describe_topic(
-    consumer: Consumer, admin: AdminClient, config: StoreConfig, timeout: float
+    consumer: Consumer,
+    admin: AdminClient,
+    config: StoreConfig,
+    timeout: float,
+    answered: Callable[[], None] = lambda: None,
 ) -> TopicInfo:
     """Partitions and relevant settings of the topic; raises BrokerUnavailable if unreachable,
-    AuthorizationError if the broker denies the store Describe or DescribeConfigs on it."""
+    AuthorizationError if the broker denies the store Describe or DescribeConfigs on it.
+    `answered` is called once a broker has answered the metadata request."""
     topic = config.topic
     try:
         md = consumer.list_topics(topic, timeout=timeout)
     except KafkaException as exc:
         raise BrokerUnavailable(_unreachable(config, exc)) from exc
+    answered()
     tmd = md.topics.get(topic)
     if tmd is None or tmd.error is not None:
         code = tmd.error.code() if tmd is not None and tmd.error is not None else None

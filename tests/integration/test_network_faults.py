@@ -29,8 +29,7 @@ from tests.integration.serve_support import (
     served_store,
     wait_ready,
 )
-from tests.integration.store_support import produce
-from tests.integration.test_store_restore_batches import topic_content
+from tests.integration.store_support import produce, topic_content
 from tests.proxied_cluster import ProxiedCluster, proxied_cluster
 from tests.waiting import eventually
 
