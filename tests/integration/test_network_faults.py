@@ -6,7 +6,7 @@ partition during a snapshot download from a peer. The figures each test prints a
 ones docs/operations.md gives ("Network faults").
 
 GLOBALSTORE_PARTITION_S sets how long the partition lasts (15 s by default, to keep CI
-short; `GLOBALSTORE_PARTITION_S=60` is the length the fault table quotes)."""
+short; 60 s for a minute's partition)."""
 
 from __future__ import annotations
 
