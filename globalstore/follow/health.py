@@ -1,28 +1,49 @@
 """What the store thread knows about the broker and the topic's end, from librdkafka's
-statistics and error callbacks (both are served on the store thread, inside poll/consume)."""
+statistics and error callbacks (both are served on the store thread, inside poll/consume).
+
+A partition or a dead link often closes no connection: requests just get no answer, and
+librdkafka still calls the broker UP until its request timeout. So a leader counts as
+reached only while it answers: one that has sent nothing for `silence` seconds while the
+store's requests wait for it is not (the store fetches with a short fetch.wait.max.ms, so
+a broker that is there answers within it, records or none).
+"""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
+from typing import Any
 
 import orjson
 from confluent_kafka import KafkaError
 
+from globalstore.config import StoreConfig
 from globalstore.kafka.clients import Refusals
 
-__all__ = ["Health"]
+__all__ = ["Health", "silence_after"]
 
 log = logging.getLogger(__name__)
+
+_SILENCE_S = 3.0  # at the store's fetch.wait.max.ms (10 ms), 300 answers missed
+
+
+def silence_after(config: StoreConfig) -> float:
+    """Seconds without an answer after which a leader with requests waiting is not heard:
+    3, or twice fetch.wait.max.ms where the store's kafka_config sets it higher."""
+    wait_ms = float(config.consumer_config().get("fetch.wait.max.ms", 500))
+    return max(_SILENCE_S, 2 * wait_ms / 1000)
 
 
 class Health:
     """Connection state and the topic's end offsets as last reported. Mutated only by the
     store thread; others read the immutable snapshot the thread publishes."""
 
-    def __init__(self, topic: str, refusals: Refusals) -> None:
+    def __init__(self, topic: str, refusals: Refusals, silence: float = _SILENCE_S) -> None:
         self.topic = topic
         self.refusals = refusals  # refused credentials or certificates, kept apart
+        self.silence = silence  # seconds: a leader silent this long is not heard
+        self._silent: set[int] = set()  # the leaders not heard at the last statistics
         self.high: dict[int, int] = {}
         self.connected = False
         self.ever_connected = False
@@ -61,10 +82,36 @@ class Health:
             end = p.get("ls_offset", -1)
             if end is not None and end >= 0:
                 self.raise_high(pid, end)
-        up = {b.get("nodeid") for b in stats.get("brokers", {}).values() if b.get("state") == "UP"}
-        self.connected = bool(leaders) and leaders <= up
+        brokers = stats.get("brokers", {}).values()
+        up = {b.get("nodeid") for b in brokers if b.get("state") == "UP"}
+        silent = [b for b in brokers if b.get("nodeid") in leaders and self._quiet(b)]
+        self.connected = bool(leaders) and leaders <= up and not silent
         if self.connected:
             self.ever_connected = True
+        if silent:
+            self.last_error = "; ".join(self._silence(broker, parts) for broker in silent)
+        for broker in silent:
+            # It did not hold the end while it heard nothing, though it looked as if it did.
+            heard_at = time.monotonic() - broker.get("rxidle", 0) / 1e6
+            if self.in_sync_at is not None:
+                self.in_sync_at = min(self.in_sync_at, heard_at)
+        if {b.get("nodeid") for b in silent} - self._silent:
+            log.warning("kafka: %s", self.last_error)  # once, as a leader falls silent
+        self._silent = {b.get("nodeid") for b in silent}
+
+    def _quiet(self, broker: Mapping[str, Any]) -> bool:
+        """Requests wait for the broker, and it has sent nothing for `silence` seconds."""
+        waiting = broker.get("waitresp_cnt", 0) + broker.get("outbuf_cnt", 0)
+        return bool(waiting > 0 and broker.get("rxidle", -1) >= self.silence * 1e6)
+
+    def _silence(self, broker: Mapping[str, Any], parts: Mapping[str, Any]) -> str:
+        node = broker.get("nodeid")
+        led = sorted(int(n) for n, p in parts.items() if int(n) >= 0 and p.get("leader") == node)
+        return (
+            f"broker {node} ({broker.get('name')}) has answered nothing for "
+            f"{broker.get('rxidle', 0) / 1e6:.0f}s while {broker.get('waitresp_cnt', 0)} "
+            f"requests wait: waiting for partitions {led} of {self.topic}, which it leads"
+        )
 
     def on_error(self, err: KafkaError) -> None:
         self.last_error = str(err)

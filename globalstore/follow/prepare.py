@@ -77,19 +77,24 @@ class Preparation:
         admin = create_client(AdminClient, admin_conf, "admin client")
         while not stopped.is_set():
             try:
-                info = topic.describe_topic(consumer, admin, config, self.rpc_timeout)
+                info = topic.describe_topic(
+                    consumer, admin, config, self.rpc_timeout, self._answered
+                )
                 topic.check_compaction(info, config)
                 marks = topic.watermarks(consumer, admin, config, info.partitions, self.rpc_timeout)
             except BrokerUnavailable as exc:
                 self._refuse_if_unauthenticated(consumer)
-                where = config.bootstrap_servers  # then the client's own words:
-                self.health.last_error = f"{where}: {exc.__cause__ or exc}"
+                self.health.last_error = str(exc)  # what it waits for, and the client's words
                 on_retry()
                 stopped.wait(_BROKER_RETRY_PAUSE)
                 continue
             self.health.reached()
             return self._prepare(info, marks, stopped)
         return None
+
+    def _answered(self) -> None:
+        """A broker answered: a start that times out now is not BrokerUnavailable."""
+        self.health.ever_connected = True
 
     def _refuse_if_unauthenticated(self, consumer: StoreConsumer) -> None:
         """AuthenticationError when no broker was ever reached and librdkafka said why: the

@@ -29,7 +29,7 @@ from globalstore.config import StoreConfig
 from globalstore.errors import GlobalStoreError
 from globalstore.follow import events
 from globalstore.follow.chores import Chores
-from globalstore.follow.health import Health
+from globalstore.follow.health import Health, silence_after
 from globalstore.follow.prepare import Preparation, Prepare, Prepared
 from globalstore.follow.progress import RestoreLog
 from globalstore.follow.sources import (
@@ -107,7 +107,8 @@ class StoreThread(threading.Thread):
         self.config, self.storage, self.on_applied = config, storage, on_applied
         self.listener = fan_out(listeners)
         self._report_changes = any(wants_changes(listener) for listener in listeners)
-        self._health = Health(config.topic, Refusals(config.bootstrap_servers, config.kafka_config))
+        refusals = Refusals(config.bootstrap_servers, config.kafka_config)
+        self._health = Health(config.topic, refusals, silence_after(config))
         self._prepare = prepare or Preparation(
             config, storage, self._health, rpc_timeout, bootstrap_from
         )

@@ -7,7 +7,7 @@ the store thread retries until start() gives up.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,15 +92,21 @@ def end_offsets(
 
 
 def describe_topic(
-    consumer: StoreConsumer, admin: AdminClient, config: StoreConfig, timeout: float
+    consumer: StoreConsumer,
+    admin: AdminClient,
+    config: StoreConfig,
+    timeout: float,
+    answered: Callable[[], None] = lambda: None,
 ) -> TopicInfo:
     """Partitions and relevant settings of the topic; raises BrokerUnavailable if unreachable,
-    AuthorizationError if the broker denies the store Describe or DescribeConfigs on it."""
+    AuthorizationError if the broker denies the store Describe or DescribeConfigs on it.
+    `answered` is called once a broker has answered the metadata request."""
     topic = config.topic
     try:
         md = consumer.list_topics(topic, timeout=timeout)
     except KafkaException as exc:
         raise BrokerUnavailable(_unreachable(config, exc)) from exc
+    answered()
     tmd = md.topics.get(topic)
     if tmd is None or tmd.error is not None:
         code = tmd.error.code() if tmd is not None and tmd.error is not None else None
@@ -111,12 +117,12 @@ def describe_topic(
         raise BrokerUnavailable(f"metadata for {topic!r} failed: {tmd.error}")
     partitions = tuple(sorted(tmd.partitions))
     if not config.check_topic_config:
-        return TopicInfo(partitions, _topic_id(admin, topic, timeout), None, None, False)
+        return TopicInfo(partitions, _topic_id(admin, config, timeout), None, None, False)
     settings = _topic_configs(admin, topic, config, timeout)
     retention = settings.get("delete.retention.ms")
     return TopicInfo(
         partitions=partitions,
-        topic_id=_topic_id(admin, topic, timeout),
+        topic_id=_topic_id(admin, config, timeout),
         cleanup_policy=settings.get("cleanup.policy"),
         delete_retention_ms=int(retention) if retention else None,
     )
@@ -131,7 +137,7 @@ def _topic_configs(
     except (KafkaException, TimeoutError) as exc:  # a future's timeout is the builtin one
         if denied(exc):
             raise refused(config, "DescribeConfigs", exc) from exc
-        raise BrokerUnavailable(_unreachable(config, exc)) from exc
+        raise BrokerUnavailable(_unreachable(config, exc, "the config")) from exc
     return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 
 
@@ -166,11 +172,14 @@ def refused(config: StoreConfig, operation: str, error: object) -> Authorization
     return AuthorizationError(config.topic, operation, username, str(error), remedy)
 
 
-def _topic_id(admin: AdminClient, topic: str, timeout: float) -> str | None:
-    """The topic's UUID, which tells a recreated topic from the old one (None if unknown)."""
+def _topic_id(admin: AdminClient, config: StoreConfig, timeout: float) -> str | None:
+    """The topic's UUID, which tells a recreated topic from the old one (None if unknown).
+    No answer at all is BrokerUnavailable: an old broker refuses at once."""
     try:
-        futures = admin.describe_topics(TopicCollection([topic]))
-        return str(futures[topic].result(timeout=timeout).topic_id)
+        futures = admin.describe_topics(TopicCollection([config.topic]))
+        return str(futures[config.topic].result(timeout=timeout).topic_id)
+    except TimeoutError as exc:  # a future's timeout is the builtin one
+        raise BrokerUnavailable(_unreachable(config, exc, "the id")) from exc
     except Exception:  # an old broker or client: fall back to the offset-range checks
         return None
 
@@ -193,23 +202,29 @@ def watermarks(
     partitions: tuple[int, ...],
     timeout: float,
 ) -> dict[int, Marks]:
-    """Marks per partition, asked from the broker now."""
+    """Marks per partition, asked from the broker now. An unanswered request names the
+    partition whose offsets it asked (its leader is the broker that did not answer)."""
     tps = [TopicPartition(config.topic, p) for p in partitions]
+    asking = "the offsets"
     try:
         futures = admin.list_offsets(
             {tp: OffsetSpec.latest() for tp in tps},  # type: ignore[no-untyped-call]
             isolation_level=IsolationLevel.READ_COMMITTED,
             request_timeout=timeout,
         )
-        stable = {tp.partition: f.result(timeout=timeout).offset for tp, f in futures.items()}
+        stable = {}
+        for tp, future in futures.items():
+            asking = f"the last stable offset of partition {tp.partition} (from its leader)"
+            stable[tp.partition] = future.result(timeout=timeout).offset
         out = {}
         for tp in tps:
+            asking = f"the offsets of partition {tp.partition} (from its leader)"
             low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
             out[tp.partition] = Marks(low, high, min(stable[tp.partition], high))
     except (KafkaException, TimeoutError) as exc:
         if denied(exc):
             raise refused(config, "Describe", exc) from exc
-        raise BrokerUnavailable(_unreachable(config, exc)) from exc
+        raise BrokerUnavailable(_unreachable(config, exc, asking)) from exc
     return out
 
 
@@ -230,5 +245,9 @@ def check_compaction(info: TopicInfo, config: StoreConfig) -> None:
         )
 
 
-def _unreachable(config: StoreConfig, exc: BaseException) -> str:
-    return f"no Kafka broker answered at {config.bootstrap_servers}: {exc}"
+def _unreachable(config: StoreConfig, exc: BaseException, asking: str | None = None) -> str:
+    said = str(exc) or type(exc).__name__  # a future's TimeoutError says nothing
+    where = config.bootstrap_servers
+    if asking is None:
+        return f"no Kafka broker answered at {where}: {said}"
+    return f"waiting for {asking} of {config.topic}: no answer from {where}: {said}"

@@ -92,6 +92,7 @@ class LocalKafka:
         nodes: int = 1,
         security: Security | str = Security.PLAINTEXT,
         jvm_options: Sequence[str] | None = None,
+        proxied: Mapping[int, tuple[int, str]] | None = None,  # settings.py: node_settings
     ) -> None:
         # An unknown security or a node count below 1 is a ValueError naming the choices.
         self.shape = ClusterShape(nodes, parse_security(security))
@@ -109,7 +110,7 @@ class LocalKafka:
         # Extra JVM options of every node; by default a cluster's nodes start C1-only (jvm.py).
         default_options = jvm.QUICK_START if nodes > 1 else ()
         self.jvm_options = list(default_options if jvm_options is None else jvm_options)
-        self.extra_config = dict(extra_config or {})
+        self.extra_config, self.proxied = dict(extra_config or {}), dict(proxied or {})
         self.cache_dir = cache_dir or cache_root()
         self.security_files = SecurityFiles(self.data_dir / "security")
         self._state = StateFile(self.data_dir)
@@ -321,8 +322,9 @@ class LocalKafka:
             files = self.node_files(address.node_id)
             files.logs.mkdir(parents=True, exist_ok=True)
             settings = node_settings(
-                address, quorum, files.kraft, self.security.protocol, secured, self.extra_config
-            )
+                address, quorum, files.kraft, self.security.protocol, secured, self.extra_config,
+                self.proxied.get(address.node_id),
+            )  # fmt: skip
             # Secured, it holds the brokers' SCRAM password: for its owner's eyes only.
             write_private(files.properties, render_properties(settings))
             files.log4j2.write_text(render_log4j2(files.log_file))

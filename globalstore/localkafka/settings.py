@@ -14,6 +14,7 @@ from globalstore.localkafka.errors import PortInUseError
 from globalstore.localkafka.ports import HOST, port_is_free
 
 __all__ = [
+    "PROXIED",
     "NodeAddress",
     "check_ports_free",
     "cluster_id",
@@ -24,6 +25,8 @@ __all__ = [
     "render_server_properties",
     "server_settings",
 ]
+
+PROXIED = "PROXIED"  # the name of a node's listener behind a proxy, when it has one
 
 
 @dataclass(frozen=True)
@@ -52,12 +55,16 @@ def node_settings(
     listener: str = "PLAINTEXT",
     security: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
+    proxied: tuple[int, str] | None = None,
 ) -> dict[str, str]:
     """The settings of `node`, one of the combined broker+controller nodes in `quorum`.
 
     `listener` names the client listener and its security protocol (PLAINTEXT, SASL_SSL,
     SSL), which brokers also use among themselves; `security` adds its TLS and SASL
-    settings. The controller listener stays PLAINTEXT on loopback."""
+    settings. The controller listener stays PLAINTEXT on loopback. `proxied` (port,
+    host:port) adds a plaintext listener PROXIED on that loopback port whose clients are
+    told to reach the node at host:port, a proxy in front of it (fault injection); the
+    brokers keep talking among themselves on the client listener."""
     # Replication factor min(3, N) and min ISR min(2, N): on three nodes a write acked by
     # all in-sync replicas survives one node down, and one node still works alone.
     replicas, min_isr = str(min(3, len(quorum))), str(min(2, len(quorum)))
@@ -88,6 +95,13 @@ def node_settings(
         "group.initial.rebalance.delay.ms": "0",
         "delete.topic.enable": "true",
     }
+    if proxied is not None:
+        if listener != "PLAINTEXT":
+            raise ValueError(f"a {PROXIED} listener is plaintext: the cluster's is {listener}")
+        port, advertised = proxied
+        settings["listeners"] += f",{PROXIED}://{HOST}:{port}"
+        settings["advertised.listeners"] += f",{PROXIED}://{advertised}"
+        settings["listener.security.protocol.map"] += f",{PROXIED}:PLAINTEXT"
     settings.update(security or {})
     settings.update(extra or {})
     return settings

@@ -148,7 +148,7 @@ class GlobalStore(StoreQueries):
             )
         raise StartTimeout(
             f"store for {self.topic!r} at {where} did not finish restoring within "
-            f"{timeout}s (state {status.state.value})"
+            f"{timeout}s (state {status.state.value}, last error: {status.last_error})"
         )
 
     def _open_storage(self, timeout: float) -> Storage:

@@ -1,13 +1,16 @@
-"""Helpers shared by the store integration tests: producing records the way the pipeline does."""
+"""Helpers shared by the store integration tests: producing records the way the pipeline does,
+and folding a topic into the content a store must equal."""
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import Producer
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     AlterConfigOpType,
@@ -110,3 +113,33 @@ class HeldRestore(StoreListener):
 
     def on_batch_restored(self, topic, positions, records) -> None:  # type: ignore[no-untyped-def]
         self.release.wait(self.wait)
+
+
+def topic_content(bootstrap: str, topic: str) -> dict[str, Any]:
+    """The topic folded by a plain read_committed consumer, every partition from its
+    beginning to its end: latest value per key (the reference a store must equal)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"oracle-{uuid.uuid4().hex}",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    folded: dict[str, Any] = {}
+    at_end: set[int] = set()
+    while len(at_end) < len(partitions):
+        for m in consumer.consume(10_000, 1.0):
+            if m.error() is not None:
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                at_end.add(m.partition())
+                continue
+            key, value = m.key().decode(), m.value()
+            if value is None:
+                folded.pop(key, None)
+            else:
+                folded[key] = orjson.loads(value)
+    consumer.close()
+    return folded

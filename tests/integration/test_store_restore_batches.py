@@ -8,16 +8,14 @@ from __future__ import annotations
 import random
 import uuid
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from globalstore import GlobalStore, StoreConfig
 from globalstore.codec import encode_key, encode_value, format_headers
 from globalstore.follow.topic import end_offsets
-from tests.integration.store_support import Record, produce, producer
+from tests.integration.store_support import Record, produce, producer, topic_content
 
 PARTITIONS = 3
 KEYS = 8_000
@@ -39,34 +37,6 @@ def records(seed: int) -> list[Record]:
         key = f"entity-{rng.randrange(KEYS):05d}"
         out.append((key, None if rng.random() < 0.05 else {"i": i, "pad": "x" * 180}))
     return out
-
-
-def topic_content(bootstrap: str, topic: str) -> dict[str, Any]:
-    """The topic folded by a plain read_committed consumer: latest value per key."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"oracle-{uuid.uuid4().hex}",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    folded: dict[str, Any] = {}
-    at_end: set[int] = set()
-    while len(at_end) < PARTITIONS:
-        for m in consumer.consume(10_000, 1.0):
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                at_end.add(m.partition())
-                continue
-            key, value = m.key().decode(), m.value()
-            if value is None:
-                folded.pop(key, None)
-            else:
-                folded[key] = orjson.loads(value)
-    consumer.close()
-    return folded
 
 
 def assert_restore_equals_topic(bootstrap: str, topic: str, path: Path, native: bool) -> None:

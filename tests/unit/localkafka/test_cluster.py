@@ -94,6 +94,19 @@ def test_a_lone_plaintext_node_keeps_its_settings() -> None:
     assert not [key for key in props if key.startswith(("ssl.", "sasl."))]
 
 
+def test_a_proxied_listener_tells_its_clients_the_proxy_and_brokers_keep_their_own() -> None:
+    quorum = node_addresses(9092, 9095, 3)
+    props = node_settings(quorum[1], quorum, "/kraft", proxied=(9100, "127.0.0.1:7001"))
+    assert props["listeners"] == (
+        "PLAINTEXT://127.0.0.1:9093,CONTROLLER://127.0.0.1:9096,PROXIED://127.0.0.1:9100"
+    )
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:9093,PROXIED://127.0.0.1:7001"
+    assert props["listener.security.protocol.map"].endswith(",PROXIED:PLAINTEXT")
+    assert props["inter.broker.listener.name"] == "PLAINTEXT"
+    with pytest.raises(ValueError, match="plaintext"):
+        node_settings(quorum[1], quorum, "/kraft", "SASL_SSL", proxied=(9100, "127.0.0.1:7001"))
+
+
 def test_sasl_ssl_secures_clients_and_brokers_with_scram(files: SecurityFiles) -> None:
     quorum = node_addresses(9092, 9095, 3)
     secured = broker_security(Security.SASL_SSL, files)
