@@ -154,6 +154,8 @@ class PipelineRun:
         try:
             with self._options.failures_in_one_line():
                 finished = self._await(timeout_s)
+        except KeyboardInterrupt:  # the query runs on, and its listener waits for stop()
+            raise
         except BaseException:  # the query failed: do not leave its listener on the session
             self._spark.streams.removeListener(self._listener)
             raise
