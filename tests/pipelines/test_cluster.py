@@ -67,9 +67,11 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "pipelines.md"
 OUTPUT_TIMEOUT_S = 240
 STOP_TIMEOUT_S = 120
 RAW_PARTITIONS = 3  # one leader per node, so the killed node leads a raw partition
-# Events produced just after the leader's kill are in the output within 20 s of it: the
-# stream is back within 15 s, and then under 5 s behind.
-RECOVERY_S = 20.0
+# The stream is back within 15 s of a leader's kill, and then under 5 s behind: events
+# produced just after the kill are in the output 20 s after it, or 5 s after Kafka acked
+# them if that took longer (the producer too waits for the leadership to move).
+RECOVERY_S = 15.0
+LAG_S = 5.0
 
 
 def documented_commands() -> list[list[str]]:
@@ -152,13 +154,15 @@ def test_documented_spark_submit_streams_over_sasl_ssl_through_a_leader_kill(
             killed_at = time.monotonic()
             assert victim not in kafka.node_pids()
             produce(kafka.bootstrap, source, during, app)  # acks=all: 2 of 3 in sync
+            acked_s = time.monotonic() - killed_at
             wanted = expected.run(during).active()
             eventually(lambda: output_is(wanted), OUTPUT_TIMEOUT_S, seen, 1.0)
-            recovered_s = time.monotonic() - killed_at
-            print(f"output complete {recovered_s:.1f} s after the leader's kill -9")
-            # The source's admin client gives up on the dead leader after 5 s
-            # (java_clients.FAILOVER) and Spark asks again with a new one.
-            assert recovered_s <= RECOVERY_S, f"{recovered_s:.1f} s"
+            output_s = time.monotonic() - killed_at
+            print(f"after the kill -9: events acked at {acked_s:.1f} s, output {output_s:.1f} s")
+            # Back within RECOVERY_S of the kill, then under LAG_S behind: the source's admin
+            # client gives up on the dead leader after 5 s (java_clients.FAILOVER) and
+            # Spark asks again with a new one.
+            assert output_s <= max(RECOVERY_S, acked_s) + LAG_S, (acked_s, output_s)
             assert victim not in kafka.node_pids()  # all of that while the node was down
 
             kafka.start_node(victim)
