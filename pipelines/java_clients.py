@@ -14,10 +14,13 @@ their own names for credentials and TLS material:
     ssl.key.location / ssl.key.pem               ssl.keystore.key
     ssl.endpoint.identification.algorithm=none   ssl.endpoint.identification.algorithm=""
 
-A Java setting given as it is (sasl.jaas.config, ssl.truststore.*, ssl.keystore.*) replaces
-the translation of its family and never reaches librdkafka (`librdkafka_settings`). Any
-other name is refused, naming it: silently dropping a setting is how a client ends up
-talking plaintext to a port that expects TLS.
+A Java setting given as it is (sasl.jaas.config, ssl.truststore.*, ssl.keystore.*,
+default.api.timeout.ms) replaces the translation of its family and never reaches
+librdkafka (`librdkafka_settings`). Any other name is refused, naming it: silently
+dropping a setting is how a client ends up talking plaintext to a port that expects TLS.
+
+The source and sink get short timeouts unless the user gives their own (`FAILOVER`): the
+admin client behind the Kafka source otherwise waits a minute on a killed leader.
 
 Pure, except that PEM files are read here, at the driver: see `_pem`.
 """
@@ -53,8 +56,17 @@ ALIASES = {"sasl.mechanisms": "sasl.mechanism"}  # librdkafka's older spelling
 JAAS = "sasl.jaas.config"
 TRUSTSTORE = "ssl.truststore."
 KEYSTORE = "ssl.keystore."
-JAVA_FAMILIES = (JAAS, TRUSTSTORE, KEYSTORE)
+API_TIMEOUT = "default.api.timeout.ms"
+JAVA_FAMILIES = (JAAS, TRUSTSTORE, KEYSTORE, API_TIMEOUT)
 """The Java settings a user may give as they are, each a family of names (a prefix)."""
+
+REQUEST_TIMEOUT = "request.timeout.ms"
+FAILOVER = {REQUEST_TIMEOUT: 5000, API_TIMEOUT: 5000}
+"""The Java clients' timeouts (ms) unless given. After a partition leader dies, the source's
+admin client asks the dead node for offsets until default.api.timeout.ms (Java's default:
+60 s), then Spark retries with a new client, which finds the new leader. The admin client
+requires default.api.timeout.ms >= request.timeout.ms, so a larger request timeout given
+alone raises the API timeout with it."""
 
 LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -110,8 +122,24 @@ def spark_kafka_options(
     settings: Mapping[str, str], bootstrap_servers: str, read: ReadFile | None = None
 ) -> dict[str, str]:
     """The Kafka source's and sink's options: `kafka.` + each Java client setting."""
-    java = {**java_settings(settings, read), "bootstrap.servers": bootstrap_servers}
+    java = java_settings(settings, read)
+    java = {**java, **_timeouts(java), "bootstrap.servers": bootstrap_servers}
     return {f"kafka.{name}": value for name, value in java.items()}
+
+
+def _timeouts(java: Mapping[str, str]) -> dict[str, str]:
+    """request.timeout.ms and default.api.timeout.ms: the given ones, else `FAILOVER`'s."""
+    try:
+        request = int(java.get(REQUEST_TIMEOUT, FAILOVER[REQUEST_TIMEOUT]))
+        api = int(java.get(API_TIMEOUT, max(request, FAILOVER[API_TIMEOUT])))
+    except ValueError as exc:
+        raise ConfigurationError(f"a Kafka client timeout is not a whole number: {exc}") from None
+    if api < request:
+        raise ConfigurationError(
+            f"{API_TIMEOUT} ({api}) must be at least {REQUEST_TIMEOUT} ({request}): "
+            "Java's admin client refuses a smaller one"
+        )
+    return {REQUEST_TIMEOUT: str(request), API_TIMEOUT: str(api)}
 
 
 def _refuse_untranslatable(names: set[str]) -> None:

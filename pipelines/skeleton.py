@@ -75,6 +75,12 @@ class RunOptions:
         return failures.in_one_line(self.bootstrap_servers, secrets)
 
 
+OFFSET_FETCH_ATTEMPTS = 12
+"""How often the source asks for offsets before the query fails, a second apart: with the
+admin client's 5 s API timeout (java_clients.FAILOVER), a leader may take over a minute to
+move, as it could with Java's 60 s and Spark's 3 attempts."""
+
+
 def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> DataFrame:
     """The streaming DataFrame of sink rows (output and dead letters) for this pipeline."""
     reader = (
@@ -84,6 +90,7 @@ def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) 
         .option("startingOffsets", options.starting_offsets)
         # Records deleted by retention before we read them are gone either way: keep going.
         .option("failOnDataLoss", "false")
+        .option("fetchOffset.numRetries", str(OFFSET_FETCH_ATTEMPTS))
     )
     if options.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
@@ -147,6 +154,8 @@ class PipelineRun:
         try:
             with self._options.failures_in_one_line():
                 finished = self._await(timeout_s)
+        except KeyboardInterrupt:  # the query runs on, and its listener waits for stop()
+            raise
         except BaseException:  # the query failed: do not leave its listener on the session
             self._spark.streams.removeListener(self._listener)
             raise

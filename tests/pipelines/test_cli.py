@@ -104,6 +104,8 @@ def test_kafka_config_reaches_source_sink_and_admin_client() -> None:
     assert options.spark_kafka_options() == {
         "kafka.sasl.jaas.config": "Login required;",
         "kafka.security.protocol": "NOPE",
+        "kafka.request.timeout.ms": "5000",  # the failover defaults (java_clients.FAILOVER)
+        "kafka.default.api.timeout.ms": "5000",
         "kafka.bootstrap.servers": "broker:9092",
     }
     # librdkafka checks the value when the admin client is built: the setting got there,

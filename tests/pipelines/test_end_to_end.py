@@ -6,6 +6,10 @@ run (each batch run is one micro-batch), without using the pipeline's code.
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -123,8 +127,16 @@ def test_stream_mode_picks_up_new_events_while_running(
         # reaches the topic: wait for it rather than expect it already.
         eventually(lambda: running.summary.batches > warmed_up, 60, progress)
         assert running.query.isActive
+        # Ctrl-C, as a stream run from the command line ends: wait() raises, and stop()
+        # returns the summary once the query's end has reached the listener.
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            running.wait(timeout_s=60)
     finally:
-        running.stop()
+        stopping = time.monotonic()
+        summary = running.stop()
+    assert time.monotonic() - stopping < skeleton.TERMINATION_REPORT_TIMEOUT_S / 3
+    assert summary.batches > warmed_up
 
 
 def _current(options: skeleton.RunOptions) -> dict[str, bytes]:

@@ -203,7 +203,41 @@ def test_spark_options_prefix_every_java_setting_and_set_the_bootstrap() -> None
         "kafka.security.protocol",
         "kafka.sasl.mechanism",
         "kafka.sasl.jaas.config",
+        "kafka.request.timeout.ms",
+        "kafka.default.api.timeout.ms",
     }
+
+
+@pytest.mark.parametrize(
+    ("given", "request_ms", "api_ms"),
+    [
+        ({}, "5000", "5000"),  # failover within seconds, not Java's 60 s
+        ({"request.timeout.ms": "30000"}, "30000", "30000"),  # the API timeout follows
+        ({"default.api.timeout.ms": "20000"}, "5000", "20000"),
+        ({"request.timeout.ms": "8000", "default.api.timeout.ms": "9000"}, "8000", "9000"),
+    ],
+)
+def test_the_java_clients_get_short_timeouts_unless_given(
+    given: dict[str, str], request_ms: str, api_ms: str
+) -> None:
+    options = spark_kafka_options(given, "b:1", read)
+    assert options["kafka.request.timeout.ms"] == request_ms
+    assert options["kafka.default.api.timeout.ms"] == api_ms
+    assert librdkafka_settings(given).keys() == given.keys() - {"default.api.timeout.ms"}
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"request.timeout.ms": "9000", "default.api.timeout.ms": "3000"}, "at least"),
+        ({"default.api.timeout.ms": "5s"}, "not a whole number"),
+    ],
+)
+def test_timeouts_the_admin_client_would_refuse_are_refused(
+    given: dict[str, str], said: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=said):
+        spark_kafka_options(given, "b:1", read)
 
 
 def test_spark_redacts_every_secret_option() -> None:
