@@ -67,11 +67,13 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "pipelines.md"
 OUTPUT_TIMEOUT_S = 240
 STOP_TIMEOUT_S = 120
 RAW_PARTITIONS = 3  # one leader per node, so the killed node leads a raw partition
-# The stream is back within 15 s of a leader's kill, and then under 5 s behind: events
-# produced just after the kill are in the output 20 s after it, or 5 s after Kafka acked
-# them if that took longer (the producer too waits for the leadership to move).
+# The stream is back within 15 s of a leader's kill, and then one micro-batch behind (a
+# batch took about 6 s on a loaded 2-core machine, 8 s with the recovery in it): events
+# produced just after the kill are in the output 23 s after it, or 8 s after Kafka acked
+# them if that took longer (the producer too waits for the leadership to move). Before the
+# source's timeouts were set, that took 27 and 69 s.
 RECOVERY_S = 15.0
-LAG_S = 5.0
+LAG_S = 8.0
 
 
 def documented_commands() -> list[list[str]]:
