@@ -70,6 +70,11 @@ register_url_convertor("key", _KeyConvertor())
 
 _DRAIN_SECONDS = 10.0  # at shutdown, how long streams may take to let go of the store
 _INDEX_RETRY_SECONDS = 5  # an index being built: a build takes seconds to minutes
+_NO_SNAPSHOTS = (
+    "this server answers from worker processes (serve --workers), which read the store but "
+    "cannot checkpoint it: take the snapshot from an instance served without --workers, or "
+    "start the new instance from the topic (without --bootstrap-from)"
+)
 
 
 class PositionNotReached(Exception):  # noqa: N818 - reads as the condition it reports
@@ -317,6 +322,8 @@ class Api:
         return _json(report)
 
     async def snapshot(self, request: Request) -> Response:
+        if not self.settings.snapshots:
+            return _json({"error": _NO_SNAPSHOTS}, 409)
         store = self.served.store
         name = f"{store.topic}.snapshot.tar".replace('"', "")
         disposition = {"Content-Disposition": f'attachment; filename="{name}"'}
