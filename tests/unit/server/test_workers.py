@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from globalstore.cli import main
 from globalstore.server import ServedStore, ServerSettings, create_app
 from globalstore.status import State
-from tests.unit.server.test_probes import TestClient, ReportingStore, status
+from tests.unit.server.test_probes import ReportingStore, TestClient, status
 
 # The parent starts a child that ends with it, prints the child's pid, and waits.
 _PARENT = textwrap.dedent(
