@@ -1,0 +1,129 @@
+"""The event loop's lag while an AsyncGlobalStore restores a topic: does anything the store
+does block the loop a web service answers on?
+
+    python benchmarks/bench_aio_lag.py [--keys 1000000] [--bootstrap-servers HOST:PORT]
+
+A ticker coroutine sleeps 5 ms in a loop and records how late each wake-up is (the loop's
+lag: how long something held it). It runs first alone (the baseline), then while
+`await store.start()` restores --keys distinct keys (~200-byte JSON values, 6 partitions,
+written once before), and while `await store.wait_for(...)` then waits for records produced
+after the restore. Prints p50/p99/max of the lag in each phase, and the restore's rate.
+Without --bootstrap-servers it starts a local broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_store import create_topic, fill_topic, machine
+from confluent_kafka import Producer
+
+from globalstore.aio import AsyncGlobalStore
+from globalstore.codec import encode_key, encode_value, format_headers
+from globalstore.localkafka import LocalKafka, free_port
+
+TICK_S = 0.005
+
+
+async def _tick(lags: list[float], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        began = time.perf_counter()
+        await asyncio.sleep(TICK_S)
+        lags.append(time.perf_counter() - began - TICK_S)
+
+
+def _row(phase: str, lags: list[float]) -> str:
+    ms = sorted(lag * 1000 for lag in lags)
+    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    return f"| {phase} | {statistics.median(ms):.2f} | {p99:.2f} | {ms[-1]:.2f} | {len(ms)} |"
+
+
+async def _measure(bootstrap: str, topic: str, path: Path, keys: int) -> list[str]:
+    rows = []
+    stop, lags = asyncio.Event(), []
+    ticker = asyncio.create_task(_tick(lags, stop))
+    await asyncio.sleep(2)
+    stop.set()
+    await ticker
+    rows.append(_row("idle loop (baseline)", lags))
+
+    store = AsyncGlobalStore(topic, bootstrap, path)
+    stop, lags = asyncio.Event(), []
+    ticker = asyncio.create_task(_tick(lags, stop))
+    began = time.perf_counter()
+    await store.start(timeout=600)
+    took = time.perf_counter() - began
+    stop.set()
+    await ticker
+    rows.append(_row(f"restoring {keys:,} records ({keys / took:,.0f} rec/s)", lags))
+
+    stop, lags = asyncio.Event(), []
+    ticker = asyncio.create_task(_tick(lags, stop))
+    for _ in range(20):  # following: a write of 10k keys, then a wait until it is visible
+        written = await asyncio.to_thread(_write, bootstrap, topic, 10_000)
+        assert await store.wait_for(written, timeout=60)
+    stop.set()
+    await ticker
+    rows.append(_row("following 20 x 10,000 records, awaiting wait_for", lags))
+    await store.close()
+    return rows
+
+
+def _write(bootstrap: str, topic: str, count: int) -> dict[int, int]:
+    """Produce `count` records; {partition: the offset after the last one written there}."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    headers, written = format_headers(), {}
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            written[msg.partition()] = max(written.get(msg.partition(), 0), msg.offset() + 1)
+
+    for i in range(count):
+        key, value = encode_key(f"new-{i}"), encode_value({"i": i})
+        while True:
+            try:
+                producer.produce(topic, key, value, headers=headers, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(60) != 0:
+        raise RuntimeError("records left unacknowledged")
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--bootstrap-servers")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-aio-") as work:
+        workdir = Path(work)
+        if args.bootstrap_servers:
+            run(args.bootstrap_servers, "(existing cluster)", workdir, args.keys)
+            return
+        broker = LocalKafka(port=free_port(), data_dir=workdir / "kafka", heap="1g")
+        with broker:
+            run(broker.bootstrap, broker.status().version, workdir, args.keys)
+
+
+def run(bootstrap: str, kafka_version: str, workdir: Path, keys: int) -> None:
+    topic = f"bench-aio-{int(time.time())}"
+    create_topic(bootstrap, topic)
+    print(f"writing {keys:,} records to {topic}", file=sys.stderr)
+    fill_topic(bootstrap, topic, keys, "large batches")
+    rows = asyncio.run(_measure(bootstrap, topic, workdir / "store", keys))
+    print(f"Event loop lag (ms), 5 ms ticker; {machine(kafka_version)}")
+    print("| phase | p50 | p99 | max | ticks |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
