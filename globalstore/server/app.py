@@ -315,10 +315,16 @@ class Api:
         return _json({"count": n})
 
     async def status(self, request: Request) -> Response:
-        report = dataclasses.asdict(self.served.store.status())
+        status = self.served.store.status()
+        report = dataclasses.asdict(status)
         progress = self.served.progress()
         report["restore"] = {**dataclasses.asdict(progress), "rate": progress.rate}
-        report["start_error"] = None if self.served.error is None else str(self.served.error)
+        error = self.served.error
+        report["start_error"] = None if error is None else str(error)
+        if error is not None and status.failure is None:  # it never started: say why, as
+            report["state"] = State.FAILED  # /healthz does (the store itself says "closed")
+            report["failure"] = stopped_by(self.served, status)
+            report["last_error"] = f"{type(error).__name__}: {error}"
         return _json(report)
 
     async def snapshot(self, request: Request) -> Response:

@@ -150,3 +150,10 @@ def test_the_typed_settings_are_the_configs_fields_past_the_first_four() -> None
     fields = [f.name for f in dataclasses.fields(StoreConfig)]
     assert fields[:4] == ["topic", "bootstrap_servers", "path", "kafka_config"]
     assert list(StoreSettings.__annotations__) == fields[4:]
+
+
+def test_a_path_that_is_a_file_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "orders").write_text("not a store")
+    store = GlobalStore("t", "127.0.0.1:1", tmp_path / "orders")
+    with pytest.raises(ConfigurationError, match=r"path .*orders is a file: it must name a dir"):
+        store.start(timeout=1)
