@@ -36,17 +36,26 @@ from globalstore.localkafka import LocalKafka, free_port
 TICK_S = 0.005
 
 
-async def _tick(lags: list[float], stop: asyncio.Event) -> None:
+Lags = list[tuple[float, float]]  # (when the late tick ended, seconds late)
+
+
+async def _tick(lags: Lags, stop: asyncio.Event) -> None:
     while not stop.is_set():
         began = time.perf_counter()
         await asyncio.sleep(TICK_S)
-        lags.append(time.perf_counter() - began - TICK_S)
+        ended = time.perf_counter()
+        lags.append((ended, ended - began - TICK_S))
 
 
-def _row(phase: str, lags: list[float]) -> str:
-    ms = sorted(lag * 1000 for lag in lags)
+def _row(phase: str, lags: Lags, began: float) -> str:
+    """The phase's p50/p99/max, and when (seconds into it) its three longest lags ended."""
+    ms = sorted(lag * 1000 for _, lag in lags)
     p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-    return f"| {phase} | {statistics.median(ms):.2f} | {p99:.2f} | {ms[-1]:.2f} | {len(ms)} |"
+    worst = sorted(lags, key=lambda tick: tick[1])[-3:]
+    when = ", ".join(f"{lag * 1000:.0f} ms at {at - began:.1f} s" for at, lag in worst)
+    return (
+        f"| {phase} | {statistics.median(ms):.2f} | {p99:.2f} | {ms[-1]:.2f} | {len(ms)} | {when} |"
+    )
 
 
 async def _measure(
