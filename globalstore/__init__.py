@@ -4,6 +4,7 @@ compacted Kafka topic. See docs/store.md."""
 # The layout, one role per package, each floor importing only the floors below it (the
 # `layers` contract in pyproject.toml holds this; docs/architecture.md draws it):
 #   cli/ demo/ server/   the commands, the demo, HTTP   (localkafka/: the dev broker, apart)
+#   aio                  the stores for asyncio: AsyncGlobalStore, AsyncSharedStore
 #   stores/              the faces users construct: GlobalStore, SharedStore, ReadOnly, Switching
 #   replicas/            the live copy and its swap, healing, announcements to reader processes
 #   follow/ | read/      the write side (Kafka -> a WriteBatch a batch) | the shared queries
@@ -14,7 +15,7 @@ compacted Kafka topic. See docs/store.md."""
 # The names imported below are the public API; everything else may change.
 
 from globalstore.codec import Entry
-from globalstore.config import RocksDBOptions, StoreConfig
+from globalstore.config import RocksDBOptions, StoreConfig, StoreSettings
 from globalstore.errors import (
     AuthenticationError,
     AuthorizationError,
@@ -89,6 +90,7 @@ __all__ = [
     "StoreLocked",
     "StoreNotReady",
     "StoreReader",
+    "StoreSettings",
     "StoreStatus",
     "SwitchingStore",
     "TopicNotCompacted",

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from globalstore.codec import VALUE_FORMAT_VERSION
 from globalstore.converters import ValueFormats
@@ -24,6 +24,7 @@ __all__ = [
     "OnUnreadable",
     "RocksDBOptions",
     "StoreConfig",
+    "StoreSettings",
     "check_follow_batch",
     "check_indexes",
     "check_seconds",
@@ -224,6 +225,37 @@ class StoreConfig:
         client.id and the connection settings (security.*, sasl.*, ssl.*, socket.*, ...),
         which the AdminClient needs exactly as the consumer has them."""
         return {k: v for k, v in self.consumer_config().items() if k not in _CONSUMER_ONLY_SETTINGS}
+
+
+class StoreSettings(TypedDict, total=False):
+    """StoreConfig's settings past the first four, by name, as the store faces take them:
+    GlobalStore(..., ttl=3600). A type checker then tells a misspelled one (tll=3600) or a
+    wrong type; at run time StoreConfig raises TypeError for an unknown name."""
+
+    allow_uncompacted: bool
+    check_topic_config: bool
+    rocksdb: RocksDBOptions
+    restore_batch_size: int
+    follow_batch_size: int
+    follow_batch_max: int
+    follow_batch_max_bytes: int
+    poll_timeout: float
+    bulk_restore_threshold: int
+    native_restore: bool
+    recount_chunk: int
+    metadata_interval: float
+    heartbeat_interval: float
+    value_format: int
+    converters: Mapping[int, Callable[[Any], Any]]
+    transform: Callable[[str, Any], Any] | None
+    transform_version: int
+    indexes: Mapping[str, IndexFn]
+    index_versions: Mapping[str, int]
+    index_build_chunk: int
+    ttl: float | None
+    unreadable_store: OnUnreadable | str
+    out_of_range: OnOutOfRange | str
+    max_staleness: float | None
 
 
 # Consumer settings the store's correctness rests on, and why; kafka_config may not change them.

@@ -1,27 +1,38 @@
-"""Waiting for a store to reach something: a condition variable, a predicate and a deadline."""
+"""Waiting for a store to reach something: a condition the store's thread notifies when it
+publishes a change, a predicate and a deadline; threads block on it, coroutines await it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import NamedTuple
 
-__all__ = ["Changes", "wait_until"]
-
-_RECHECK_S = 0.1  # the longest a waiter sleeps between two looks
+__all__ = ["Changes", "Wait", "wait_until", "wait_until_async"]
 
 
-def wait_until(
-    changed: threading.Condition,
-    reached: Callable[[], bool],
-    timeout: float | None,
-    check: Callable[[], None] = lambda: None,
-) -> bool:
-    """Block until `reached()`, looking again each time `changed` is notified; False once
-    `timeout` seconds (None: no limit) have passed. `check()` runs before each wait and may
-    raise (the store stopped). A waiter looks again at least every 0.1 s, so a state
-    replaced without a notify is still seen."""
+def _nothing() -> None:
+    pass
+
+
+class Wait(NamedTuple):
+    """What a caller waits for: `reached()`, looked at each time `changed` is notified;
+    `check()` runs before each wait and may raise (the store stopped). Whatever the two
+    look at must be published before a notify_waiters() of `changed`: a waiter looks only
+    when woken."""
+
+    changed: Changes
+    reached: Callable[[], bool]
+    check: Callable[[], None] = _nothing
+
+
+def wait_until(wait: Wait, timeout: float | None) -> bool:
+    """Block until `wait` is reached: True; False once `timeout` seconds (None: no limit)
+    have passed."""
+    changed, reached, check = wait
     deadline = None if timeout is None else time.monotonic() + timeout
     with changed:
         while not reached():
@@ -29,20 +40,66 @@ def wait_until(
             if remaining is not None and remaining <= 0:
                 return False
             check()
-            changed.wait(_RECHECK_S if remaining is None else min(remaining, _RECHECK_S))
+            changed.wait(remaining)
     return True
 
 
+async def wait_until_async(wait: Wait, timeout: float | None) -> bool:
+    """wait_until() for a coroutine: the event loop runs other tasks meanwhile, and the
+    thread that notifies `changed` wakes this one through the loop (never a poll)."""
+    changed, reached, check = wait
+    bell = _Bell(asyncio.get_running_loop())
+    deadline = None if timeout is None else time.monotonic() + timeout
+    changed.watch(bell.ring)
+    try:
+        while True:
+            bell.arm()  # before looking: a change published from here on rings
+            if reached():
+                return True
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            check()
+            with contextlib.suppress(TimeoutError):  # one more look, then False
+                await asyncio.wait_for(bell.rung.wait(), remaining)
+    finally:
+        changed.unwatch(bell.ring)
+
+
+class _Bell:
+    """One coroutine's wake-up: rung from any thread, at most one call into the loop per
+    look (a follower applying thousands of batches a second schedules one wake, not one
+    per batch)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.rung = asyncio.Event()
+        self._armed = False
+
+    def arm(self) -> None:
+        self.rung.clear()
+        self._armed = True
+
+    def ring(self) -> None:
+        if not self._armed:
+            return
+        self._armed = False
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to wake
+            self.loop.call_soon_threadsafe(self.rung.set)
+
+
 class Changes(threading.Condition):
-    """A condition that counts the threads inside it (waiting, or about to), so that a writer
-    which announces every batch takes no lock and wakes nobody while no one waits. A thread
-    is counted from the moment it holds the lock, before it looks at what it waits for: a
-    change made before notify_waiters() looks at the count is seen either by that look or by
-    the waiter's."""
+    """A condition that counts the threads inside it (waiting, or about to), and keeps the
+    bells of the coroutines waiting on it, so that a writer which announces every batch
+    takes no lock and wakes nobody while no one waits. A thread is counted from the moment
+    it holds the lock, before it looks at what it waits for, and a bell is hung before its
+    coroutine looks: a change made before notify_waiters() looks at them is seen either by
+    that look or by the waiter's."""
 
     def __init__(self) -> None:
         super().__init__()
         self._inside = 0
+        self._bells: dict[Callable[[], None], None] = {}  # ordered set; read without a lock
 
     def __enter__(self) -> bool:
         entered = super().__enter__()
@@ -58,8 +115,18 @@ class Changes(threading.Condition):
         self._inside -= 1
         super().__exit__(kind, exc, tb)
 
+    def watch(self, ring: Callable[[], None]) -> None:
+        """Call `ring()` (from the notifying thread; it must not block) on every notify."""
+        self._bells[ring] = None
+
+    def unwatch(self, ring: Callable[[], None]) -> None:
+        self._bells.pop(ring, None)
+
     def notify_waiters(self) -> None:
-        """notify_all(), if anyone is inside."""
+        """notify_all(), if a thread is inside; ring every bell."""
         if self._inside:
             with self:
                 self.notify_all()
+        if self._bells:
+            for ring in tuple(self._bells):  # a copy: a coroutine may stop watching meanwhile
+                ring()

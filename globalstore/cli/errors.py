@@ -45,9 +45,15 @@ class UserError(click.ClickException):
         click.echo(f"error: {self.message}", err=True)
 
 
+# The library's messages name its keyword arguments; a command's name its options.
+_FLAGS = {"allow_uncompacted=True": "--allow-uncompacted"}
+
+
 def explain(exc: BaseException) -> UserError:
     """One line: the exception's own message, then what to do about it where we know."""
     message = " ".join(str(exc).split())  # librdkafka and RocksDB messages span lines
+    for keyword, flag in _FLAGS.items():
+        message = message.replace(keyword, flag)
     for kind, what_to_do in _WHAT_TO_DO.items():
         if isinstance(exc, kind):
             return UserError(f"{message}; {what_to_do}")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -126,6 +129,7 @@ def serve(
         idle_timeout=idle_timeout,
     )
     config = target.config
+    listening = _listen(server.listen, host, port)  # before the store starts
     if workers:
         from globalstore.server import workers as pool  # noqa: PLC0415 - only with --workers
 
@@ -133,7 +137,22 @@ def serve(
         click.echo(
             f"serving {config.topic} on http://{host}:{port} with {workers} workers", err=True
         )
-        pool.run_workers(served, spec, workers, host, port, graceful_seconds)
+        pool.run_workers(served, spec, workers, listening, graceful_seconds)
         return
     click.echo(f"serving {config.topic} on http://{host}:{port}", err=True)
-    server.server(served, settings, host, port, graceful_seconds).run()
+    server.server(served, settings, host, port, graceful_seconds).run(sockets=[listening])
+
+
+def _listen(listen: Callable[[str, int], socket.socket], host: str, port: int) -> socket.socket:
+    """The server's socket, or one line saying why there is none (exit status 2)."""
+    try:
+        return listen(host, port)
+    except OSError as exc:
+        taken = exc.errno == errno.EADDRINUSE
+        what_to_do = (
+            "stop the process that has it, or pick another --port"
+            if taken
+            else ("check --host: it must be an address of this machine")
+        )
+        why = exc.strerror or str(exc)
+        raise UserError(f"cannot listen on {host}:{port}: {why}; {what_to_do}") from exc

@@ -181,6 +181,7 @@ class StoreThread(threading.Thread):
                 log.exception("store thread for %s died", self.config.topic)
         finally:
             self.ready.set()
+            self.on_applied()  # wakes the waiters, which then see it stopped
             if consumer is not None:
                 consumer.close()
 
@@ -258,6 +259,7 @@ class StoreThread(threading.Thread):
         self._health.in_sync_at = self._last_mark = time.monotonic()
         self._enter(State.RUNNING)
         self.ready.set()
+        self.on_applied()  # wakes those waiting until ready
         return source
 
     def _track_sync(self, now: float) -> None:

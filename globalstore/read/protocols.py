@@ -7,7 +7,7 @@ two that follow a topic implement FollowingStore too, which is what the HTTP ser
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -29,7 +29,9 @@ __all__ = [
     "StoreStatus",
     "TtlStatus",
     "behind",
+    "check_partitions",
     "freshness",
+    "partition_offsets",
     "reaches",
     "serving",
 ]
@@ -134,6 +136,32 @@ def reaches(positions: Mapping[int, int], wanted: Mapping[int, int]) -> bool:
     return all(positions.get(p, 0) >= o for p, o in wanted.items())
 
 
+def partition_offsets(position: Mapping[int, int] | Mapping[str, int]) -> dict[int, int]:
+    """`position` ({partition: offset}) with int partitions; a partition may be given as a
+    string of digits too, as /v1/status and JSON name it. ValueError for any other key."""
+    wanted = {}
+    for partition, offset in position.items():
+        if isinstance(partition, str) and partition.isascii() and partition.isdigit():
+            wanted[int(partition)] = offset
+        elif isinstance(partition, int) and not isinstance(partition, bool):
+            wanted[partition] = offset
+        else:
+            raise ValueError(
+                f"a position names partitions by number (0, 1, ... or '0', '1', ...), "
+                f"not {partition!r}"
+            )
+    return wanted
+
+
+def check_partitions(wanted: Iterable[int], known: Collection[int], topic: str) -> None:
+    """ValueError if `wanted` names a partition the topic does not have, as far as `known`
+    (the partitions the store follows) tells: nothing is checked while it is empty."""
+    missing = sorted(set(wanted) - set(known))
+    if known and missing:
+        has = ", ".join(str(p) for p in sorted(known))
+        raise ValueError(f"topic {topic!r} has no partition {missing[0]} (it has {has})")
+
+
 class ScanFilters(TypedDict, total=False):
     """Which keys a scan visits: a prefix and/or [start, end), in key byte order or reversed,
     at most `limit` of them."""
@@ -233,6 +261,8 @@ class FollowingStore(StoreReader, Protocol):
 
     def start(self, timeout: float = 60.0, *, wait: bool = True) -> object: ...
 
-    def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool: ...
+    def wait_for(
+        self, position: Mapping[int, int] | Mapping[str, int], timeout: float | None = None
+    ) -> bool: ...
 
     def checkpoint(self, dest: str | Path) -> None: ...

@@ -37,7 +37,7 @@ from globalstore.storage.meta import IndexDef
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["StoreQueries"]
+__all__ = ["StoreQueries", "StoreReads"]
 
 _T = TypeVar("_T")
 _Row = TypeVar("_Row")
@@ -46,7 +46,7 @@ _MISSING: Any = object()
 log = logging.getLogger(__name__)
 
 
-class StoreQueries:
+class StoreReads:
     """Query methods over `_copy()`; subclasses say which copy answers and when."""
 
     topic: str
@@ -63,17 +63,6 @@ class StoreQueries:
 
     def _ready_storage(self) -> Storage:
         return self._copy().storage
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- point lookups -----------------------------------------------------------------------
 
@@ -391,3 +380,19 @@ class StoreQueries:
         if isinstance(exc, GlobalStoreError):
             raise exc
         raise StorageError(f"RocksDB read failed in {self.path}: {exc}") from exc
+
+
+class StoreQueries(StoreReads):
+    """The queries of a face that closes as a plain call (`with store:`); the asyncio faces
+    (aio.py) close with an await."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

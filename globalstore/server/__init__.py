@@ -3,7 +3,7 @@ snapshots. `globalstore serve` runs it; create_app() embeds it in another ASGI s
 
 from globalstore.server.app import create_app
 from globalstore.server.guard import load_token
-from globalstore.server.run import DEFAULT_HOST, DEFAULT_PORT, server
+from globalstore.server.run import DEFAULT_HOST, DEFAULT_PORT, listen, server
 from globalstore.server.served import RestoreProgress, ServedStore
 from globalstore.server.settings import ServerSettings, hosts_for
 
@@ -15,6 +15,7 @@ __all__ = [
     "ServerSettings",
     "create_app",
     "hosts_for",
+    "listen",
     "load_token",
     "server",
 ]

@@ -70,6 +70,11 @@ register_url_convertor("key", _KeyConvertor())
 
 _DRAIN_SECONDS = 10.0  # at shutdown, how long streams may take to let go of the store
 _INDEX_RETRY_SECONDS = 5  # an index being built: a build takes seconds to minutes
+_NO_SNAPSHOTS = (
+    "this server answers from worker processes (serve --workers), which read the store but "
+    "cannot checkpoint it: take the snapshot from an instance served without --workers, or "
+    "start the new instance from the topic (without --bootstrap-from)"
+)
 
 
 class PositionNotReached(Exception):  # noqa: N818 - reads as the condition it reports
@@ -310,13 +315,21 @@ class Api:
         return _json({"count": n})
 
     async def status(self, request: Request) -> Response:
-        report = dataclasses.asdict(self.served.store.status())
+        status = self.served.store.status()
+        report = dataclasses.asdict(status)
         progress = self.served.progress()
         report["restore"] = {**dataclasses.asdict(progress), "rate": progress.rate}
-        report["start_error"] = None if self.served.error is None else str(self.served.error)
+        error = self.served.error
+        report["start_error"] = None if error is None else str(error)
+        if error is not None and status.failure is None:  # it never started: say why, as
+            report["state"] = State.FAILED  # /healthz does (the store itself says "closed")
+            report["failure"] = stopped_by(self.served, status)
+            report["last_error"] = f"{type(error).__name__}: {error}"
         return _json(report)
 
     async def snapshot(self, request: Request) -> Response:
+        if not self.settings.snapshots:
+            return _json({"error": _NO_SNAPSHOTS}, 409)
         store = self.served.store
         name = f"{store.topic}.snapshot.tar".replace('"', "")
         disposition = {"Content-Disposition": f'attachment; filename="{name}"'}

@@ -332,6 +332,11 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                             },
                         },
                         **_stream_errors("snapshot", settings.max_snapshots),
+                        "409": _json(
+                            _ERROR,
+                            "Served by worker processes (serve --workers), which cannot "
+                            "checkpoint the store; the body says what to do instead.",
+                        ),
                     },
                 }
             },

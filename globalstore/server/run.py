@@ -3,6 +3,7 @@ accepting, let in-flight requests finish (up to `graceful_seconds`), then close 
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ from globalstore.server.app import create_app
 from globalstore.server.served import ServedStore
 from globalstore.server.settings import ServerSettings
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "server", "uvicorn_config"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "listen", "server", "uvicorn_config"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -46,3 +47,18 @@ def uvicorn_config(
         timeout_graceful_shutdown=graceful_seconds,
         **more,
     )
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port, for the server (and its worker processes, which
+    inherit it) to accept on: server(...).run(sockets=[it]). OSError if it cannot be bound
+    (the port is taken, the address is not this host's)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from globalstore.config import StoreConfig
 from globalstore.converters import import_converter
 from globalstore.server.app import create_app
 from globalstore.server.guard import Guard, load_token
+from globalstore.server.orphan import end_with_parent
 from globalstore.server.run import uvicorn_config
 from globalstore.server.served import ServedStore
 from globalstore.server.settings import ServerSettings
@@ -46,6 +48,7 @@ class WorkerSpec:
     token_file: str | None
     settings: dict[str, Any]  # ServerSettings without the token
     max_staleness: float | None = None
+    parent: int = 0  # the pid of the serve process: a worker ends with it (orphan.py)
 
     @classmethod
     def of(
@@ -60,6 +63,7 @@ class WorkerSpec:
             None if token_file is None else str(token_file),
             fields,
             config.max_staleness,
+            os.getpid(),
         )
 
 
@@ -67,19 +71,19 @@ def run_workers(
     served: ServedStore,
     spec: WorkerSpec,
     workers: int,
-    host: str,
-    port: int,
+    listening: socket.socket,
     graceful_seconds: int,
 ) -> None:
-    """Start the writer, then serve with `workers` processes until SIGTERM or SIGINT; the
-    workers stop first (in-flight requests finish), then the writer closes the store."""
+    """Start the writer, then serve on `listening` (run.listen()) with `workers` processes
+    until SIGTERM or SIGINT; the workers stop first (in-flight requests finish), then the
+    writer closes the store. A worker ends by itself if this process dies (orphan.py)."""
     os.environ[_SPEC_ENV] = json.dumps(dataclasses.asdict(spec))
     app = f"{__name__}:worker_app"
+    host, port = listening.getsockname()[:2]
     config = uvicorn_config(app, host, port, graceful_seconds, factory=True, workers=workers)
-    socket = config.bind_socket()  # a port in use ends the command before the store starts
     served.start()
     try:
-        Multiprocess(config, sockets=[socket]).run()
+        Multiprocess(config, sockets=[listening]).run()
     finally:
         served.close()
 
@@ -87,6 +91,7 @@ def run_workers(
 def worker_app() -> Guard:
     """The API of one worker process: a SharedStore of the writer's directory."""
     spec = WorkerSpec(**json.loads(os.environ[_SPEC_ENV]))
+    end_with_parent(spec.parent)
     converters = {int(v): import_converter(name) for v, name in spec.converters.items()}
     store = SharedStore(
         spec.path,
@@ -95,4 +100,5 @@ def worker_app() -> Guard:
         max_staleness=spec.max_staleness,
     )
     token = load_token(None if spec.token_file is None else Path(spec.token_file))
-    return create_app(ServedStore.of(store), ServerSettings(token=token, **spec.settings))
+    settings = ServerSettings(token=token, **{**spec.settings, "snapshots": False})
+    return create_app(ServedStore.of(store), settings)

@@ -6,7 +6,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from globalstore.errors import StoreLocked
+from globalstore.errors import ConfigurationError, StoreLocked
 from globalstore.storage.failures import reported
 
 __all__ = ["LOCK_FILE", "DirLock", "NoLock"]
@@ -19,6 +19,11 @@ class DirLock:
 
     def __init__(self, directory: Path) -> None:
         locking = f"locking the store directory {directory}"
+        if directory.exists() and not directory.is_dir():
+            raise ConfigurationError(
+                f"the store's path {directory} is a file: it must name a directory (made if "
+                "missing)"
+            )
         with reported(locking, directory):
             directory.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)

@@ -8,23 +8,29 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Unpack
 
-from globalstore.config import OnOutOfRange, StoreConfig
+from globalstore.config import OnOutOfRange, StoreConfig, StoreSettings
 from globalstore.converters import decoder
 from globalstore.errors import (
     BrokerUnavailable,
+    GlobalStoreError,
     StartTimeout,
     StoreAlreadyStarted,
     StoreClosed,
     StoreFailed,
     StoreNotReady,
 )
-from globalstore.follow.thread import StoreThread, ThreadStatus
+from globalstore.follow.thread import StoreThread
 from globalstore.listeners import StoreListener
-from globalstore.read.protocols import StoreStatus, behind, reaches
+from globalstore.read.protocols import (
+    StoreStatus,
+    behind,
+    check_partitions,
+    partition_offsets,
+    reaches,
+)
 from globalstore.read.queries import StoreQueries
-from globalstore.read.report import store_status
 from globalstore.replicas import heal
 from globalstore.replicas.announce import Announcer, WriterNote, new_writer_id
 from globalstore.replicas.live import Live
@@ -32,7 +38,7 @@ from globalstore.snapshots import archive as snapshot
 from globalstore.status import State
 from globalstore.storage import DirLock, Storage
 from globalstore.storage.failures import reported
-from globalstore.waiting import Changes, wait_until
+from globalstore.waiting import Changes, Wait, wait_until
 
 __all__ = ["GlobalStore"]
 
@@ -57,13 +63,13 @@ class GlobalStore(StoreQueries):
         config: StoreConfig | None = None,
         listeners: Sequence[StoreListener] = (),
         bootstrap_from: str | Path | None = None,
-        **settings: Any,
+        **settings: Unpack[StoreSettings],
     ) -> None:
         """Settings are StoreConfig's fields, passed by name (None means its default), or a
         whole `config`, which named settings then override. `bootstrap_from` is a peer's
         snapshot (URL of GET /v1/snapshot, or a snapshot directory) to start from when the
         store directory is empty (here) or must be rebuilt (the store thread)."""
-        given = {
+        given: dict[str, Any] = {
             "topic": topic,
             "bootstrap_servers": bootstrap_servers,
             "path": path,
@@ -116,20 +122,7 @@ class GlobalStore(StoreQueries):
         timeout to honour, the thread keeps retrying an unreachable broker (status() shows
         the last error) until close().
         """
-        with self._lifecycle:
-            if self._closed:
-                raise StoreClosed("store was closed; create a new GlobalStore")
-            if self._live is not None:
-                raise StoreAlreadyStarted("start() was already called")
-            storage = self._open_storage(timeout)
-            try:
-                thread = self._launch(storage, timeout)
-            except BaseException:  # release all it took: a new start() may follow at once
-                taken = self._detach()
-                if taken.live is None:
-                    storage.close()
-                self._release(taken)
-                raise
+        thread = self._begin(timeout)
         if not wait:
             return self
         try:
@@ -138,15 +131,37 @@ class GlobalStore(StoreQueries):
         except BaseException:  # the thread's error, Ctrl-C, close(): release thread and lock
             self._shutdown()
             raise
+        raise self._gave_up(thread, timeout)
+
+    def _begin(self, timeout: float) -> StoreThread:
+        """start() up to the wait: lock, open, start the thread (see start())."""
+        with self._lifecycle:
+            if self._closed:
+                raise StoreClosed("store was closed; create a new GlobalStore")
+            if self._live is not None:
+                raise StoreAlreadyStarted("start() was already called")
+            storage = self._open_storage(timeout)
+            try:
+                return self._launch(storage, timeout)
+            except BaseException:  # release all it took: a new start() may follow at once
+                taken = self._detach()
+                if taken.live is None:
+                    storage.close()
+                self._release(taken)
+                raise
+
+    def _gave_up(self, thread: StoreThread, timeout: float) -> GlobalStoreError:
+        """After a start() that was not ready within `timeout`: release all it took; the
+        error to raise."""
         status = thread.status
         self._shutdown()
         where = self.config.bootstrap_servers
         if not status.ever_connected:
-            raise BrokerUnavailable(
+            return BrokerUnavailable(
                 f"no Kafka broker answered at {where} within {timeout}s "
                 f"(last error: {status.last_error})"
             )
-        raise StartTimeout(
+        return StartTimeout(
             f"store for {self.topic!r} at {where} did not finish restoring within "
             f"{timeout}s (state {status.state.value}, last error: {status.last_error})"
         )
@@ -194,8 +209,13 @@ class GlobalStore(StoreQueries):
         serving its last state), False on timeout. Raises the error that stopped the thread
         before it was ready, or StoreClosed if the store was closed meanwhile."""
         thread = self._live_thread()
-        if not thread.ready.wait(timeout):
-            return False
+        return wait_until(self._ready_wait(thread), timeout) and self._ready(thread)
+
+    def _ready_wait(self, thread: StoreThread) -> Wait:
+        return Wait(self._applied, thread.ready.is_set)  # the thread notifies once it is set
+
+    def _ready(self, thread: StoreThread) -> bool:
+        """True for `thread` ready and restored, else the error that stopped it."""
         status = thread.status
         if status.restored_at_ms is not None:
             return True
@@ -314,15 +334,24 @@ class GlobalStore(StoreQueries):
         live = self._live
         return {} if live is None else behind(live.current.thread.status.high, self.position())
 
-    def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
-        """Block until every partition in `position` is applied at least that far (also
-        while the store is still restoring). Returns False on timeout."""
-        return wait_until(
-            self._applied,
-            lambda: reaches(self.position(), position),
-            timeout,
-            self._raise_if_stopped,
-        )
+    def wait_for(
+        self, position: Mapping[int, int] | Mapping[str, int], timeout: float | None = None
+    ) -> bool:
+        """Block until every partition in `position` ({partition: offset}; a partition as an
+        int or a string of digits, as /v1/status names it) is applied at least that far
+        (also while the store is still restoring). Returns False on timeout; ValueError for a
+        partition the topic does not have."""
+        return wait_until(self._position_wait(position), timeout)
+
+    def _position_wait(self, position: Mapping[int, int] | Mapping[str, int]) -> Wait:
+        wanted = partition_offsets(position)
+
+        def check() -> None:
+            self._raise_if_stopped()
+            known = self.position().keys() | self._live_thread().status.high.keys()
+            check_partitions(wanted, known, self.topic)
+
+        return Wait(self._applied, lambda: reaches(self.position(), wanted), check)
 
     def checkpoint(self, dest: str | Path) -> None:
         """Write a consistent RocksDB checkpoint of the running store into `dest` (which must
@@ -357,34 +386,9 @@ class GlobalStore(StoreQueries):
         """State, position, lag, key count, layout, last restore, staleness and freshness
         (against max_staleness), last error, and the error type that stopped the store (state
         failed)."""
-        live, healer = self._live, self._healer
+        live = self._live
         replica = None if live is None else live.current
-        t = ThreadStatus(state=State.CLOSED) if replica is None else replica.thread.status
-        indexer = None if replica is None else replica.storage.indexes.indexer
-        state = State.REBUILDING if healer is not None and healer.rebuilding else t.state
-        return store_status(
-            self.topic,
-            self.path if replica is None else replica.storage.path,
-            # position, count and layout from one state, so the report is of one instant
-            None if replica is None else replica.storage.state,
-            state=state,
-            restored=t.state is State.RUNNING,
-            high=t.high,
-            connected=t.connected,
-            staleness=t.staleness,
-            max_staleness=self.config.max_staleness,
-            failures=None if indexer is None else indexer.failures,
-            purged=t.purged,
-            last_error=t.last_error,
-            rebuild_reason=t.rebuild_reason,
-            skipped_records=t.skipped_records,
-            migration=t.migration,
-            migrated_values=t.migrated_values,
-            conversion_failures=t.conversion_failures,
-            transform_failures=t.transform_failures,
-            self_heals=0 if healer is None else healer.heals,
-            failure=_failure(state, t.error),
-        )
+        return heal.report(self.config, self.path, replica, self._healer)
 
 
 class _Taken(NamedTuple):
@@ -393,8 +397,3 @@ class _Taken(NamedTuple):
     live: Live[heal.Replica] | None
     healer: heal.Healer | None
     announcer: Announcer | None
-
-
-def _failure(state: State, error: BaseException | None) -> str | None:
-    """The type of the error that stopped the store, while it is reported failed."""
-    return type(error).__name__ if state is State.FAILED and error is not None else None

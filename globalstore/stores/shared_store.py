@@ -34,14 +34,20 @@ from globalstore.errors import (
     StoreNotReady,
 )
 from globalstore.read.copy import Copy
-from globalstore.read.protocols import StoreStatus, behind, reaches
+from globalstore.read.protocols import (
+    StoreStatus,
+    behind,
+    check_partitions,
+    partition_offsets,
+    reaches,
+)
 from globalstore.read.queries import StoreQueries
 from globalstore.read.report import store_status
 from globalstore.replicas.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
 from globalstore.replicas.live import Live
 from globalstore.status import State
 from globalstore.storage import Storage
-from globalstore.waiting import wait_until
+from globalstore.waiting import Changes, Wait, wait_until
 
 __all__ = ["WRITER_SILENT_S", "SharedStore"]
 
@@ -87,7 +93,7 @@ class SharedStore(StoreQueries):
         self._heard_at = 0.0  # monotonic time of the last note
         self._in_sync_at: float | None = None
         self._last_error: str | None = None
-        self._changed = threading.Condition()
+        self._changed = Changes()  # notified after each catch-up, a copy opened, close()
         self._stopped = threading.Event()
         self._wake: WakeSocket | None = None
         self._thread: threading.Thread | None = None
@@ -102,6 +108,13 @@ class SharedStore(StoreQueries):
         """Register with the writer and open its live copy once it is ready. StartTimeout
         if no writer has made the store ready within `timeout` (wait=False returns at once;
         queries raise StoreNotReady until then)."""
+        self._begin()
+        if wait and not self.wait_until_ready(timeout):
+            raise self._gave_up(timeout)
+        return self
+
+    def _begin(self) -> None:
+        """start() up to the wait: register, and follow the writer in a thread."""
         if self._closed:
             raise StoreClosed(f"shared store at {self.path} was closed; create a new one")
         if self._thread is not None:
@@ -112,17 +125,22 @@ class SharedStore(StoreQueries):
             target=self._follow, name=f"globalstore-reader-{self.path.name}", daemon=True
         )
         self._thread.start()
-        if wait and not self.wait_until_ready(timeout):
-            self._stop_following()  # start() may be called again
-            raise StartTimeout(
-                f"no writer made the store at {self.path} ready within {timeout}s: run a "
-                "GlobalStore, `globalstore serve` or `globalstore follow` on it"
-            )
-        return self
+
+    def _gave_up(self, timeout: float) -> StartTimeout:
+        """After a start() that found no ready writer within `timeout`: stop following (so
+        start() may be called again); the error to raise."""
+        self._stop_following()
+        return StartTimeout(
+            f"no writer made the store at {self.path} ready within {timeout}s: run a "
+            "GlobalStore, `globalstore serve` or `globalstore follow` on it"
+        )
 
     def wait_until_ready(self, timeout: float | None = None) -> bool:
         """True once the writer's copy is open here; False on timeout."""
-        return wait_until(self._changed, lambda: self._live is not None, timeout, self._check_open)
+        return wait_until(self._ready_wait(), timeout)
+
+    def _ready_wait(self) -> Wait:
+        return Wait(self._changed, lambda: self._live is not None, self._check_open)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -138,8 +156,7 @@ class SharedStore(StoreQueries):
         batches, self._batches = self._batches, None
         if batches is not None:
             batches.close()
-        with self._changed:
-            self._changed.notify_all()
+        self._changed.notify_waiters()
 
     def _stop_following(self) -> None:
         self._stopped.set()
@@ -172,8 +189,7 @@ class SharedStore(StoreQueries):
             except Exception as exc:  # this thread must go on: the next note may fix it
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("shared store at %s: catching up failed", self.path)
-            with self._changed:
-                self._changed.notify_all()
+            self._changed.notify_waiters()
 
     def _next_note(self, wake: WakeSocket) -> WriterNote | None:
         try:
@@ -218,8 +234,7 @@ class SharedStore(StoreQueries):
             self._caught_up_to = before
         finally:
             self._catching_up.release()
-        with self._changed:
-            self._changed.notify_all()
+        self._changed.notify_waiters()
 
     def _fresh(self) -> None:
         """On every query: catch up first if the writer has applied a batch since."""
@@ -281,12 +296,24 @@ class SharedStore(StoreQueries):
         live = self._live
         return {} if live is None else dict(live.current.storage.state.positions)
 
-    def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
-        """Block until this reader shows every partition in `position` at least that far.
-        Returns False on timeout."""
-        return wait_until(
-            self._changed, lambda: reaches(self.position(), position), timeout, self._check_open
-        )
+    def wait_for(
+        self, position: Mapping[int, int] | Mapping[str, int], timeout: float | None = None
+    ) -> bool:
+        """Block until this reader shows every partition in `position` at least that far
+        (partitions as GlobalStore.wait_for takes them). Returns False on timeout;
+        ValueError for a partition the topic does not have."""
+        return wait_until(self._position_wait(position), timeout)
+
+    def _position_wait(self, position: Mapping[int, int] | Mapping[str, int]) -> Wait:
+        wanted = partition_offsets(position)
+
+        def check() -> None:
+            self._check_open()
+            note = self._note
+            known = self.position().keys() | ({} if note is None else note.high).keys()
+            check_partitions(wanted, known, self.topic)
+
+        return Wait(self._changed, lambda: reaches(self.position(), wanted), check)
 
     def checkpoint(self, dest: str | Path) -> None:
         """Refused: a secondary instance cannot write a complete checkpoint."""

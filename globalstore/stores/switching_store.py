@@ -126,7 +126,9 @@ class SwitchingStore:
         """The active store's position: offsets of ITS topic, which a switch changes."""
         return self._live.current.position()
 
-    def wait_for(self, position: Mapping[int, int], timeout: float | None = None) -> bool:
+    def wait_for(
+        self, position: Mapping[int, int] | Mapping[str, int], timeout: float | None = None
+    ) -> bool:
         return self._on_active(lambda store: store.wait_for(position, timeout))
 
     def checkpoint(self, dest: str | Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -224,3 +225,47 @@ def test_serve_with_workers_writes_once_and_answers_from_every_worker(
     # The writer closed the store: the directory opens again, with every write.
     with GlobalStore(topic, kafka_bootstrap, writer_path) as store:
         assert store.get("k7") == 9 and store.count() == 500
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie waiting for its reaper."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    return fields[0] != "Z"
+
+
+def test_workers_end_with_a_killed_serve_process_and_free_the_port(
+    kafka_bootstrap: str, make_topic, writer_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("k", 1)])
+    command = [str(Path(sys.executable).parent / "globalstore"), "serve", "--topic", topic]
+    command += ["--bootstrap-servers", kafka_bootstrap, "--path", str(writer_path)]
+    server, base = serving_process([*command, "--workers", "2"], dict(os.environ))
+    port = int(base.rsplit(":", 1)[1])
+    try:
+        eventually(lambda: len(os.listdir(writer_path / READERS)) == 1 + 2, 30, lambda: "", 0.01)
+        workers = _children(server.pid)
+        assert len(workers) >= 2, workers
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait(10)
+    eventually(
+        lambda: not any(_running(pid) for pid in workers),
+        5,
+        lambda: f"workers still running: {[p for p in workers if _running(p)]}",
+        0.05,
+    )
+    with socket.socket() as again:  # nobody listens there: a restart can bind it, as serve does
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+        again.listen()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import rocksdict
 from confluent_kafka.admin import AdminClient
 
 from globalstore import ConfigurationError, GlobalStore, RocksDBOptions, StoreConfig
-from globalstore.config import OnOutOfRange, OnUnreadable
+from globalstore.config import OnOutOfRange, OnUnreadable, StoreSettings
 from globalstore.storage import rocksdb_options
 
 
@@ -141,3 +142,18 @@ def test_a_store_without_a_topic_or_with_an_unknown_setting_is_a_type_error() ->
         GlobalStore(bootstrap_servers="h:1", path="p")
     with pytest.raises(TypeError, match="restore_batch"):
         GlobalStore("t", "h:1", "p", restore_batch=7)
+
+
+def test_the_typed_settings_are_the_configs_fields_past_the_first_four() -> None:
+    """StoreSettings (what a type checker holds GlobalStore(..., **settings) to) names every
+    field of StoreConfig a face takes by keyword, and nothing else."""
+    fields = [f.name for f in dataclasses.fields(StoreConfig)]
+    assert fields[:4] == ["topic", "bootstrap_servers", "path", "kafka_config"]
+    assert list(StoreSettings.__annotations__) == fields[4:]
+
+
+def test_a_path_that_is_a_file_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "orders").write_text("not a store")
+    store = GlobalStore("t", "127.0.0.1:1", tmp_path / "orders")
+    with pytest.raises(ConfigurationError, match=r"path .*orders is a file: it must name a dir"):
+        store.start(timeout=1)

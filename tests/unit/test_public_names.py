@@ -11,8 +11,8 @@ PUBLIC = {
     "OffsetsOutOfRange", "ReadOnlyStore", "RetriableError", "RocksDBOptions", "ScanFilters",
     "ScanOptions", "SharedStore", "StartTimeout", "State", "StorageError", "StoreAlreadyStarted",
     "StoreClosed", "StoreConfig", "StoreFailed", "StoreListener", "StoreLocked",
-    "StoreNotReady", "StoreReader", "StoreStatus", "SwitchingStore", "TopicNotCompacted",
-    "TopicNotFound", "UnknownIndex", "UnreadableStore", "end_offsets",
+    "StoreNotReady", "StoreReader", "StoreSettings", "StoreStatus", "SwitchingStore",
+    "TopicNotCompacted", "TopicNotFound", "UnknownIndex", "UnreadableStore", "end_offsets",
 }  # fmt: skip
 
 

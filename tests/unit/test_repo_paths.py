@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TOPS = ("globalstore", "pipelines", "tests", "benchmarks", "docs", "compose")
+TOPS = ("globalstore", "pipelines", "tests", "benchmarks", "docs", "compose", "examples")
 SUFFIXES = {".py", ".pyi", ".c", ".sh", ".toml"}
 SKIP_DIRS = {"__pycache__", ".git", ".venv", "target", "build", "dist", "node_modules"}
 # Named on purpose although not in the repository: files a user creates.

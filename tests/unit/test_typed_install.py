@@ -1,35 +1,76 @@
 """A type checker in a user's project sees globalstore's types through the install `make`
-makes (an editable one), not Any."""
+makes (an editable one), not Any: a misspelled setting, a wrong argument to wait_for, a
+wrong key type are errors, on the sync faces and the asyncio ones alike."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 MYPY = Path(sys.executable).with_name("mypy")
 
+# Each line marked "# error" must be reported, and only those.
+APP = """\
+import asyncio
+from globalstore import GlobalStore, SharedStore
+from globalstore.aio import AsyncGlobalStore, AsyncSharedStore
+
+store = GlobalStore("t", "127.0.0.1:9092", "state/t", ttl=3600, follow_batch_size=500)
+typo = GlobalStore("t", "127.0.0.1:9092", "state/t", tll=3600)  # error
+wrong = GlobalStore("t", "127.0.0.1:9092", "state/t", ttl="an hour")  # error
+reveal_type(store.get)
+reveal_type(store.status())
+store.get(17)  # error
+store.wait_for({0: 5, 1: 7}, timeout=2)
+store.wait_for({"0": 5, "1": 7})
+store.wait_for([5, 7])  # error
+store.wait_for({0: "5"})  # error
+SharedStore("state/t").wait_for({"2": 1})
+
+
+async def main() -> None:
+    async with AsyncGlobalStore("t", "127.0.0.1:9092", "state/t", ttl=60) as live:
+        reveal_type(live.get)
+        reveal_type(await live.wait_for({"0": 1}, timeout=5))
+        await live.wait_for(5)  # error
+        live.get_many(["a", "b"])
+    AsyncGlobalStore("t", "127.0.0.1:9092", "state/t", max_stalenes=5)  # error
+    async with AsyncSharedStore("state/t") as shared:
+        reveal_type(shared.status())
+        await shared.wait_until_ready(timeout=1)
+
+
+asyncio.run(main())
+import rocksdict  # noqa: E402
+reveal_type(rocksdict.Rdict.keys)
+"""
+
 
 def test_a_user_project_type_checks_against_the_library(tmp_path: Path) -> None:
     app = tmp_path / "app.py"
-    app.write_text(
-        "from globalstore import GlobalStore\n"
-        "store = GlobalStore('t', '127.0.0.1:9092', 'state/t')\n"
-        "reveal_type(store.get)\n"
-        "store.get(17)\n"
-        "import rocksdict\n"
-        "reveal_type(rocksdict.Rdict.keys)\n"
-    )
+    app.write_text(APP)
     result = subprocess.run(
-        [str(MYPY), "--no-incremental", str(app)],
+        [str(MYPY), "--no-incremental", "--strict", str(app)],
         check=False,
         cwd=tmp_path,
         capture_output=True,
         text=True,
     )
-    assert "import-not-found" not in result.stdout, result.stdout
-    assert "def (key: str" in result.stdout  # the signature, not Any
-    assert 'incompatible type "int"' in result.stdout  # so a wrong call is caught
+    out = result.stdout
+    assert "import-not-found" not in out, out
+    errors = {int(n) for n in re.findall(r"^app\.py:(\d+): error", out, re.MULTILINE)}
+    marked = {n for n, line in enumerate(APP.splitlines(), 1) if line.endswith("# error")}
+    assert errors == marked, out
+    assert 'Unexpected keyword argument "tll"' in out
+    assert 'Unexpected keyword argument "max_stalenes"' in out
+    revealed = re.findall(r"Revealed type is \"(.*)\"", out)
+    assert len(revealed) == 6, out
+    assert not any(r.startswith("Any") for r in revealed), revealed
+    assert revealed[0].startswith("def (key: str")  # the signature, not Any
+    assert revealed[1] == "globalstore.read.protocols.StoreStatus"
+    assert revealed[3] == "bool"
     # rocksdict's own types: the stub of the rocksdict calls storage/ makes (stubs/) is for
     # this repository's type checking and ships nowhere a user's type checker looks.
-    assert "RdictKeys" in result.stdout, result.stdout
+    assert "RdictKeys" in revealed[5], out

@@ -8,6 +8,7 @@ grows while the follower is behind, within its bounds."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -27,6 +28,7 @@ from globalstore.replicas.announce import Announcer
 from globalstore.shaping.migrate import Migration
 from globalstore.storage import Storage
 from globalstore.stores.global_store import GlobalStore
+from globalstore.waiting import Wait, wait_until_async
 from tests.unit.follow.test_thread import TOPIC, _eventually
 from tests.unit.store_fakes import FakeConsumer, Msg, messages
 
@@ -185,6 +187,29 @@ def test_a_waiter_is_still_woken(store: GlobalStore) -> None:
     store._notify_applied()
     waiter.join(10)
     assert woken.is_set()
+
+
+def test_a_coroutine_waiting_is_woken_too(store: GlobalStore) -> None:
+    """An asyncio waiter (aio.py) is woken through its loop by the same notify, and takes
+    its bell down after: the notify costs nothing again."""
+    applied = False
+
+    async def wait() -> bool:
+        waiting = asyncio.create_task(
+            wait_until_async(Wait(store._applied, lambda: applied), timeout=10)
+        )
+        while not store._applied._bells:
+            await asyncio.sleep(0.01)
+        threading.Thread(target=notify).start()
+        return await waiting
+
+    def notify() -> None:
+        nonlocal applied
+        applied = True
+        store._notify_applied()
+
+    assert asyncio.run(wait())
+    assert not store._applied._bells
 
 
 def test_the_batch_doubles_while_full_up_to_its_bound(store: GlobalStore, tmp_path: Path) -> None:

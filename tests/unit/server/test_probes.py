@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from globalstore.errors import StorageError
+from globalstore.errors import AuthenticationError, StorageError
 from globalstore.read.protocols import StoreStatus
 from globalstore.server import ServedStore, ServerSettings, create_app, hosts_for
 from globalstore.server.settings import LOCAL_HOSTS
@@ -190,3 +190,16 @@ def test_a_fresh_store_shows_it() -> None:
     for client in client_for(ServedStore.of(store)):  # type: ignore[arg-type]
         assert client.get("/readyz").json() == {"status": "ready"}
         assert "globalstore_fresh 1.0" in client.get("/metrics").text
+
+
+def test_the_status_of_a_store_that_could_not_start_says_why() -> None:
+    """As /healthz does: the store itself only says it is closed."""
+    served = ServedStore.of(ReportingStore(status(State.CLOSED)))  # type: ignore[arg-type]
+    served.error = AuthenticationError("authentication to the broker failed (SASL)")
+    for client in client_for(served):
+        report = client.get("/v1/status").json()
+        assert report["state"] == "failed" and report["failure"] == "AuthenticationError"
+        assert report["last_error"] == (
+            "AuthenticationError: authentication to the broker failed (SASL)"
+        )
+        assert report["start_error"] == "authentication to the broker failed (SASL)"
