@@ -19,13 +19,19 @@ import orjson
 from confluent_kafka import KafkaError
 
 from globalstore.config import StoreConfig
-from globalstore.kafka.clients import Refusals
+from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals
 
 __all__ = ["Health", "silence_after"]
 
 log = logging.getLogger(__name__)
 
 _SILENCE_S = 3.0  # at the store's fetch.wait.max.ms (10 ms), 300 answers missed
+
+
+def for_store(config: StoreConfig) -> Health:
+    """The health of a store's consumer: its refusals noticed, its silence bound set."""
+    refusals = Refusals(config.bootstrap_servers, config.kafka_config)
+    return Health(config.topic, refusals, silence_after(config))
 
 
 def silence_after(config: StoreConfig) -> float:
@@ -49,6 +55,11 @@ class Health:
         self.ever_connected = False
         self.in_sync_at: float | None = None  # monotonic time we last saw lag 0 while connected
         self.last_error: str | None = None
+
+    def callbacks(self) -> dict[str, Any]:
+        """The consumer settings that report to this health (and librdkafka's log lines to
+        Python logging)."""
+        return {"stats_cb": self.on_stats, "error_cb": self.on_error, "logger": LIBRDKAFKA_LOG}
 
     def reached(self) -> None:
         """A broker request succeeded."""

@@ -27,9 +27,8 @@ from confluent_kafka import Consumer
 from globalstore import status as state
 from globalstore.config import StoreConfig
 from globalstore.errors import GlobalStoreError
-from globalstore.follow import events
+from globalstore.follow import events, health
 from globalstore.follow.chores import Chores
-from globalstore.follow.health import Health, silence_after
 from globalstore.follow.prepare import Preparation, Prepare, Prepared
 from globalstore.follow.progress import RestoreLog
 from globalstore.follow.sources import (
@@ -39,7 +38,7 @@ from globalstore.follow.sources import (
     SourceBatch,
     native_source,
 )
-from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals, StoreConsumer, create_client
+from globalstore.kafka.clients import StoreConsumer, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.shaping.migrate import Migration
 from globalstore.status import State
@@ -107,8 +106,7 @@ class StoreThread(threading.Thread):
         self.config, self.storage, self.on_applied = config, storage, on_applied
         self.listener = fan_out(listeners)
         self._report_changes = any(wants_changes(listener) for listener in listeners)
-        refusals = Refusals(config.bootstrap_servers, config.kafka_config)
-        self._health = Health(config.topic, refusals, silence_after(config))
+        self._health = health.for_store(config)
         self._prepare = prepare or Preparation(
             config, storage, self._health, rpc_timeout, bootstrap_from
         )
@@ -163,11 +161,12 @@ class StoreThread(threading.Thread):
         consumer: StoreConsumer | None = None
         try:
             self._enter(State.STARTING)
-            consumer = create_client(self._consumer_factory, self._consumer_config(), "consumer")
+            conf = {**self.config.consumer_config(), **self._health.callbacks()}
+            consumer = create_client(self._consumer_factory, conf, "consumer")
             prepared = self._prepare(consumer, self._stop_event, self._publish)
             if prepared is not None:
                 self._prepared = prepared
-                self._loop(consumer, prepared)
+                self._loop(consumer, prepared, conf)
             self._enter(State.CLOSED)
         except BaseException as exc:  # surfaced through start()/status(), never swallowed
             _drop_locals(exc)
@@ -185,20 +184,14 @@ class StoreThread(threading.Thread):
             if consumer is not None:
                 consumer.close()
 
-    def _consumer_config(self) -> dict[str, Any]:
-        h = self._health
-        conf = {"stats_cb": h.on_stats, "error_cb": h.on_error, "logger": LIBRDKAFKA_LOG}
-        return {**self.config.consumer_config(), **conf}
-
-    def _loop(self, consumer: StoreConsumer, prepared: Prepared) -> None:
-        plan, config, health = prepared.plan, self.config, self._health
+    def _loop(self, consumer: StoreConsumer, prepared: Prepared, conf: dict[str, Any]) -> None:
+        plan, config, known = prepared.plan, self.config, self._health
         follow = ConsumerSource(consumer, config, plan.exact_count, self._report_changes)
-        conf = self._consumer_config()
-        native = native_source(config, conf, plan, self._report_changes, consumer, health.on_stats)
+        native = native_source(config, conf, plan, self._report_changes, consumer, known.on_stats)
         source: BatchSource = follow if native is None else native
         if native is None:
             follow.assign(plan.start_offsets)
-        health.high = dict(plan.end_offsets)
+        known.high = dict(plan.end_offsets)
         self._enter(State.RESTORING)
         self._restore = RestoreLog(config.topic, self.storage.path, plan)
         self.listener.on_restore_start(config.topic, plan.start_offsets, plan.end_offsets)
