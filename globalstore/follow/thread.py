@@ -31,7 +31,13 @@ from globalstore.follow import events
 from globalstore.follow.health import Health
 from globalstore.follow.prepare import Preparation, Prepare, Prepared
 from globalstore.follow.progress import RestoreLog
-from globalstore.follow.sources import BatchSource, ConsumerSource, native_source
+from globalstore.follow.sources import (
+    NO_SINK,
+    BatchSource,
+    ChangeSink,
+    ConsumerSource,
+    native_source,
+)
 from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.shaping import ttl
@@ -94,9 +100,11 @@ class StoreThread(threading.Thread):
         bootstrap_from: str | Path | None = None,
         consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
         prepare: Prepare | None = None,
+        changes: ChangeSink = NO_SINK,
     ) -> None:
         """`rpc_timeout` bounds each broker request while preparing; `bootstrap_from` is a
-        peer snapshot to rebuild from. `prepare` replaces the preparation (tests)."""
+        peer snapshot to rebuild from. `prepare` replaces the preparation (tests). `changes`
+        gets the records of each batch applied while following (the store's change feeds)."""
         super().__init__(name=f"globalstore-{config.topic}", daemon=True)
         self.config, self.storage, self.on_applied = config, storage, on_applied
         self.listener = fan_out(listeners)
@@ -106,6 +114,7 @@ class StoreThread(threading.Thread):
             config, storage, self._health, rpc_timeout, bootstrap_from
         )
         self._consumer_factory = consumer_factory
+        self._changes = changes
         self.ready = threading.Event()  # set when RUNNING, or when the thread ends
         self.status = ThreadStatus()
         self._state = State.CREATED
@@ -182,7 +191,9 @@ class StoreThread(threading.Thread):
 
     def _loop(self, consumer: Any, prepared: Prepared) -> None:
         plan, config = prepared.plan, self.config
-        follow = ConsumerSource(consumer, config, plan.exact_count, self._report_changes)
+        follow = ConsumerSource(
+            consumer, config, plan.exact_count, self._report_changes, self._changes
+        )
         native = native_source(
             config, self._consumer_config(), plan, self._report_changes, consumer
         )

@@ -35,3 +35,4 @@ class ServerSettings:
     max_exports: int = 8  # /v1/export streams at once (each holds a RocksDB view)
     max_snapshots: int = 2  # /v1/snapshot streams at once (each a flush and a checkpoint)
     idle_timeout: float = 30.0  # seconds a stream waits on a client that stopped reading
+    keepalive: float = 15.0  # seconds between two comments of an idle /v1/changes stream

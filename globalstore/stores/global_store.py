@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,14 +20,15 @@ from globalstore.errors import (
     StoreFailed,
     StoreNotReady,
 )
-from globalstore.follow.thread import StoreThread, ThreadStatus
+from globalstore.follow.thread import StoreThread
 from globalstore.listeners import StoreListener
+from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed, Feeds
 from globalstore.read.protocols import StoreStatus, behind, reaches
 from globalstore.read.queries import StoreQueries
-from globalstore.read.report import store_status
 from globalstore.replicas import heal
 from globalstore.replicas.announce import Announcer, WriterNote, new_writer_id
 from globalstore.replicas.live import Live
+from globalstore.replicas.report import replica_status
 from globalstore.snapshots import archive as snapshot
 from globalstore.status import State
 from globalstore.storage import DirLock, Storage
@@ -85,6 +86,7 @@ class GlobalStore(StoreQueries):
         self._announcer: Announcer | None = None  # wakes reader processes (shared_store.py)
         self._writer_id = new_writer_id()
         self._applied = Changes()  # notified after every batch applied
+        self._feeds = Feeds(self._is_live)
         self._lifecycle = threading.Lock()
         self._closed = False
         self._closing = threading.Event()  # close() was called: stops a snapshot install
@@ -183,9 +185,7 @@ class GlobalStore(StoreQueries):
             self._announcer = Announcer(path, self._writer_note)
         thread.start()
         if self.config.out_of_range is OnOutOfRange.REBUILD:
-            self._healer = heal.Healer(
-                self.config, self._live, self._make_thread, self._notify_applied
-            )
+            self._healer = heal.Healer(self.config, self._live, self._make_thread, self._swapped)
             self._healer.start()
         return thread
 
@@ -209,6 +209,7 @@ class GlobalStore(StoreQueries):
         self._closing.set()  # first: start() holds the lifecycle lock while installing
         self._closed = True
         self._shutdown()
+        self._feeds.end()
 
     def _shutdown(self) -> None:
         with self._lifecycle:
@@ -259,6 +260,7 @@ class GlobalStore(StoreQueries):
             self._notify_applied,
             rpc_timeout=rpc_timeout,
             bootstrap_from=bootstrap_from,
+            changes=self._feeds,
         )
 
     def _replica(self) -> heal.Replica:
@@ -330,6 +332,27 @@ class GlobalStore(StoreQueries):
         (bootstrap_from). Table files are hard-linked when `dest` is on the same file system."""
         self._ready_storage().checkpoint(Path(dest))
 
+    def changes(
+        self, prefix: str | None = None, keys: Iterable[str] | None = None, *,
+        buffer: int = DEFAULT_BUFFER,
+    ) -> ChangeFeed:  # fmt: skip
+        """A feed of the changes the store applies from now on to the keys under `prefix`
+        and/or among `keys` (all when neither), each once it is visible to queries, in
+        offset order per partition: Change(key, value or None for a delete, partition,
+        offset). Past `buffer` records not taken, one Resync item replaces them: re-read
+        then. Close it (or use `with`). StoreNotReady until the store is ready."""
+        self._copy()
+        return self._feeds.subscribe(self.topic, self._decode, prefix, keys, buffer)
+
+    def _is_live(self, storage: object) -> bool:
+        live = self._live
+        return live is not None and live.current.storage is storage
+
+    def _swapped(self) -> None:
+        """A heal swapped in a copy rebuilt from the topic: feeds resync, waiters wake."""
+        self._feeds.resync("the store was rebuilt from the topic")
+        self._notify_applied()
+
     def _raise_if_stopped(self) -> None:
         """For calls that wait on the store thread: it must be there and not stopped."""
         status = self._live_thread().status
@@ -357,33 +380,10 @@ class GlobalStore(StoreQueries):
         """State, position, lag, key count, layout, last restore, staleness and freshness
         (against max_staleness), last error, and the error type that stopped the store (state
         failed)."""
-        live, healer = self._live, self._healer
+        live = self._live
         replica = None if live is None else live.current
-        t = ThreadStatus(state=State.CLOSED) if replica is None else replica.thread.status
-        indexer = None if replica is None else replica.storage.indexes.indexer
-        state = State.REBUILDING if healer is not None and healer.rebuilding else t.state
-        return store_status(
-            self.topic,
-            self.path if replica is None else replica.storage.path,
-            # position, count and layout from one state, so the report is of one instant
-            None if replica is None else replica.storage.state,
-            state=state,
-            restored=t.state is State.RUNNING,
-            high=t.high,
-            connected=t.connected,
-            staleness=t.staleness,
-            max_staleness=self.config.max_staleness,
-            failures=None if indexer is None else indexer.failures,
-            purged=t.purged,
-            last_error=t.last_error,
-            rebuild_reason=t.rebuild_reason,
-            skipped_records=t.skipped_records,
-            migration=t.migration,
-            migrated_values=t.migrated_values,
-            conversion_failures=t.conversion_failures,
-            transform_failures=t.transform_failures,
-            self_heals=0 if healer is None else healer.heals,
-            failure=_failure(state, t.error),
+        return replica_status(
+            self.topic, self.path, replica, self._healer, self.config.max_staleness
         )
 
 
@@ -393,8 +393,3 @@ class _Taken(NamedTuple):
     live: Live[heal.Replica] | None
     healer: heal.Healer | None
     announcer: Announcer | None
-
-
-def _failure(state: State, error: BaseException | None) -> str | None:
-    """The type of the error that stopped the store, while it is reported failed."""
-    return type(error).__name__ if state is State.FAILED and error is not None else None
