@@ -42,6 +42,7 @@ from globalstore.errors import (
 )
 from globalstore.follow.topic import end_offsets
 from globalstore.listeners import StoreListener
+from globalstore.read.changes import Change, ChangeFeed, Resync
 from globalstore.read.protocols import (
     ArrowOptions,
     FollowingStore,
@@ -61,6 +62,8 @@ __all__ = [
     "AuthenticationError",
     "AuthorizationError",
     "BrokerUnavailable",
+    "Change",
+    "ChangeFeed",
     "ConfigurationError",
     "ConversionFailed",
     "DamagedLayoutError",
@@ -73,6 +76,7 @@ __all__ = [
     "InvalidValue",
     "OffsetsOutOfRange",
     "ReadOnlyStore",
+    "Resync",
     "RetriableError",
     "RocksDBOptions",
     "ScanFilters",

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from globalstore import GlobalStore, SharedStore
-from globalstore.read.changes import Change, ChangeFeed, Resync
+from globalstore import Change, ChangeFeed, GlobalStore, Resync, SharedStore
 from globalstore.read.protocols import reaches
 from globalstore.server import ServerSettings
 from tests.integration.change_support import Sent, check_exactly, ends, produce_known, stream
