@@ -43,11 +43,13 @@ class TopicChanges(threading.Thread):
         config: StoreConfig,
         feeds: Feeds,
         reader: Callable[[], tuple[object, Mapping[int, int]]],
+        consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
     ) -> None:
         """`reader()` says which copy the reader reads (any object; another one means it
-        moved) and that copy's positions."""
+        moved) and that copy's positions. `consumer_factory` makes the consumer (tests)."""
         super().__init__(name=f"globalstore-changes-{config.topic}", daemon=True)
         self.config, self.feeds, self.reader = config, feeds, reader
+        self._consumer_factory = consumer_factory
         self._stopped = threading.Event()
         self._pending: dict[int, deque[Record]] = {}
         self._next: dict[int, int] = {}  # per partition, the offset the consumer reads next
@@ -57,7 +59,7 @@ class TopicChanges(threading.Thread):
 
     def run(self) -> None:
         conf = {**self.config.consumer_config(), "enable.partition.eof": False}
-        consumer = create_client(Consumer, conf, "consumer")
+        consumer = create_client(self._consumer_factory, conf, "consumer")
         try:
             copy, positions = self.reader()
             self._assign(consumer, positions)
