@@ -74,8 +74,10 @@ def test_a_slow_consumer_gets_one_resync_and_no_silent_gap(
     kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
     topic = make_topic(partitions=2)
-    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store, store.changes(
-        buffer=100
+    # Follow batches of at most 100 records: the buffer of 300 overflows on the 4th or so.
+    small = {"follow_batch_size": 50, "follow_batch_max": 100}
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", **small) as store, store.changes(
+        buffer=300
     ) as feed:  # fmt: skip
         starts = store.position()
         first = produce_known(kafka_bootstrap, topic, stream(1_000))
@@ -86,9 +88,9 @@ def test_a_slow_consumer_gets_one_resync_and_no_silent_gap(
             before.append(item)
             item = feed.get(timeout=5)
         assert isinstance(item, Resync), item
-        assert "100" in item.reason
+        assert "300" in item.reason
         # What came before the resync is a gapless start of the stream in each partition.
-        assert len(before) <= 100
+        assert len(before) <= 300
         for change in before:
             assert first[(change.partition, change.offset)] == (change.key, change.value)
             earlier = [c.offset for c in before if c.partition == change.partition]
