@@ -148,8 +148,9 @@ def test_server_sent_events_carry_every_change_under_the_token_and_the_cap(
             changes: list[Change] = []
             while not reaches({c.partition: c.offset + 1 for c in changes}, ends(sent)):
                 name, data = next(events)
-                assert name == "change", (name, data)
-                changes.append(Change(**data))
+                if name != "comment":  # a keepalive while the records were produced
+                    assert name == "change", (name, data)
+                    changes.append(Change(**data))
             assert next(events) == ("comment", "keepalive")  # idle now
             check_exactly(changes, sent, starts)
 
