@@ -56,8 +56,9 @@ class Resync:
 class ChangeFeed:
     """The changes of one store a consumer asked for, in offset order per partition.
 
-    Iterate it (`for`, or `async for` on an asyncio loop), or call get(timeout). Iteration
-    ends once the feed or its store is closed. Use it as a context manager (or call close())
+    Iterate it (`for`, or `async for` on an asyncio loop), or call get(timeout), from one
+    consumer at a time (open a feed per consumer). Iteration ends once the feed or its store
+    is closed. Use it as a context manager (or call close())
     so that the store stops keeping changes for it."""
 
     def __init__(
