@@ -159,12 +159,15 @@ def _taken(feed: ChangeFeed, reader: SharedStore, wanted: Mapping[int, int]) -> 
     """Every item (changes and resyncs) until the reader shows `wanted` and the feed is
     quiet."""
     got: list[object] = []
+    reached = False
     while True:
-        item = feed.get(timeout=0.5)
+        item = feed.get(timeout=0.3 if reached else 0.5)
         if item is not None:
             got.append(item)
-        elif reaches(reader.position(), wanted) and feed.get(timeout=0.3) is None:
-            return got
+        elif reached:
+            return got  # shown, and nothing more came
+        else:
+            reached = reaches(reader.position(), wanted)
 
 
 def test_a_shared_store_feed_through_a_writer_killed_and_restarted(
