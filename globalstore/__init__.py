@@ -43,6 +43,7 @@ from globalstore.errors import (
 )
 from globalstore.follow.topic import end_offsets
 from globalstore.listeners import StoreListener
+from globalstore.read.changes import Change, ChangeFeed, Resync
 from globalstore.read.protocols import (
     ArrowOptions,
     FollowingStore,
@@ -62,6 +63,8 @@ __all__ = [
     "AuthenticationError",
     "AuthorizationError",
     "BrokerUnavailable",
+    "Change",
+    "ChangeFeed",
     "ConfigurationError",
     "ConversionFailed",
     "DamagedLayoutError",
@@ -74,6 +77,7 @@ __all__ = [
     "InvalidValue",
     "OffsetsOutOfRange",
     "ReadOnlyStore",
+    "Resync",
     "RetriableError",
     "RocksDBOptions",
     "ScanFilters",

@@ -1,13 +1,16 @@
 """What a following store thread does between batches, a bounded step at a time so that no
-batch waits long: the recount after a bulk restore, an eager migration, indexes new to the
-stored values (one job after the other), and beside them the purge of expired keys."""
+batch waits long: note whether it holds the topic's end, the recount after a bulk restore,
+an eager migration, indexes new to the stored values (one job after the other), and beside
+them the purge of expired keys."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from globalstore.config import StoreConfig
+from globalstore.follow.health import Health
 from globalstore.follow.prepare import Prepared
 from globalstore.listeners import StoreListener
 from globalstore.shaping import ttl
@@ -37,12 +40,13 @@ class Chores:
         )  # fmt: skip
         self.jobs: list[Callable[[], bool]] = []  # each step True once its job is done
         self.purge: ttl.Purge | None = None
+        self._marked = time.monotonic()  # when "in sync" was last written to the store
 
     def queue(self, prepared: Prepared, recount: bool) -> None:
         """The jobs of a store just ready: the recount if asked (after a bulk restore: from
         here on every apply is exact and adds its change to it), then the eager migration
         and the indexes new to the stored values, if pending."""
-        self.purge = prepared.purge
+        self.purge, self._marked = prepared.purge, time.monotonic()
         if recount:
             # Counting 1M keys takes about a second: in chunks between follow batches.
             self.storage.begin_recount()
@@ -50,9 +54,15 @@ class Chores:
         jobs = (prepared.migration, prepared.indexing)
         self.jobs += [job.step for job in jobs if job is not None and job.pending]
 
-    def step(self) -> bool:
-        """A step of the job under way and one of the purge: whether there is more to do at
-        once (the follower then takes records without waiting for them)."""
+    def step(self, now: float, health: Health) -> bool:
+        """Note the sync, take a step of the job under way and one of the purge: whether
+        there is more to do at once (the follower then takes records without waiting)."""
+        # Record "in sync at this wall time" now and then, so a restart can tell a quiet
+        # topic from a long absence (the delete.retention.ms check in plan.py).
+        in_sync = health.track_sync(now, self.storage.state.positions)
+        if in_sync and now - self._marked > self.config.heartbeat_interval:
+            self._marked = now
+            self.storage.mark_in_sync(int(time.time() * 1000))
         if self.jobs and self.jobs[0]():
             self.jobs.pop(0)
         # Beside the jobs, never after them: expired keys must not wait for a long migration

@@ -21,7 +21,7 @@ from confluent_kafka import KafkaError
 from globalstore.config import StoreConfig
 from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals
 
-__all__ = ["Health", "silence_after"]
+__all__ = ["Health", "for_store", "silence_after"]
 
 log = logging.getLogger(__name__)
 

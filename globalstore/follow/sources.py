@@ -34,11 +34,14 @@ from globalstore.shaping import transform
 from globalstore.storage import Applied, Record, Records, Storage
 
 __all__ = [
+    "NO_SINK",
     "BatchSource",
+    "ChangeSink",
     "ConsumerSource",
     "FollowBatch",
     "MessageRecords",
     "NativeSource",
+    "Seen",
     "SourceBatch",
     "is_plain",
     "native_source",
@@ -74,6 +77,27 @@ class BatchSource(Protocol):
     def close(self) -> None: ...
 
 
+class ChangeSink(Protocol):
+    """Where the records of each applied batch go while `active` (read/changes.py Feeds: a
+    store's change feeds). Not active, it costs the follower one look a batch."""
+
+    active: bool
+
+    def publish(self, source: object, records: Sequence[Record]) -> None:
+        """The records `source` (a storage) has just made visible to queries."""
+        ...
+
+
+class _NoSink:
+    active = False
+
+    def publish(self, source: object, records: Sequence[Record]) -> None:
+        pass
+
+
+NO_SINK: ChangeSink = _NoSink()
+
+
 class ConsumerSource:
     """The thread's consumer. Restoring: big batches. Following: ONE consumer call a batch
     (each call hands the GIL over, and getting it back behind busy threads costs a switch
@@ -82,9 +106,14 @@ class ConsumerSource:
     a few ms. The batch grows while the follower is behind (FollowBatch)."""
 
     def __init__(
-        self, consumer: StoreConsumer, config: StoreConfig, exact_count: bool, changes: bool
+        self,
+        consumer: StoreConsumer,
+        config: StoreConfig,
+        exact_count: bool,
+        changes: bool,
+        sink: ChangeSink = NO_SINK,
     ) -> None:
-        self.consumer, self.config = consumer, config
+        self.consumer, self.config, self.sink = consumer, config, sink
         self.exact_count = exact_count  # look up each key to keep the live-key count exact
         self.changes = changes  # list the keys each batch changed (a listener wants them)
         self.restoring = True
@@ -117,7 +146,12 @@ class ConsumerSource:
         transformed = None if self.transformer is None else self.transformer.records(records)
         if transformed is not None:
             records = transformed
-        applied = storage.apply(records, ends, self.exact_count, now_ms, changes=self.changes)
+        seen = Seen(records) if self.sink.active else None
+        applied = storage.apply(
+            records if seen is None else seen, ends, self.exact_count, now_ms, changes=self.changes
+        )
+        if seen is not None:  # after the commit: the batch is visible to queries
+            self.sink.publish(storage, seen.records)
         return SourceBatch(applied, events, 0 if transformed is None else transformed.failures)
 
     def _batch(self) -> list[Any]:
@@ -202,6 +236,26 @@ class MessageRecords:
             (m.key(), m.value(), m.headers(), m.partition(), m.offset(), m.timestamp()[1])
             for m in self._messages
         )
+
+
+class Seen:
+    """Records as storage reads them (transformed, if the store transforms), each kept for
+    the change feeds as it goes by."""
+
+    __slots__ = ("_of", "records")
+
+    def __init__(self, of: Records) -> None:
+        self._of = of
+        self.records: list[Record] = []
+
+    def __len__(self) -> int:
+        return len(self._of)
+
+    def __iter__(self) -> Iterator[Record]:
+        keep = self.records.append
+        for record in self._of:
+            keep(record)
+            yield record
 
 
 class NativeSource:

@@ -26,13 +26,15 @@ from confluent_kafka import Consumer
 
 from globalstore import status as state
 from globalstore.config import StoreConfig
-from globalstore.errors import GlobalStoreError
+from globalstore.errors import BrokerUnavailable, GlobalStoreError, StartTimeout
 from globalstore.follow import events, health
 from globalstore.follow.chores import Chores
 from globalstore.follow.prepare import Preparation, Prepare, Prepared
 from globalstore.follow.progress import RestoreLog
 from globalstore.follow.sources import (
+    NO_SINK,
     BatchSource,
+    ChangeSink,
     ConsumerSource,
     NativeSource,
     SourceBatch,
@@ -40,6 +42,7 @@ from globalstore.follow.sources import (
 )
 from globalstore.kafka.clients import StoreConsumer, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
+from globalstore.shaping import ttl
 from globalstore.shaping.migrate import Migration
 from globalstore.status import State
 from globalstore.storage import Storage
@@ -72,6 +75,18 @@ class ThreadStatus:
     transform_failures: int = 0  # records the transform raised on (their keys kept)
     purged: int = 0  # expired keys deleted since this start (ttl.py)
 
+    def not_ready(self, topic: str, where: str, timeout: float) -> GlobalStoreError:
+        """The error of a start() this thread did not finish within `timeout` seconds."""
+        if not self.ever_connected:
+            return BrokerUnavailable(
+                f"no Kafka broker answered at {where} within {timeout}s "
+                f"(last error: {self.last_error})"
+            )
+        return StartTimeout(
+            f"store for {topic!r} at {where} did not finish restoring within "
+            f"{timeout}s (state {self.state.value}, last error: {self.last_error})"
+        )
+
     def staleness(self, lag: Mapping[int, int]) -> float | None:
         """Seconds since the thread last held the topic's end while connected: 0 while it
         does, None if it never did since it started following. It looks after every batch
@@ -99,9 +114,11 @@ class StoreThread(threading.Thread):
         bootstrap_from: str | Path | None = None,
         consumer_factory: Callable[[dict[str, Any]], StoreConsumer] = Consumer,
         prepare: Prepare | None = None,
+        changes: ChangeSink = NO_SINK,
     ) -> None:
         """`rpc_timeout` bounds each broker request while preparing; `bootstrap_from` is a
-        peer snapshot to rebuild from. `prepare` replaces the preparation (tests)."""
+        peer snapshot to rebuild from. `prepare` replaces the preparation (tests). `changes`
+        gets the records of each batch applied while following (the store's change feeds)."""
         super().__init__(name=f"globalstore-{config.topic}", daemon=True)
         self.config, self.storage, self.on_applied = config, storage, on_applied
         self.listener = fan_out(listeners)
@@ -111,6 +128,7 @@ class StoreThread(threading.Thread):
             config, storage, self._health, rpc_timeout, bootstrap_from
         )
         self._consumer_factory = consumer_factory
+        self._changes = changes
         self.ready = threading.Event()  # set when RUNNING, or when the thread ends
         self.status = ThreadStatus()
         self._state = State.CREATED
@@ -124,28 +142,22 @@ class StoreThread(threading.Thread):
         self._chores = Chores(
             config, storage, self.listener, self._report_changes, on_applied, self._publish
         )
-        self._last_mark = time.monotonic()
+        self._python_wanted = False  # a change feed needs each record: no C loop following
+        self._in_python = threading.Event()  # set once the C loop no longer follows
+
+    def follow_in_python(self, timeout: float) -> bool:
+        """Have the thread's own consumer follow from its next batch on (a change feed needs
+        each record, which the C loop does not hand out); True once it does."""
+        self._python_wanted = True
+        return self._in_python.wait(timeout)
 
     def stop(self) -> None:
         self._stop_event.set()
 
     def _publish(self) -> None:
-        h, prepared = self._health, self._prepared
-        self.status = ThreadStatus(
-            state=self._state,
-            error=self._error,
-            high=dict(h.high),
-            connected=h.connected,
-            ever_connected=h.ever_connected,
-            in_sync_at=h.in_sync_at,
-            last_error=h.last_error,
-            restored_at_ms=self._restored_at_ms,
-            rebuild_reason=None if prepared is None else prepared.rebuild_reason,
-            skipped_records=self._skipped,
-            transform_failures=self._transform_failures,
-            purged=0 if self._chores.purge is None else self._chores.purge.purged,
-            **({} if prepared is None else _migration_status(prepared.migration)),
-        )
+        purge, counts = self._chores.purge, (self._skipped, self._transform_failures)
+        self.status = _status(self._state, self._error, self._health, self._prepared, purge,
+                              self._restored_at_ms, counts)  # fmt: skip
 
     def _enter(self, new: State) -> None:
         old, self._state = self._state, state.enter(self._state, new)
@@ -180,17 +192,21 @@ class StoreThread(threading.Thread):
                 log.exception("store thread for %s died", self.config.topic)
         finally:
             self.ready.set()
+            self._in_python.set()  # no C loop follows any more
             self.on_applied()  # wakes the waiters, which then see it stopped
             if consumer is not None:
                 consumer.close()
 
     def _loop(self, consumer: StoreConsumer, prepared: Prepared, conf: dict[str, Any]) -> None:
         plan, config, known = prepared.plan, self.config, self._health
-        follow = ConsumerSource(consumer, config, plan.exact_count, self._report_changes)
+        follow = ConsumerSource(
+            consumer, config, plan.exact_count, self._report_changes, self._changes
+        )
         native = native_source(config, conf, plan, self._report_changes, consumer, known.on_stats)
         source: BatchSource = follow if native is None else native
         if native is None:
             follow.assign(plan.start_offsets)
+            self._in_python.set()
         known.high = dict(plan.end_offsets)
         self._enter(State.RESTORING)
         self._restore = RestoreLog(config.topic, self.storage.path, plan)
@@ -199,13 +215,14 @@ class StoreThread(threading.Thread):
             source = self._maybe_ready(source, follow)
             next_metadata = time.monotonic() + config.metadata_interval
             while not self._stop_event.is_set():
+                if self._python_wanted and source is not follow and self.ready.is_set():
+                    source = self._to_consumer(source, follow)
                 self._report(source.apply(self.storage, _now_ms()))
                 now = time.monotonic()
                 if self._state is State.RESTORING:
                     source = self._maybe_ready(source, follow)
                 else:  # following: note the sync, take a step of the chores
-                    self._track_sync(now)
-                    source.busy = self._chores.step()
+                    source.busy = self._chores.step(now, self._health)
                 if now >= next_metadata:
                     next_metadata = now + config.metadata_interval
                     source = self._discover_partitions(source, follow)
@@ -241,7 +258,7 @@ class StoreThread(threading.Thread):
         if any(positions.get(p, 0) < end for p, end in prepared.plan.end_offsets.items()):
             return source
         if isinstance(source, NativeSource) and not source.follow():
-            source = follow.take_over(source, prepared.plan.start_offsets, positions)
+            source = self._to_consumer(source, follow)
         follow.restoring = False
         self._chores.queue(prepared, recount=not follow.exact_count)
         follow.exact_count = True
@@ -249,19 +266,11 @@ class StoreThread(threading.Thread):
         self.storage.mark_restored(self._restored_at_ms)
         seconds = self._restore.done()
         self.listener.on_restore_end(self.config.topic, self._restore.records, seconds)
-        self._health.in_sync_at = self._last_mark = time.monotonic()
+        self._health.in_sync_at = time.monotonic()
         self._enter(State.RUNNING)
         self.ready.set()
         self.on_applied()  # wakes those waiting until ready
         return source
-
-    def _track_sync(self, now: float) -> None:
-        # Record "in sync at this wall time" now and then, so a restart can tell a quiet
-        # topic from a long absence (the delete.retention.ms check in plan.py).
-        in_sync = self._health.track_sync(now, self.storage.state.positions)
-        if in_sync and now - self._last_mark > self.config.heartbeat_interval:
-            self._last_mark = now
-            self.storage.mark_in_sync(_now_ms())
 
     def _discover_partitions(self, source: BatchSource, follow: ConsumerSource) -> BatchSource:
         """Pick up partitions added to the topic while running (the C loop, which cannot,
@@ -276,11 +285,16 @@ class StoreThread(threading.Thread):
         for p in new:
             self._health.high[p] = 0
         if source is not follow:
-            assert self._prepared is not None  # set before the loop runs
-            starts, positions = self._prepared.plan.start_offsets, self.storage.state.positions
-            follow.take_over(source, starts, positions)
+            self._to_consumer(source, follow)
         follow.add_partitions(new)
         return follow
+
+    def _to_consumer(self, source: BatchSource, follow: ConsumerSource) -> ConsumerSource:
+        """The thread's consumer in the C loop's place, from the stored positions."""
+        assert self._prepared is not None  # set before the loop runs
+        starts, positions = self._prepared.plan.start_offsets, self.storage.state.positions
+        self._in_python.set()
+        return follow.take_over(source, starts, positions)
 
 
 def _drop_locals(exc: BaseException) -> None:
@@ -292,6 +306,33 @@ def _drop_locals(exc: BaseException) -> None:
     while seen is not None:
         traceback.clear_frames(seen.__traceback__)
         seen = seen.__cause__ or seen.__context__
+
+
+def _status(
+    state: State,
+    error: BaseException | None,
+    h: health.Health,
+    prepared: Prepared | None,
+    purge: ttl.Purge | None,
+    restored_at_ms: int | None,
+    counts: tuple[int, int],
+) -> ThreadStatus:
+    """The thread's picture: `counts` are the records skipped and the transform's failures."""
+    return ThreadStatus(
+        state=state,
+        error=error,
+        high=dict(h.high),
+        connected=h.connected,
+        ever_connected=h.ever_connected,
+        in_sync_at=h.in_sync_at,
+        last_error=h.last_error,
+        restored_at_ms=restored_at_ms,
+        rebuild_reason=None if prepared is None else prepared.rebuild_reason,
+        skipped_records=counts[0],
+        transform_failures=counts[1],
+        purged=0 if purge is None else purge.purged,
+        **({} if prepared is None else _migration_status(prepared.migration)),
+    )
 
 
 def _migration_status(migration: Migration) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from globalstore.errors import (
 )
 from globalstore.read.protocols import reaches, serving
 from globalstore.server import bodies, openapi, params
+from globalstore.server.changes import ChangeSource, sse_chunks
 from globalstore.server.guard import Guard
 from globalstore.server.metrics import Metrics, stopped_by
 from globalstore.server.params import BadRequest
@@ -107,6 +108,9 @@ class Api:
         self.exports = Slots("export", settings.max_exports, 1, streams.labels("export"))
         # A snapshot runs for minutes: retrying every second would only add load.
         self.snapshots = Slots("snapshot", settings.max_snapshots, 5, streams.labels("snapshot"))
+        # Change streams last as long as their clients: capped like exports, in a pool of
+        # their own so that they never keep an export from running.
+        self.feeds = Slots("changes", settings.max_exports, 1, streams.labels("changes"))
         self._openapi = orjson.dumps(openapi.document(settings))
 
     def routes(self) -> list[Route]:
@@ -115,6 +119,7 @@ class Api:
             ("/v1/keys", "keys", self.list_keys),
             ("/v1/indexes/{name}", "indexes", self.find),
             ("/v1/export", "export", self.export),
+            ("/v1/changes", "changes", self.changes),
             ("/v1/count", "count", self.count),
             ("/v1/status", "status", self.status),
             ("/v1/snapshot", "snapshot", self.snapshot),
@@ -284,6 +289,15 @@ class Api:
             yield from bodies.ndjson_chunks(scan, size, self.metrics.decode_errors.inc)
 
         return await self._stream(request, self.exports, chunks(), "application/x-ndjson")
+
+    async def changes(self, request: Request) -> Response:
+        """Server-sent events of the changes applied from now on (server/changes.py)."""
+        store, prefix = self.served.store, params.text(request.query_params, "prefix")
+        if not isinstance(store, ChangeSource):
+            return _json({"error": f"a {type(store).__name__} has no change feed"}, 501)
+        events = sse_chunks(store, prefix, self.settings.keepalive, self.settings.export_chunk)
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return await self._stream(request, self.feeds, events, "text/event-stream", headers)
 
     async def _stream(
         self,

@@ -280,6 +280,25 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                     },
                 }
             },
+            "/v1/changes": {
+                "get": {
+                    "summary": "Server-sent events: each change applied from now on",
+                    "description": "`start` {position} first, then `change` {key, value "
+                    "(null: deleted), partition, offset} (id partition:offset) in offset order "
+                    "per partition. A client that reads too slowly gets one `resync` {reason}: "
+                    "re-read what you care about; the changes after it are complete. A "
+                    "comment line while idle; the stream ends when the store closes.",
+                    "parameters": [_RANGE_PARAMS[0], *_WAIT_PARAMS],
+                    "responses": {
+                        "200": {
+                            "description": "text/event-stream",
+                            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                        },
+                        "501": _json(_ERROR, "This store has no change feed."),
+                        **_stream_errors("changes", settings.max_exports),
+                    },
+                }
+            },
             "/v1/count": {
                 "get": {
                     "summary": "Number of live keys",

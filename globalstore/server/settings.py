@@ -37,3 +37,4 @@ class ServerSettings:
     idle_timeout: float = 30.0  # seconds a stream waits on a client that stopped reading
     # False where the store is read, not written (serve --workers): /v1/snapshot answers 409.
     snapshots: bool = True
+    keepalive: float = 15.0  # seconds between two comments of an idle /v1/changes stream

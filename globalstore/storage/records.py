@@ -20,7 +20,17 @@ from globalstore.codec import (
     value_format,
 )
 
-__all__ = ["Applied", "Delete", "Headers", "NativeBatch", "Put", "Record", "Records", "fill"]
+__all__ = [
+    "Applied",
+    "Delete",
+    "Headers",
+    "NativeBatch",
+    "Put",
+    "Record",
+    "Records",
+    "fill",
+    "written",
+]
 
 Put = Callable[[bytes, bytes], object]
 Delete = Callable[[bytes], object]
@@ -107,6 +117,18 @@ def fill(
 
 
 _DECLARED_FORMAT = format_headers()
+
+
+def written(record: Record) -> tuple[bytes, bytes | None] | None:
+    """What fill() writes for one record, by the same rules (the change feed's view of a
+    batch, read/changes.py): (key, on-disk value or None for a delete), or None for a record
+    it leaves out (no key, or a key that is not UTF-8)."""
+    key, value, headers, p, o, timestamp = record
+    if key is None or (not key.isascii() and not _is_utf8(key)):
+        return None
+    if value is None:
+        return key, None
+    return key, HEADER.pack(LAYOUT_VERSION, value_format(headers), timestamp, p, o) + value
 
 
 def _is_utf8(key: bytes) -> bool:

@@ -6,16 +6,14 @@ import contextlib
 import dataclasses
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Unpack
 
 from globalstore.config import OnOutOfRange, StoreConfig, StoreSettings
 from globalstore.converters import decoder
 from globalstore.errors import (
-    BrokerUnavailable,
     GlobalStoreError,
-    StartTimeout,
     StoreAlreadyStarted,
     StoreClosed,
     StoreFailed,
@@ -23,6 +21,7 @@ from globalstore.errors import (
 )
 from globalstore.follow.thread import StoreThread
 from globalstore.listeners import StoreListener
+from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed, Feeds
 from globalstore.read.protocols import (
     StoreStatus,
     behind,
@@ -34,15 +33,18 @@ from globalstore.read.queries import StoreQueries
 from globalstore.replicas import heal
 from globalstore.replicas.announce import Announcer, WriterNote, new_writer_id
 from globalstore.replicas.live import Live
-from globalstore.snapshots import archive as snapshot
+from globalstore.replicas.opening import open_storage
 from globalstore.status import State
-from globalstore.storage import DirLock, Storage
+from globalstore.storage import Storage
 from globalstore.storage.failures import reported
 from globalstore.waiting import Changes, Wait, wait_until
 
 __all__ = ["GlobalStore"]
 
 log = logging.getLogger(__name__)
+
+# How long changes() waits, beyond an idle follower's wait, for the C loop to hand over.
+_HAND_OVER_S = 5.0
 
 
 class GlobalStore(StoreQueries):
@@ -91,6 +93,7 @@ class GlobalStore(StoreQueries):
         self._announcer: Announcer | None = None  # wakes reader processes (shared_store.py)
         self._writer_id = new_writer_id()
         self._applied = Changes()  # notified after every batch applied
+        self._feeds = Feeds(self._is_live)
         self._lifecycle = threading.Lock()
         self._closed = False
         self._closing = threading.Event()  # close() was called: stops a snapshot install
@@ -140,7 +143,7 @@ class GlobalStore(StoreQueries):
                 raise StoreClosed("store was closed; create a new GlobalStore")
             if self._live is not None:
                 raise StoreAlreadyStarted("start() was already called")
-            storage = self._open_storage(timeout)
+            storage = open_storage(self.config, self._bootstrap_from, timeout, self._closing)
             try:
                 return self._launch(storage, timeout)
             except BaseException:  # release all it took: a new start() may follow at once
@@ -155,35 +158,7 @@ class GlobalStore(StoreQueries):
         error to raise."""
         status = thread.status
         self._shutdown()
-        where = self.config.bootstrap_servers
-        if not status.ever_connected:
-            return BrokerUnavailable(
-                f"no Kafka broker answered at {where} within {timeout}s "
-                f"(last error: {status.last_error})"
-            )
-        return StartTimeout(
-            f"store for {self.topic!r} at {where} did not finish restoring within "
-            f"{timeout}s (state {status.state.value}, last error: {status.last_error})"
-        )
-
-    def _open_storage(self, timeout: float) -> Storage:
-        """Lock the directory first (then no other process installs into it or runs it),
-        drop what a killed process left there, install the snapshot into an empty store
-        (within `timeout`, or until close()) and open the database. The lock is released if
-        any of it fails."""
-        lock = DirLock(self.config.path)
-        try:
-            snapshot.remove_stale_checkpoints(self.config.path)  # the lock says none is in use
-            if self._bootstrap_from is not None:
-                snapshot.install(
-                    self._bootstrap_from, self.config.path, timeout=timeout, cancel=self._closing
-                )
-            if self._closing.is_set():
-                raise StoreClosed(f"store for {self.topic!r} was closed while starting")
-            return Storage(self.config.path, self.config.rocksdb, lock=lock)
-        except BaseException:
-            lock.release()
-            raise
+        return status.not_ready(self.topic, self.config.bootstrap_servers, timeout)
 
     def _launch(self, storage: Storage, timeout: float) -> StoreThread:
         """Start the thread filling `storage` (locked and open), the announcer and the healer,
@@ -198,9 +173,7 @@ class GlobalStore(StoreQueries):
             self._announcer = Announcer(path, self._writer_note)
         thread.start()
         if self.config.out_of_range is OnOutOfRange.REBUILD:
-            self._healer = heal.Healer(
-                self.config, self._live, self._make_thread, self._notify_applied
-            )
+            self._healer = heal.Healer(self.config, self._live, self._make_thread, self._swapped)
             self._healer.start()
         return thread
 
@@ -229,6 +202,7 @@ class GlobalStore(StoreQueries):
         self._closing.set()  # first: start() holds the lifecycle lock while installing
         self._closed = True
         self._shutdown()
+        self._feeds.end()
 
     def _shutdown(self) -> None:
         with self._lifecycle:
@@ -279,6 +253,7 @@ class GlobalStore(StoreQueries):
             self._notify_applied,
             rpc_timeout=rpc_timeout,
             bootstrap_from=bootstrap_from,
+            changes=self._feeds,
         )
 
     def _replica(self) -> heal.Replica:
@@ -358,6 +333,28 @@ class GlobalStore(StoreQueries):
         not exist): data and offsets of one instant, so a new instance can start from it
         (bootstrap_from). Table files are hard-linked when `dest` is on the same file system."""
         self._ready_storage().checkpoint(Path(dest))
+
+    def changes(
+        self, prefix: str | None = None, keys: Iterable[str] | None = None, *,
+        buffer: int = DEFAULT_BUFFER,
+    ) -> ChangeFeed:  # fmt: skip
+        """A feed of the changes the store applies from now on to the keys under `prefix`
+        and/or among `keys` (all when neither), each once it is visible to queries, in
+        offset order per partition: Change(key, value or None for a delete, partition,
+        offset). Past `buffer` records not taken, one Resync item replaces them: re-read
+        then. Close it (or use `with`). StoreNotReady until the store is ready."""
+        # The C loop does not hand out each record: the thread's consumer follows from now on.
+        self._copy().thread.follow_in_python(self.config.poll_timeout + _HAND_OVER_S)
+        return self._feeds.subscribe(self.topic, self._decode, prefix, keys, buffer)
+
+    def _is_live(self, storage: object) -> bool:
+        live = self._live
+        return live is not None and live.current.storage is storage
+
+    def _swapped(self) -> None:
+        """A heal swapped in a copy rebuilt from the topic: feeds resync, waiters wake."""
+        self._feeds.resync("the store was rebuilt from the topic")
+        self._notify_applied()
 
     def _raise_if_stopped(self) -> None:
         """For calls that wait on the store thread: it must be there and not stopped."""

@@ -2,7 +2,8 @@
 
 For the shell and for debugging: it opens the RocksDB files in read-only mode, so it works
 while an application holds the store, and sees what that store had written when it was
-opened. It never talks to Kafka; status() is what the store's own files say.
+opened. It never talks to Kafka; status() is what the store's own files say. It has no
+changes(): what it shows never changes (a SharedStore follows a running writer, and has).
 """
 
 from __future__ import annotations

@@ -18,14 +18,15 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from globalstore import codec
-from globalstore.config import RocksDBOptions, check_seconds
+from globalstore.config import RocksDBOptions, StoreConfig, check_seconds
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import (
+    ConfigurationError,
     GlobalStoreError,
     StartTimeout,
     StorageError,
@@ -33,6 +34,7 @@ from globalstore.errors import (
     StoreClosed,
     StoreNotReady,
 )
+from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed, Feeds
 from globalstore.read.copy import Copy
 from globalstore.read.protocols import (
     StoreStatus,
@@ -47,6 +49,7 @@ from globalstore.replicas.announce import HEARTBEAT_S, BatchCounter, WakeSocket,
 from globalstore.replicas.live import Live
 from globalstore.status import State
 from globalstore.storage import Storage
+from globalstore.stores.topic_changes import TopicChanges
 from globalstore.waiting import Changes, Wait, wait_until
 
 __all__ = ["WRITER_SILENT_S", "SharedStore"]
@@ -78,9 +81,12 @@ class SharedStore(StoreQueries):
         value_format: int = codec.VALUE_FORMAT_VERSION,
         converters: Mapping[int, Callable[[Any], Any]] | None = None,
         max_staleness: float | None = None,
+        bootstrap_servers: str | None = None,
+        kafka_config: Mapping[str, Any] | None = None,
     ) -> None:
         """value_format and converters as for GlobalStore: the format queries answer in;
-        max_staleness as for GlobalStore, of what this reader shows."""
+        max_staleness as for GlobalStore, of what this reader shows; bootstrap_servers and
+        kafka_config as for GlobalStore, for changes() alone (it reads the topic)."""
         check_seconds("max_staleness", max_staleness)
         self.path = Path(path)
         self._max_staleness = max_staleness
@@ -101,6 +107,9 @@ class SharedStore(StoreQueries):
         self._batches: BatchCounter | None = None  # the writer's, once a copy is open
         self._caught_up_to = -1  # its value before the last catch-up
         self._catching_up = threading.Lock()
+        self._kafka = (bootstrap_servers, dict(kafka_config or {}))
+        self._feeds = Feeds()
+        self._topic_changes: TopicChanges | None = None  # reads the topic for the feeds
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -150,6 +159,7 @@ class SharedStore(StoreQueries):
         """Stop catching up and close the copy. Idempotent."""
         self._closed = True
         self._stop_following()
+        self._feeds.end()
         live, self._live = self._live, None
         if live is not None:
             live.close()
@@ -160,6 +170,10 @@ class SharedStore(StoreQueries):
 
     def _stop_following(self) -> None:
         self._stopped.set()
+        changes, self._topic_changes = self._topic_changes, None
+        if changes is not None:
+            changes.stop()
+            changes.join()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
@@ -314,6 +328,45 @@ class SharedStore(StoreQueries):
             check_partitions(wanted, known, self.topic)
 
         return Wait(self._changed, lambda: reaches(self.position(), wanted), check)
+
+    def changes(
+        self, prefix: str | None = None, keys: Iterable[str] | None = None, *,
+        buffer: int = DEFAULT_BUFFER,
+    ) -> ChangeFeed:  # fmt: skip
+        """As GlobalStore.changes(), each change once this reader shows it; read from the
+        topic (stores/topic_changes.py), so it needs the bootstrap_servers (and kafka_config)
+        given to this SharedStore. ConfigurationError without them, or for a store with a
+        transform (the topic's values are not the stored ones: take the writer's feed). A
+        move to another copy of the store (a writer's restart or rebuild) is a Resync."""
+        copy = self._copy()
+        with self._catching_up:
+            if self._topic_changes is None:
+                self._topic_changes = self._read_topic(copy)
+                self._topic_changes.start()
+        return self._feeds.subscribe(self.topic, self._decode, prefix, keys, buffer)
+
+    def _read_topic(self, copy: _WriterCopy) -> TopicChanges:
+        bootstrap, kafka_config = self._kafka
+        if bootstrap is None:
+            raise ConfigurationError(
+                f"the shared store at {self.path} reads its changes from the topic: give it "
+                "bootstrap_servers (and kafka_config) as its writer has them"
+            )
+        if copy.storage.read_meta().transform_version is not None:
+            raise ConfigurationError(
+                f"the store at {self.path} has a transform: its values are not the topic's, "
+                "so its readers have no change feed; the writer's GlobalStore.changes() has"
+            )
+        config = StoreConfig(self.topic, bootstrap, self.path, kafka_config=kafka_config)
+        return TopicChanges(config, self._feeds, self._reading)
+
+    def _reading(self) -> tuple[object, Mapping[int, int]]:
+        """The copy this reader reads and its positions (the feed's reading of the topic)."""
+        live = self._live
+        if live is None:
+            return None, {}
+        copy = live.current
+        return copy, dict(copy.storage.state.positions)
 
     def checkpoint(self, dest: str | Path) -> None:
         """Refused: a secondary instance cannot write a complete checkpoint."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 from globalstore.codec import Entry
 from globalstore.errors import StoreClosed
 from globalstore.read import arrow
+from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed
 from globalstore.read.protocols import ArrowOptions, ScanFilters, ScanOptions, StoreStatus
 from globalstore.replicas.live import Live
 from globalstore.storage import Storage
@@ -136,6 +137,14 @@ class SwitchingStore:
 
     def status(self) -> StoreStatus:
         return self._live.current.status()
+
+    def changes(
+        self, prefix: str | None = None, keys: Iterable[str] | None = None, *,
+        buffer: int = DEFAULT_BUFFER,
+    ) -> ChangeFeed:  # fmt: skip
+        """The active store's feed (GlobalStore.changes()). A switch closes that store, which
+        ends the feed: open one again, on the store switched to, and re-read."""
+        return self._on_active(lambda store: store.changes(prefix, keys, buffer=buffer))
 
     def items(self, **filters: Unpack[ScanOptions]) -> Iterator[tuple[str, Any]]:
         """As GlobalStore.items: one store's view."""

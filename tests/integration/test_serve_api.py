@@ -316,6 +316,7 @@ def test_bearer_token_protects_every_route_but_the_probes(
             "/v1/count",
             "/v1/status",
             "/v1/export",
+            "/v1/changes",
             "/v1/snapshot",
             "/metrics",
             "/openapi.json",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from globalstore import GlobalStore, StoreListener
+from globalstore import GlobalStore, Resync, StoreListener
 from globalstore.replicas.heal import BESIDE
 from tests.integration.store_support import HeldRestore, produce
 from tests.integration.test_store_hazards import _create_when_deleted
@@ -131,7 +131,7 @@ def test_a_store_heals_again_each_time_its_topic_is_recreated(
     produce(kafka_bootstrap, topic, list(generations[0].items()))
     gate = Gate()
     store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", listeners=[gate])
-    with store.start(timeout=30):
+    with store.start(timeout=30), store.changes() as feed:
         for heals, generation in enumerate(generations[1:], start=1):
             _recreate(kafka_admin, kafka_bootstrap, topic, gate, generation)
             deadline = time.monotonic() + 60
@@ -139,6 +139,11 @@ def test_a_store_heals_again_each_time_its_topic_is_recreated(
                 assert time.monotonic() < deadline, (heals, store.status())
                 time.sleep(0.05)
             assert dict(store.items()) == generation, heals
+            # The change feed: the sentinel the old copy applied, then one resync for the
+            # swap; nothing of the rebuild's restore (it was not what queries read).
+            items = list(iter(lambda: feed.get(timeout=0.3), None))
+            assert items[-1] == Resync("the store was rebuilt from the topic"), items
+            assert {getattr(i, "key", None) for i in items[:-1]} <= {"sentinel"}, items
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as again:
         assert again.status().rebuild_reason is None  # the newest copy was kept
         assert dict(again.items()) == generations[-1]

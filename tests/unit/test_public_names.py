@@ -5,7 +5,8 @@ from __future__ import annotations
 import globalstore
 
 PUBLIC = {
-    "ArrowOptions", "AuthenticationError", "AuthorizationError", "BrokerUnavailable",
+    "ArrowOptions", "AuthenticationError", "AuthorizationError", "BrokerUnavailable", "Change",
+    "ChangeFeed", "Resync",
     "ConfigurationError", "ConversionFailed", "DamagedLayoutError", "Entry", "FatalError",
     "FollowingStore", "GlobalStore", "GlobalStoreError", "IndexNotReady", "InvalidValue",
     "OffsetsOutOfRange", "ReadOnlyStore", "RetriableError", "RocksDBOptions", "ScanFilters",

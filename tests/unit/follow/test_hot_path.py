@@ -18,12 +18,14 @@ from typing import Any
 
 import pytest
 
+from globalstore import codec
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
 from globalstore.follow.plan import Plan
 from globalstore.follow.prepare import Prepared
-from globalstore.follow.sources import FollowBatch
+from globalstore.follow.sources import NO_SINK, ChangeSink, FollowBatch
 from globalstore.follow.thread import StoreThread
+from globalstore.read.changes import Change, Feeds
 from globalstore.replicas.announce import Announcer
 from globalstore.shaping.migrate import Migration
 from globalstore.storage import Storage
@@ -109,7 +111,11 @@ def store(tmp_path: Path) -> Iterator[GlobalStore]:
 
 
 def _follow(
-    store: GlobalStore, consumer: CountingConsumer, config: StoreConfig, tally: Tally
+    store: GlobalStore,
+    consumer: CountingConsumer,
+    config: StoreConfig,
+    tally: Tally,
+    changes: ChangeSink = NO_SINK,
 ) -> int:
     """Restore one record, queue BACKLOG more at once, and follow them with the tally on
     from the first backlog batch applied to the last: the batches it applied meanwhile."""
@@ -137,7 +143,7 @@ def _follow(
 
     thread = StoreThread(
         config, storage, (), store._notify_applied,
-        consumer_factory=lambda _conf: consumer, prepare=prepare,
+        consumer_factory=lambda _conf: consumer, prepare=prepare, changes=changes,
     )  # fmt: skip
     tally.thread = thread
     threading.setprofile(tally.profile)
@@ -148,7 +154,7 @@ def _follow(
     try:
         assert thread.ready.wait(10)
         consumer.asked.clear()  # the restore's
-        consumer.partitions[0] += messages(*((f"k{i}", "v") for i in range(BACKLOG)), start=1)
+        consumer.partitions[0] += messages(*((f"k{i}", '"v"') for i in range(BACKLOG)), start=1)
         _eventually(lambda: storage.state.positions.get(0) == 1 + BACKLOG, "the backlog applied")
     finally:
         thread.stop()
@@ -170,6 +176,29 @@ def test_a_batch_makes_one_consumer_call_and_hands_nothing_else_over(
     batches = _follow(store, consumer, config, tally)
     assert batches >= 10  # enough batches for the count to mean something
     assert dict(tally.calls) == {"consumer.consume": batches}
+
+
+def test_a_change_feed_adds_no_call_that_hands_the_gil_over(
+    store: GlobalStore, tmp_path: Path
+) -> None:
+    """A feed whose consumer sleeps between batches is woken by releasing a lock (which never
+    waits), and its buffer takes each batch by an append."""
+    tally, feeds = Tally(), Feeds()
+    got: list[object] = []
+    feed = feeds.subscribe(TOPIC, codec.decode)
+    consumer_thread = threading.Thread(target=lambda: got.extend(feed))
+    consumer_thread.start()
+    consumer = CountingConsumer(tally, {0: messages(("a", "1"))})
+    config = _config(tmp_path / "store", follow_batch_size=50, follow_batch_max=400)
+    try:
+        batches = _follow(store, consumer, config, tally, feeds)
+    finally:
+        feeds.end()
+        consumer_thread.join(10)
+    assert batches >= 10
+    assert dict(tally.calls) == {"consumer.consume": batches}
+    assert got[0] == Change("a", 1, 0, 0)  # subscribed before the restore: it is there too
+    assert got[1:] == [Change(f"k{i}", "v", 0, 1 + i) for i in range(BACKLOG)]
 
 
 def test_a_waiter_is_still_woken(store: GlobalStore) -> None:

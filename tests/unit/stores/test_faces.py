@@ -14,17 +14,26 @@ from globalstore.status import State, enter
 ROOT = Path(__file__).resolve().parents[3]
 
 _CALLER = """
-from globalstore import FollowingStore, GlobalStore, ReadOnlyStore, StoreReader, SwitchingStore
+from globalstore import (
+    FollowingStore, GlobalStore, ReadOnlyStore, SharedStore, StoreReader, SwitchingStore,
+)
+from globalstore.server.changes import ChangeSource
 
 def read(store: StoreReader) -> None: ...
 def serve(store: FollowingStore) -> None: ...
+def stream(store: ChangeSource) -> None: ...
 
-def check(live: GlobalStore, switching: SwitchingStore, view: ReadOnlyStore) -> None:
+def check(
+    live: GlobalStore, switching: SwitchingStore, view: ReadOnlyStore, shared: SharedStore
+) -> None:
     read(live)
     read(switching)
     read(view)
     serve(live)
     serve(switching)
+    stream(live)  # GET /v1/changes
+    stream(switching)
+    stream(shared)
 """
 
 

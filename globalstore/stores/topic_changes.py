@@ -1,0 +1,122 @@
+"""The change feed of a SharedStore: the topic itself is the changelog.
+
+A reader process does not see the writer's batches, only their effect (its RocksDB secondary
+catches up). So its feeds read the topic with a consumer of their own, from the reader's
+positions, and release each record once the reader shows its partition applied past it:
+then a query here reads what the change says. That is exact because the stored value is the
+record's value (with a header): a store with a transform stores other values than the
+topic's, so its readers refuse a feed (the writer's GlobalStore.changes() has them).
+
+When the reader moves to another copy (the writer rebuilt it, or restarted and its copy is
+behind what was released), the feeds resync and reading starts again from the new copy's
+positions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from globalstore.config import StoreConfig
+from globalstore.kafka.clients import create_client
+from globalstore.read.changes import Feeds
+from globalstore.storage import Record
+
+__all__ = ["TopicChanges"]
+
+log = logging.getLogger(__name__)
+
+_WAIT_S = 0.05  # longest consumer wait: the reader's position is looked at this often
+_AHEAD = 100_000  # records read ahead of the reader at most
+
+
+class TopicChanges(threading.Thread):
+    """Reads the topic for a reader's feeds and releases what the reader shows applied."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        feeds: Feeds,
+        reader: Callable[[], tuple[object, Mapping[int, int]]],
+        consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
+    ) -> None:
+        """`reader()` says which copy the reader reads (any object; another one means it
+        moved) and that copy's positions. `consumer_factory` makes the consumer (tests)."""
+        super().__init__(name=f"globalstore-changes-{config.topic}", daemon=True)
+        self.config, self.feeds, self.reader = config, feeds, reader
+        self._consumer_factory = consumer_factory
+        self._stopped = threading.Event()
+        self._pending: dict[int, deque[Record]] = {}
+        self._next: dict[int, int] = {}  # per partition, the offset the consumer reads next
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def run(self) -> None:
+        conf = {**self.config.consumer_config(), "enable.partition.eof": False}
+        consumer = create_client(self._consumer_factory, conf, "consumer")
+        try:
+            copy, positions = self.reader()
+            self._assign(consumer, positions)
+            while not self._stopped.is_set():
+                held = sum(map(len, self._pending.values()))
+                messages = consumer.consume(1000, _WAIT_S) if held < _AHEAD else []
+                if held >= _AHEAD:
+                    self._stopped.wait(_WAIT_S)
+                self._keep(messages)
+                now, positions = self.reader()
+                if now is not copy or self._behind(positions):
+                    copy = now
+                    self.feeds.resync("the reader moved to another copy of the store")
+                    self._assign(consumer, positions)
+                    continue
+                self._release(positions)
+                if set(positions) - set(self._next):  # the topic grew
+                    self._assign(consumer, positions)
+        except Exception:
+            log.exception("the change feed of %s stopped", self.config.path)
+            self.feeds.resync("the reader's change feed stopped (see its log)")
+            self.feeds.end()
+        finally:
+            consumer.close()
+
+    def _assign(self, consumer: Any, positions: Mapping[int, int]) -> None:
+        """Read every partition from `positions` on, nothing held."""
+        self._pending = {p: deque() for p in positions}
+        self._next = dict(positions)
+        topic = self.config.topic
+        consumer.assign([TopicPartition(topic, p, o) for p, o in positions.items()])
+
+    def _keep(self, messages: list[Any]) -> None:
+        for m in messages:
+            error = m.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("change feed of %s: %s", self.config.topic, error)
+                continue
+            p = m.partition()
+            record = (m.key(), m.value(), m.headers(), p, m.offset(), m.timestamp()[1])
+            self._pending[p].append(record)
+            self._next[p] = m.offset() + 1
+
+    def _behind(self, positions: Mapping[int, int]) -> bool:
+        """The reader's copy is behind what the feeds were given (a restarted writer lost
+        unflushed batches): what it applies again may differ, so they must re-read."""
+        return any(positions.get(p, 0) < self._released(p) for p in self._next)
+
+    def _released(self, p: int) -> int:
+        pending = self._pending[p]
+        return pending[0][4] if pending else self._next[p]
+
+    def _release(self, positions: Mapping[int, int]) -> None:
+        batch: list[Record] = []
+        for p, pending in self._pending.items():
+            applied = positions.get(p, 0)
+            while pending and pending[0][4] < applied:
+                batch.append(pending.popleft())
+        self.feeds.publish(self, batch)

@@ -1,0 +1,47 @@
+"""The event stream of /v1/changes, from a feed without a store: start, changes in chunks,
+one resync past the buffer, keepalives while idle, the end with the store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from globalstore import codec
+from globalstore.codec import format_headers
+from globalstore.read.changes import ChangeFeed, Feeds
+from globalstore.server.changes import sse_chunks
+
+
+class Store:
+    def __init__(self) -> None:
+        self.feeds = Feeds()
+
+    def changes(self, prefix: str | None = None) -> ChangeFeed:
+        return self.feeds.subscribe("t", codec.decode, prefix, buffer=3)
+
+    def position(self) -> Mapping[int, int]:
+        return {1: 7, 0: 5}
+
+
+def publish(store: Store, *offsets: int) -> None:
+    records = [(b"k%d" % o, b"%d" % o, format_headers(), 0, o, 0) for o in offsets]
+    store.feeds.publish(object(), records)
+
+
+def test_the_stream_of_a_feed() -> None:
+    store = Store()
+    chunks = sse_chunks(store, "k", keepalive=0.01, most=2)
+    assert next(chunks) == b'event: start\ndata: {"position":{"0":5,"1":7}}\n\n'
+    publish(store, 5, 6, 7)
+    assert next(chunks) == (  # what is there goes in one chunk, up to `most` events
+        b'event: change\nid: 0:5\ndata: {"key":"k5","value":5,"partition":0,"offset":5}\n\n'
+        b'event: change\nid: 0:6\ndata: {"key":"k6","value":6,"partition":0,"offset":6}\n\n'
+    )
+    assert next(chunks).startswith(b"event: change\nid: 0:7\n")
+    assert next(chunks) == b": keepalive\n\n"
+    publish(store, 8)
+    publish(store, 9, 10, 11)  # a slow client: past the buffer of 3
+    assert next(chunks) == (
+        b'event: resync\ndata: {"reason":"more than 3 changes waited for this consumer"}\n\n'
+    )
+    store.feeds.end()
+    assert list(chunks) == []  # the store closed: the stream ends
