@@ -25,12 +25,14 @@ from globalstore.storage.meta import (
     K_IN_SYNC_AT,
     K_LAYOUT,
     K_MIGRATE_FROM,
+    K_QUARANTINED,
     K_RESTORED_AT,
     K_TOPIC,
     K_TOPIC_ID,
     offset_key,
     opt_int,
 )
+from globalstore.storage.quarantine import Quarantine
 from globalstore.storage.records import Applied, Delete, NativeBatch, Put, Records, fill
 from globalstore.storage.state import StorageState
 
@@ -40,7 +42,12 @@ __all__ = ["Batch"]
 class Batch:
     """One write under way: its WriteBatch, and the state the store holds once written."""
 
-    def __init__(self, state: StorageState, meta: rocksdict.ColumnFamily) -> None:
+    def __init__(
+        self,
+        state: StorageState,
+        meta: rocksdict.ColumnFamily,
+        quarantine: Quarantine | None = None,
+    ) -> None:
         self.wb = rocksdict.WriteBatch(raw_mode=True)
         self.state = state  # moved along with what is put in; published by Storage.commit
         self.logged = True  # False: skip the write-ahead log (a bulk apply)
@@ -51,6 +58,10 @@ class Batch:
         # tracked) {key: stored bytes, None if deleted}, the last write of each key.
         self.nexts: dict[int, int] = {}
         self.staged: dict[bytes, bytes | None] | None = None
+        # A store that quarantines invalid values: its quarantine, and what the batch changes
+        # in it ({key: held after the batch}; quarantine.py).
+        self.quarantine = quarantine
+        self.quarantining: dict[bytes, bool] = {}
         self._meta = meta
 
     def change(self, **fields: Any) -> None:
@@ -105,11 +116,17 @@ class Batch:
     def _staging(self, track: bool) -> tuple[Put, Delete]:
         """The put and delete a loop fills the batch's data with: the WriteBatch's own or,
         when `track` (the store has indexes or a time index), ones that also note what each
-        key was last given, in `staged`, for the indexes. Either loop (Python or C) calls
-        them, so both index alike."""
+        key was last given, in `staged`, for the indexes; in a store with a quarantine, each
+        checked first (quarantine.py). Either loop (Python or C) calls them, so both index
+        and quarantine alike."""
+        put, delete = self._tracking() if track else (self.wb.put, self.wb.delete)
+        if self.quarantine is None:
+            return put, delete
+        put, delete, self.quarantining = self.quarantine.guard(put, delete, self.put_meta)
+        return put, delete
+
+    def _tracking(self) -> tuple[Put, Delete]:
         wb = self.wb
-        if not track:
-            return wb.put, wb.delete
         staged = self.staged = {}
 
         def put(key: bytes, value: bytes) -> None:
@@ -122,6 +139,11 @@ class Batch:
 
         return put, delete
 
+    def settle(self) -> None:
+        """The batch is written: the quarantine holds what it put in."""
+        if self.quarantine is not None:
+            self.quarantine.settle(self.quarantining)
+
     def advance(self, moved: Mapping[int, int], count: int | None, now_ms: int) -> None:
         """The partitions' next offsets the batch's records moved, the wall time it is
         applied at and the live-key count after it (None: unknown until a recount)."""
@@ -130,6 +152,10 @@ class Batch:
         self.put_meta(K_APPLIED_AT, I64.pack(now_ms))
         self.put_meta(K_COUNT, None if count is None else I64.pack(count))
         self.change(positions={**self.state.positions, **moved}, count=count)
+        if self.quarantine is not None and self.quarantining:
+            held = self.quarantine.count_after(self.quarantining)
+            self.put_meta(K_QUARANTINED, I64.pack(held))
+            self.change(quarantined=held)
 
     def initialise(
         self, topic: str | None, topic_id: str | None, now_ms: int, more: Mapping[bytes, bytes]

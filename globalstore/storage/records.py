@@ -22,6 +22,7 @@ from globalstore.codec import (
 
 __all__ = ["Applied", "Delete", "Headers", "NativeBatch", "Put", "Record", "Records", "fill"]
 
+# put(key, stored bytes): False when it did not write them (a quarantined record).
 Put = Callable[[bytes, bytes], object]
 Delete = Callable[[bytes], object]
 
@@ -106,8 +107,8 @@ def fill(
             # Records of the current format, compared in one go: parsing the header cost
             # 0.4 µs a record, a third of this loop.
             fmt = current if headers == declared else value_format(headers)
-            put(key, pack(LAYOUT_VERSION, fmt, timestamp, p, o) + value)
-            if track:
+            # False: the quarantine kept the record (quarantine.py), the key is unchanged.
+            if put(key, pack(LAYOUT_VERSION, fmt, timestamp, p, o) + value) is not False and track:
                 live[key] = True
     return live
 

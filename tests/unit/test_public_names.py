@@ -8,11 +8,11 @@ PUBLIC = {
     "ArrowOptions", "AuthenticationError", "AuthorizationError", "BrokerUnavailable",
     "ConfigurationError", "ConversionFailed", "DamagedLayoutError", "Entry", "FatalError",
     "FollowingStore", "GlobalStore", "GlobalStoreError", "IndexNotReady", "InvalidValue",
-    "OffsetsOutOfRange", "ReadOnlyStore", "RetriableError", "RocksDBOptions", "ScanFilters",
-    "ScanOptions", "SharedStore", "StartTimeout", "State", "StorageError", "StoreAlreadyStarted",
-    "StoreClosed", "StoreConfig", "StoreFailed", "StoreListener", "StoreLocked",
-    "StoreNotReady", "StoreReader", "StoreStatus", "SwitchingStore", "TopicNotCompacted",
-    "TopicNotFound", "UnknownIndex", "UnreadableStore", "end_offsets",
+    "OffsetsOutOfRange", "Quarantined", "ReadOnlyStore", "RetriableError", "RocksDBOptions",
+    "ScanFilters", "ScanOptions", "SharedStore", "StartTimeout", "State", "StorageError",
+    "StoreAlreadyStarted", "StoreClosed", "StoreConfig", "StoreFailed", "StoreListener",
+    "StoreLocked", "StoreNotReady", "StoreReader", "StoreStatus", "SwitchingStore",
+    "TopicNotCompacted", "TopicNotFound", "UnknownIndex", "UnreadableStore", "end_offsets",
 }  # fmt: skip
 
 
