@@ -3,6 +3,7 @@ from collections.abc import Callable
 from typing import Any
 
 def load(path: str) -> None: ...
+def json_certain(value: bytes) -> bool: ...
 
 class Restorer:
     def __init__(
@@ -26,5 +27,7 @@ class Restorer:
         events: list[tuple[int, int, int, str, bool]],
         skipped: list[tuple[int, int, bytes]],
         timeout_ms: int,
+        checked: tuple[Callable[[bytes, bytes], object], set[bytes], dict[bytes, bool]]
+        | None = None,
     ) -> int: ...
     def close(self) -> None: ...

@@ -25,7 +25,8 @@ def define(storage: Storage, config: StoreConfig) -> None:
         storage.quarantine = None
         return
     keys = [q.key.encode("utf-8") for q in held(storage.meta_items)]
-    storage.quarantine = Quarantine(checker(config.value_formats(), config.topic), keys)
+    formats = config.value_formats()
+    storage.quarantine = Quarantine(checker(formats, config.topic), keys, formats.plain)
 
 
 def meta_entries(config: StoreConfig) -> dict[bytes, bytes]:

@@ -33,7 +33,15 @@ from globalstore.storage.meta import (
     opt_int,
 )
 from globalstore.storage.quarantine import Quarantine
-from globalstore.storage.records import Applied, Delete, NativeBatch, Put, Records, fill
+from globalstore.storage.records import (
+    Applied,
+    Checked,
+    Delete,
+    NativeBatch,
+    Put,
+    Records,
+    fill,
+)
 from globalstore.storage.state import StorageState
 
 __all__ = ["Batch"]
@@ -62,6 +70,7 @@ class Batch:
         # in it ({key: held after the batch}; quarantine.py).
         self.quarantine = quarantine
         self.quarantining: dict[bytes, bool] = {}
+        self.checked: Checked | None = None  # the C loop's way past the check, if it may
         self._meta = meta
 
     def change(self, **fields: Any) -> None:
@@ -97,7 +106,9 @@ class Batch:
         """Put the records of the batch the C loop consumes, as records() puts the same ones."""
         out = Applied()
         put, delete = self._staging(track)
-        out.records = restorer.fill(put, delete, self.nexts, out.events, out.skipped, timeout)
+        out.records = restorer.fill(
+            put, delete, self.nexts, out.events, out.skipped, timeout, self.checked
+        )
         return out
 
     def moved(self) -> dict[int, int]:
@@ -120,9 +131,13 @@ class Batch:
         checked first (quarantine.py). Either loop (Python or C) calls them, so both index
         and quarantine alike."""
         put, delete = self._tracking() if track else (self.wb.put, self.wb.delete)
-        if self.quarantine is None:
+        quarantine = self.quarantine
+        if quarantine is None:
             return put, delete
-        put, delete, self.quarantining = self.quarantine.guard(put, delete, self.put_meta)
+        unchecked = put
+        put, delete, self.quarantining = quarantine.guard(put, delete, self.put_meta)
+        if quarantine.plain:
+            self.checked = (unchecked, quarantine.keys, self.quarantining)
         return put, delete
 
     def _tracking(self) -> tuple[Put, Delete]:

@@ -107,9 +107,13 @@ def held(meta_items: Callable[[bytes], Iterable[tuple[bytes, bytes]]]) -> Iterat
 class Quarantine:
     """The writer's quarantine: the keys it holds and the check a put goes through."""
 
-    def __init__(self, check: Check, held: Iterable[bytes]) -> None:
+    def __init__(self, check: Check, held: Iterable[bytes], plain: bool = False) -> None:
+        """`plain`: the store reads the library's own value format and has no converters, so
+        the C loop may take a value it finds certainly JSON past the check (records.Checked,
+        _json_check.h)."""
         self.check = check
         self.keys = set(held)
+        self.plain = plain
 
     def guard(
         self, put: Put, delete: Delete, put_meta: Callable[[bytes, bytes | None], None]

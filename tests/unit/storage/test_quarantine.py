@@ -8,19 +8,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from globalstore.codec import HEADER, LAYOUT_VERSION
+from globalstore.codec import HEADER_SIZE
 from globalstore.converters import ValueFormats
 from globalstore.storage import Storage
 from globalstore.storage.quarantine import Quarantine, Quarantined, checker, held
-from globalstore.storage.records import Delete, Put
-from tests.unit.store_fakes import batch
+from tests.unit.store_fakes import LikeTheCLoop, batch
 
 
 def quarantining(storage: Storage, formats: ValueFormats | None = None) -> Storage:
     keys = [q.key.encode() for q in held(storage.meta_items)]
-    storage.quarantine = Quarantine(checker(formats or ValueFormats(), "t"), keys)
+    formats = formats or ValueFormats()
+    storage.quarantine = Quarantine(checker(formats, "t"), keys, formats.plain)
     return storage
 
 
@@ -83,33 +84,48 @@ def test_a_converter_that_raises_quarantines(tmp_path: Path) -> None:
     storage.close()
 
 
-class NativeLike:
-    """What the C loop does with one batch: put(key, stored bytes) per record."""
-
-    def __init__(self, records: list[tuple[bytes, bytes | None, int]]) -> None:
-        self.records = records
-
-    def fill(
-        self,
-        put: Put,
-        delete: Delete,
-        nexts: dict[int, int],
-        events: list[Any],
-        skipped: list[tuple[int, int, bytes]],
-        timeout: float,
-    ) -> int:
-        for key, value, offset in self.records:
-            if value is None:
-                delete(key)
-            else:
-                put(key, HEADER.pack(LAYOUT_VERSION, 1, 7, 0, offset) + value)
-            nexts[0] = offset + 1
-        return len(self.records)
-
-
 def test_the_c_loops_put_is_checked_alike(storage: Storage) -> None:
-    storage.apply_native(NativeLike([(b"a", b"1", 0), (b"b", b"x", 1), (b"c", b"x", 2)]), 0, 1)
-    storage.apply_native(NativeLike([(b"c", None, 3)]), 0, 2)
+    storage.apply_native(LikeTheCLoop(batch(("a", "1"), ("b", "x"), ("c", "x"))), 0, 1)
+    storage.apply_native(LikeTheCLoop(batch(("c", None), start=3)), 0, 2)
     assert [(q.key, q.offset) for q in listed(storage)] == [("b", 1)]
     assert storage.state.quarantined == 1 and storage.get(b"b") is None
     assert storage.state.positions == {0: 4}
+
+
+class PastTheCheckLikeTheCLoop(LikeTheCLoop):
+    """The C loop of a quarantining store: a value it finds certainly JSON, of a key neither
+    held nor changed in the batch, goes to the unchecked put."""
+
+    def fill(self, put, delete, nexts, events, skipped, timeout, checked=None) -> int:  # type: ignore[no-untyped-def]
+        assert checked is not None
+        unchecked, held, changes = checked
+        self.unchecked = 0
+
+        def put_like_c(key: bytes, raw: bytes) -> object:
+            if _is_json(raw[HEADER_SIZE:]) and key not in held and key not in changes:
+                self.unchecked += 1
+                return unchecked(key, raw)
+            return put(key, raw)
+
+        return super().fill(put_like_c, delete, nexts, events, skipped, timeout)
+
+
+def test_values_taken_past_the_check_leave_the_quarantine_as_checked_ones_do(
+    storage: Storage,
+) -> None:
+    first = PastTheCheckLikeTheCLoop(batch(("a", "{"), ("b", "1"), ("c", "{"), ("c", "2")))
+    storage.apply_native(first, 0, 1)
+    second = PastTheCheckLikeTheCLoop(batch(("a", "3"), ("d", "4"), start=4))
+    storage.apply_native(second, 0, 2)
+    assert (first.unchecked, second.unchecked) == (1, 1)  # b, then d
+    assert listed(storage) == [] and storage.state.quarantined == 0
+    assert [storage.get(k) is not None for k in (b"a", b"b", b"c", b"d")] == [True] * 4
+
+
+def _is_json(value: bytes) -> bool:
+    """What the C loop's check says of a value (sound: never more than orjson accepts)."""
+    try:
+        orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return False
+    return True
