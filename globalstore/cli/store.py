@@ -323,6 +323,7 @@ def _describe(s: StoreStatus) -> str:
         ("position", _offsets(s.position)),
         ("lag", "unknown" if s.state is State.OFFLINE else _lag(s.lag)),
         ("keys", "unknown" if s.key_count is None else f"{s.key_count:,}"),
+        *([("quarantined", f"{s.quarantined:,} keys")] if s.quarantined else []),
         ("layout version", str(s.layout_version)),
         ("migration", _migration(s)),
         ("last restore", restored),
