@@ -28,6 +28,10 @@ Variants:
                       process GETs the next probe over HTTP every 0.5 ms
     serve --workers 1 the same API answered by one worker process reading (SharedStore) the
                       store the serve process writes
+    dict              the ceiling: no globalstore, a hand-rolled consumer thread putting
+                      each record's value into a dict (one consume call a batch, nothing
+                      else), the readers decoding the JSON they get, as a user's consumer-
+                      into-a-dict would
     nice 5            the readers' process at nice 5, so the writer process gets a CPU first
                       when records arrive: the causal test of CPU waits
 
@@ -38,10 +42,11 @@ from a reader that got less CPU. --pin runs
 the readers' processes on CPU 1 and everything else on CPU 0, as if the readers had a core of
 their own. The serve variants need wrk on the PATH (apt-get install wrk).
 
---checkouts runs each variant once per checkout of this project (LABEL=PATH, separated by
-semicolons; each built, C loop included), alternating which goes first from round to round:
-the store's processes import globalstore from that checkout (PYTHONPATH), everything else
-(broker, writers, probes) is shared. The serve variants are not compared this way.
+--checkouts runs each variant (dict once a round) once per checkout of this project
+(LABEL=PATH, separated by semicolons; each built, C loop included), alternating which goes
+first from round to round: the store's processes import globalstore from that checkout
+(PYTHONPATH), everything else (broker, writers, probes) is shared. The serve variants are
+not compared this way.
 """
 
 from __future__ import annotations
@@ -61,12 +66,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
 import urllib3
 from bench_store import create_topic, fill_topic, key_of, log, quantile
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from globalstore import GlobalStore, SharedStore
 from globalstore.codec import format_headers
@@ -78,6 +84,7 @@ STEADY_LAG = 2000  # records behind the topic's end (~0.1 s of writes): followin
 VARIANTS: dict[str, dict[str, Any]] = {
     "in-process, 0 readers": {"mode": "in-process", "readers": 0},
     "in-process, 3 readers": {"mode": "in-process", "readers": 3},
+    "dict, 3 readers": {"mode": "dict", "readers": 3},
     "in-process, 3 readers, switch 0.5 ms": {
         "mode": "in-process",
         "readers": 3,
@@ -145,6 +152,8 @@ def contestant(settings: dict[str, Any]) -> dict[str, Any]:
     bootstrap, topic, path = settings["bootstrap"], settings["topic"], settings["path"]
     if settings["mode"] == "shared":
         store: Any = SharedStore(path).start(timeout=300)
+    elif settings["mode"] == "dict":
+        store = DictFollower(bootstrap, topic)
     else:
         store = GlobalStore(topic, bootstrap, path).start(timeout=300)
     # Steady: the keys counted after a bulk restore, and the records written during the
@@ -186,6 +195,54 @@ def contestant(settings: dict[str, Any]) -> dict[str, Any]:
     store.close()
     seconds = settings["seconds"]
     return {"seen": probes.seen, "reads_per_s": sum(reads) / seconds, "cpu": sum(cpu) / seconds}
+
+
+class DictFollower:
+    """The ceiling of an in-process follower: a consumer thread into a dict, with the
+    smallest per-batch work a Python follower can have (one consume call, a dict update a
+    record), and the store's `get`, `count`, `status().lag` and `close` the run uses."""
+
+    BATCH = 10_000
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.values: dict[bytes, bytes] = {}
+        settings = {"bootstrap.servers": bootstrap, "group.id": "dict-follower"}
+        settings.update({"enable.auto.commit": False, "fetch.wait.max.ms": 10})
+        self.consumer = Consumer(settings)
+        partitions = self.consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        self.end = {
+            p: self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in partitions
+        }
+        self.next = dict.fromkeys(self.end, 0)
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.follow, daemon=True)
+        self.thread.start()
+
+    def follow(self) -> None:
+        values, consume, nexts = self.values, self.consumer.consume, self.next
+        while not self.stopped.is_set():
+            for m in consume(self.BATCH, 0.1):
+                if m.error() is None:
+                    values[m.key()] = m.value()
+                    nexts[m.partition()] = m.offset() + 1
+
+    def get(self, key: str) -> Any:
+        value = self.values.get(key.encode())
+        return None if value is None else orjson.loads(value)
+
+    def count(self) -> int:
+        return len(self.values)
+
+    def status(self) -> Any:
+        # Behind the end of the topic when this follower started: steady once past it.
+        return SimpleNamespace(lag={p: max(0, e - self.next[p]) for p, e in self.end.items()})
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join()
+        self.consumer.close()
 
 
 class Probes:
@@ -529,7 +586,13 @@ def runs(args: argparse.Namespace, r: int) -> list[tuple[str, str | None, Path |
     given = [pair.split("=", 1) for pair in args.checkouts.split(";")]
     checkouts = [(label, Path(path).resolve()) for label, path in given]
     ordered = checkouts if r % 2 == 0 else checkouts[::-1]
-    return [(name, label, path) for name in names(args) for label, path in ordered]
+    out: list[tuple[str, str | None, Path | None]] = []
+    for name in names(args):
+        if VARIANTS[name]["mode"] == "dict":  # no globalstore in it: once a round
+            out.append((name, None, None))
+        else:
+            out += [(name, label, path) for label, path in ordered]
+    return out
 
 
 def names(args: argparse.Namespace) -> list[str]:

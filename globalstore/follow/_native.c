@@ -1,5 +1,6 @@
-/* The bulk-restore loop in C: consume a batch from librdkafka and hand each record to a
- * RocksDB WriteBatch as the store's on-disk key and value, with no Message object per record.
+/* The consume loop in C: consume a batch from librdkafka and hand each record to a RocksDB
+ * WriteBatch as the store's on-disk key and value, with no Message object per record. It
+ * restores, and follows plain stores (no transform, index or ttl) once restored.
  *
  * confluent-kafka's consume() builds a Message (key, value, headers, timestamp objects) for
  * every record and the Python loop then reads it back through seven accessors: about 1.7 us
@@ -17,6 +18,7 @@
 #include <Python.h>
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "_json_check.h"
@@ -58,12 +60,15 @@ typedef struct {
 } rk_partition_list;
 
 typedef void (*rk_log_cb)(const void *rk, int level, const char *fac, const char *buf);
+typedef int (*rk_stats_cb)(void *rk, char *json, size_t json_len, void *opaque);
 
 static struct {
     void *(*conf_new)(void);
     int (*conf_set)(void *, const char *, const char *, char *, size_t);
     void (*conf_destroy)(void *);
     void (*conf_set_log_cb)(void *, rk_log_cb);
+    void (*conf_set_stats_cb)(void *, rk_stats_cb);
+    void (*conf_set_opaque)(void *, void *);
     void *(*new_)(int, void *, char *, size_t);
     int (*poll_set_consumer)(void *);
     void *(*queue_get_consumer)(void *);
@@ -105,6 +110,8 @@ static PyObject *load(PyObject *self, PyObject *args) {
     RESOLVE(conf_set, "rd_kafka_conf_set");
     RESOLVE(conf_destroy, "rd_kafka_conf_destroy");
     RESOLVE(conf_set_log_cb, "rd_kafka_conf_set_log_cb");
+    RESOLVE(conf_set_stats_cb, "rd_kafka_conf_set_stats_cb");
+    RESOLVE(conf_set_opaque, "rd_kafka_conf_set_opaque");
     RESOLVE(new_, "rd_kafka_new");
     RESOLVE(poll_set_consumer, "rd_kafka_poll_set_consumer");
     RESOLVE(queue_get_consumer, "rd_kafka_queue_get_consumer");
@@ -141,7 +148,24 @@ typedef struct {
     char *declared_value;
     size_t declared_value_len;
     PyObject *value_format; /* codec.value_format, for every other record */
+    size_t held;            /* bytes of the values of the last batch consumed */
+    char *stats;            /* the last statistics JSON not yet taken (stats()), or NULL */
+    size_t stats_len;
 } Restorer;
+
+/* librdkafka's statistics, kept for the store thread (stats()). Called inside fill()'s
+ * consume, on the thread that called it, with the GIL released: no Python here, and the
+ * thread that later takes them is the same one, so no lock either. */
+static int keep_stats(void *rk_handle, char *json, size_t json_len, void *opaque) {
+    Restorer *r = opaque;
+    (void)rk_handle;
+    free(r->stats);
+    r->stats = malloc(json_len);
+    r->stats_len = r->stats == NULL ? 0 : json_len;
+    if (r->stats != NULL)
+        memcpy(r->stats, json, json_len);
+    return 0; /* librdkafka frees json */
+}
 
 static void restorer_close_client(Restorer *r) {
     if (r->rk == NULL)
@@ -160,6 +184,7 @@ static void restorer_dealloc(Restorer *r) {
     PyMem_Free(r->msgs);
     PyMem_Free(r->declared_name);
     PyMem_Free(r->declared_value);
+    free(r->stats);
     Py_XDECREF(r->value_format);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
@@ -173,7 +198,7 @@ static char *copy_string(const char *s, size_t n) {
     return out;
 }
 
-static void *new_consumer(PyObject *conf) {
+static void *new_consumer(Restorer *r, PyObject *conf) {
     char errstr[512];
     void *c = rk.conf_new();
     PyObject *name, *value;
@@ -193,6 +218,10 @@ static void *new_consumer(PyObject *conf) {
     /* Errors reach the store thread as events (fill()); librdkafka's own log lines would go
      * to stderr, past Python's logging. */
     rk.conf_set_log_cb(c, NULL);
+    /* Statistics (when statistics.interval.ms is set) are how the store knows it is
+     * connected and where the topic ends while this consumer follows. */
+    rk.conf_set_stats_cb(c, keep_stats);
+    rk.conf_set_opaque(c, r);
     void *handle = rk.new_(RK_CONSUMER, c, errstr, sizeof errstr); /* owns c on success */
     if (handle == NULL) {
         rk.conf_destroy(c);
@@ -259,7 +288,7 @@ static int restorer_init(Restorer *r, PyObject *args, PyObject *kwds) {
     r->declared_value_len = (size_t)declared_value_len;
     Py_INCREF(value_format);
     r->value_format = value_format;
-    r->rk = new_consumer(conf);
+    r->rk = new_consumer(r, conf);
     if (r->rk == NULL)
         return -1;
     rk.poll_set_consumer(r->rk);
@@ -489,11 +518,35 @@ static int apply_messages(Restorer *r, size_t n, PyObject *put, PyObject *delete
     return run_next >= 0 ? set_next(nexts, run_partition, run_next) : 0;
 }
 
-static PyObject *restorer_fill(Restorer *r, PyObject *args) {
+/* Consume up to `limit` messages in ONE release of the GIL (getting it back behind busy
+ * threads costs a switch interval or more). Restoring, wait up to the timeout for a full
+ * batch; following (`first`), wait up to the timeout for the first message only, then take
+ * what is queued behind it, so a record shows a few ms after it arrives. */
+static ssize_t consume(Restorer *r, int timeout_ms, size_t limit, int first) {
+    ssize_t n;
+    Py_BEGIN_ALLOW_THREADS
+    if (first) {
+        n = rk.consume_batch_queue(r->queue, timeout_ms, r->msgs, 1);
+        if (n == 1 && limit > 1) {
+            ssize_t more = rk.consume_batch_queue(r->queue, 0, r->msgs + 1, limit - 1);
+            n = more < 0 ? more : 1 + more;
+        }
+    } else {
+        n = rk.consume_batch_queue(r->queue, timeout_ms, r->msgs, limit);
+    }
+    Py_END_ALLOW_THREADS
+    return n;
+}
+
+static PyObject *restorer_fill(Restorer *r, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"put",   "delete", "nexts",   "events", "skipped", "timeout_ms",
+                             "limit", "first",  "checked", NULL};
     PyObject *put, *delete, *nexts, *events, *skipped, *checked = Py_None;
-    int timeout_ms;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!i|O", &put, &delete, &PyDict_Type, &nexts, &PyList_Type,
-                          &events, &PyList_Type, &skipped, &timeout_ms, &checked))
+    int timeout_ms, first = 0;
+    Py_ssize_t limit = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!O!i|npO", kwlist, &put, &delete,
+                                     &PyDict_Type, &nexts, &PyList_Type, &events, &PyList_Type,
+                                     &skipped, &timeout_ms, &limit, &first, &checked))
         return NULL;
     fast_path fast = {NULL, NULL, NULL};
     if (checked != Py_None &&
@@ -504,13 +557,15 @@ static PyObject *restorer_fill(Restorer *r, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "the Restorer is closed");
         return NULL;
     }
-    ssize_t n;
-    Py_BEGIN_ALLOW_THREADS
-    n = rk.consume_batch_queue(r->queue, timeout_ms, r->msgs, r->capacity);
-    Py_END_ALLOW_THREADS
+    if (limit < 1 || (size_t)limit > r->capacity)
+        limit = (Py_ssize_t)r->capacity;
+    ssize_t n = consume(r, timeout_ms, (size_t)limit, first);
     if (n < 0)
         return PyErr_Format(PyExc_RuntimeError, "consume failed: %s", rk.err2str(-1));
     Py_ssize_t before = PyList_GET_SIZE(events);
+    r->held = 0;
+    for (ssize_t i = 0; i < n; i++)
+        r->held += r->msgs[i]->len;
     int rc = apply_messages(r, (size_t)n, put, delete, nexts, events, skipped, &fast);
     for (ssize_t i = 0; i < n; i++)
         rk.message_destroy(r->msgs[i]);
@@ -519,17 +574,36 @@ static PyObject *restorer_fill(Restorer *r, PyObject *args) {
     return PyLong_FromSsize_t((Py_ssize_t)n - (PyList_GET_SIZE(events) - before));
 }
 
+static PyObject *restorer_stats(Restorer *r, PyObject *unused) {
+    (void)unused;
+    if (r->stats == NULL)
+        Py_RETURN_NONE;
+    PyObject *out = PyUnicode_DecodeUTF8(r->stats, (Py_ssize_t)r->stats_len, "replace");
+    free(r->stats);
+    r->stats = NULL;
+    return out;
+}
+
+static PyObject *restorer_held(Restorer *r, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromSize_t(r->held);
+}
+
 static PyObject *restorer_close(Restorer *r, PyObject *unused) {
     restorer_close_client(r);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef restorer_methods[] = {
-    {"fill", (PyCFunction)restorer_fill, METH_VARARGS,
-     "fill(put, delete, nexts, events, skipped, timeout_ms, checked=None) -> records: consume "
-     "one batch and write it through put/delete, as storage.records.fill does. checked, a "
-     "quarantining store's (put, held keys, changes): the put a value certainly JSON of a key "
-     "in neither goes to."},
+    {"fill", (PyCFunction)(void (*)(void))restorer_fill, METH_VARARGS | METH_KEYWORDS,
+     "fill(put, delete, nexts, events, skipped, timeout_ms, limit=capacity, first=False, "
+     "checked=None) -> records: consume one batch and write it through put/delete, as "
+     "storage.records.fill does. checked, a quarantining store's (put, held keys, changes): "
+     "the put a value certainly JSON of a key in neither goes to."},
+    {"held", (PyCFunction)restorer_held, METH_NOARGS,
+     "held() -> bytes of the values of the last batch consumed."},
+    {"stats", (PyCFunction)restorer_stats, METH_NOARGS,
+     "stats() -> the statistics JSON librdkafka reported since the last call, or None."},
     {"close", (PyCFunction)restorer_close, METH_NOARGS, "Close the consumer."},
     {NULL, NULL, 0, NULL},
 };
@@ -561,7 +635,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, "globalstore.follow._native", "The bulk-restore loop in C.", -1,
+    PyModuleDef_HEAD_INIT, "globalstore.follow._native", "The consume loop in C.", -1,
     module_methods,
 };
 

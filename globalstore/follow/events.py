@@ -12,6 +12,7 @@ from globalstore.config import StoreConfig
 from globalstore.errors import FatalError, OffsetsOutOfRange
 from globalstore.follow import topic
 from globalstore.follow.health import Health
+from globalstore.kafka.clients import StoreConsumer
 
 __all__ = ["handle", "log_skipped", "new_partitions"]
 
@@ -61,7 +62,7 @@ def handle(event: Any, config: StoreConfig, health: Health, restoring: bool) -> 
     log.warning("consumer error on %s: %s", config.topic, err)
 
 
-def new_partitions(consumer: Any, name: str, known: set[int]) -> list[int]:
+def new_partitions(consumer: StoreConsumer, name: str, known: set[int]) -> list[int]:
     """Partitions of topic `name` the metadata lists beyond `known` (none while the broker
     is away: health already says so)."""
     try:

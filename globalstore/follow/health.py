@@ -47,6 +47,10 @@ class Health:
         """librdkafka statistics (every statistics.interval.ms): end offsets, broker states."""
         stats = orjson.loads(raw)
         parts = stats.get("topics", {}).get(self.topic, {}).get("partitions", {})
+        if not parts:
+            # A consumer with the topic unassigned (the thread's, while the C loop consumes)
+            # knows nothing of its partitions: no news, not a lost connection.
+            return
         leaders = set()
         for name, p in parts.items():
             pid = int(name)

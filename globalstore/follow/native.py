@@ -1,10 +1,10 @@
-"""The C bulk-restore loop (globalstore/follow/_native.c) behind a small Python face.
+"""The C consume loop (globalstore/follow/_native.c) behind a small Python face.
 
 A cold restore spends most of its CPU turning records into confluent-kafka Message objects
 and reading them back (docs/performance.md, "Restore"). The C loop consumes with a consumer of
 its own, in the same librdkafka library confluent-kafka loaded, and writes each record to
-the WriteBatch directly. It serves bulk restores only: once the restore reaches its end
-offsets it is closed and the store thread's own consumer follows from there.
+the WriteBatch directly. It restores every store it can, and goes on following plain stores
+(sources.py says which); for the others the store thread's own consumer follows.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ except ImportError:  # not compiled (no C compiler where the package was install
 __all__ = ["NativeEvent", "NativeRestorer", "load", "native_settings"]
 
 # The store thread's health callbacks and log routing are Python callables; the C consumer
-# has its errors reported as events instead (NativeEvent), and no statistics.
-_PYTHON_ONLY_SETTINGS = ("stats_cb", "error_cb", "logger", "statistics.interval.ms")
+# has its errors reported as events instead (NativeEvent), and keeps its statistics for
+# stats().
+_PYTHON_ONLY_SETTINGS = ("stats_cb", "error_cb", "logger")
 
 
 class NativeEvent:
@@ -57,7 +58,10 @@ class NativeEvent:
 class NativeRestorer:
     """A consumer assigned at `offsets` whose fill() writes one consumed batch through a
     WriteBatch's put and delete exactly as storage/records.py's fill() writes the records the
-    thread's consumer source makes of confluent-kafka's messages."""
+    thread's consumer source makes of confluent-kafka's messages. A batch holds at most
+    `limit` records (at most `batch_size`); `first` makes fill() wait for the first record
+    only, not for a full batch (following). `events` holds the consumer events (errors,
+    partition ends) of the last batch."""
 
     def __init__(
         self, conf: Mapping[str, str], topic: str, offsets: Mapping[int, int], batch_size: int
@@ -77,13 +81,14 @@ class NativeRestorer:
             undeclared_format=value_format(None),
             value_format=value_format,
         )
+        self.limit, self.first = batch_size, False
+        self.events: list[NativeEvent] = []
 
     def fill(
         self,
         put: Callable[[bytes, bytes], object],
         delete: Callable[[bytes], object],
         nexts: dict[int, int],
-        events: list[Any],
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
         checked: Checked | None = None,
@@ -92,10 +97,20 @@ class NativeRestorer:
         returns the number of records (events not counted). `checked`: a quarantining
         store's values the loop finds certainly JSON skip its Python check (_json_check.h)."""
         raw: list[tuple[int, int, int, str, bool]] = []
-        ms = int(timeout * 1000)
-        records = self._restorer.fill(put, delete, nexts, raw, skipped, ms, checked)
-        events.extend(NativeEvent(*event) for event in raw)
+        wait_ms = int(timeout * 1000)
+        records = self._restorer.fill(
+            put, delete, nexts, raw, skipped, wait_ms, self.limit, self.first, checked
+        )
+        self.events = [NativeEvent(*event) for event in raw]
         return records
+
+    def held(self) -> int:
+        """Bytes of the values of the last batch consumed."""
+        return self._restorer.held()
+
+    def stats(self) -> str | None:
+        """librdkafka's statistics JSON reported since the last call, or None."""
+        return self._restorer.stats()
 
     def close(self) -> None:
         self._restorer.close()

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
@@ -23,7 +22,7 @@ from globalstore.converters import decoder
 from globalstore.errors import BrokerUnavailable, DamagedLayoutError, UnreadableStore
 from globalstore.follow import plan, topic
 from globalstore.follow.health import Health
-from globalstore.kafka.clients import LIBRDKAFKA_LOG, create_client
+from globalstore.kafka.clients import LIBRDKAFKA_LOG, StoreConsumer, create_client
 from globalstore.shaping import migrate, quarantine, transform, ttl
 from globalstore.shaping.indexes import IndexBuild, Indexer
 from globalstore.snapshots import archive as snapshot
@@ -50,7 +49,7 @@ class Prepared:
 
 # What a store thread calls to prepare: (its consumer, its stop event, a callback that
 # publishes the health after a failed attempt) -> Prepared, or None if stopped first.
-Prepare = Callable[[Any, threading.Event, Callable[[], None]], Prepared | None]
+Prepare = Callable[[StoreConsumer, threading.Event, Callable[[], None]], Prepared | None]
 
 
 class Preparation:
@@ -69,7 +68,7 @@ class Preparation:
         self.bootstrap_from = bootstrap_from  # a peer snapshot to rebuild from, if any
 
     def __call__(
-        self, consumer: Any, stopped: threading.Event, on_retry: Callable[[], None]
+        self, consumer: StoreConsumer, stopped: threading.Event, on_retry: Callable[[], None]
     ) -> Prepared | None:
         """Retry while the broker is unreachable; start() decides when to give up."""
         config = self.config
@@ -92,7 +91,7 @@ class Preparation:
             return self._prepare(info, marks, stopped)
         return None
 
-    def _refuse_if_unauthenticated(self, consumer: Any) -> None:
+    def _refuse_if_unauthenticated(self, consumer: StoreConsumer) -> None:
         """AuthenticationError when no broker was ever reached and librdkafka said why: the
         credentials or a certificate were refused. Otherwise start() would time out after
         its whole timeout, blaming the network."""

@@ -2,11 +2,13 @@
 to the storage. Two implement it, and the thread's loop runs the same way over either:
 
     ConsumerSource   the thread's own consumer (Python): restores, then follows
-    NativeSource     the C loop (native.py) with a consumer of its own, for a bulk
-                     restore; the thread's consumer then takes over to follow
+    NativeSource     the C loop (native.py) with a consumer of its own: restores, then
+                     follows a plain store (no transform, index, ttl or change listener);
+                     for any other store the thread's consumer takes over to follow
 
-The C loop is about twice as fast and writes exactly what the Python loop writes
-(docs/store.md, "Performance notes"). The consumer source is where confluent-kafka's
+The C loop is about twice as fast, holds the GIL for less of each record (it makes no
+Message objects), and writes exactly what the Python loop writes (docs/store.md,
+"Performance notes"). The consumer source is where confluent-kafka's
 messages become plain records (storage/ never sees a message): `split` keeps the events
 (errors, partition ends) apart and turns each partition end into an offset reached. A
 store's transform (transform.py) runs in either: on the consumer's records as storage reads
@@ -16,7 +18,9 @@ them, on the C loop's values as it writes them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
@@ -25,6 +29,7 @@ from globalstore.config import StoreConfig
 from globalstore.follow import native as native_restore
 from globalstore.follow.native import NativeRestorer
 from globalstore.follow.plan import Plan
+from globalstore.kafka.clients import StoreConsumer
 from globalstore.shaping import transform
 from globalstore.storage import Applied, Record, Records, Storage
 
@@ -34,6 +39,8 @@ __all__ = [
     "FollowBatch",
     "MessageRecords",
     "NativeSource",
+    "SourceBatch",
+    "is_plain",
     "native_source",
     "split",
 ]
@@ -43,10 +50,24 @@ log = logging.getLogger(__name__)
 _RESTORE_WAIT = 0.05  # seconds a restoring source waits for its first record
 
 
+@dataclass
+class SourceBatch:
+    """What one batch of a source did: what the storage applied, the consumer's events that
+    came with it (errors, partition ends: storage sees records only), and the records the
+    store's transform raised on (their keys kept as they were)."""
+
+    applied: Applied
+    events: list[Any] = field(default_factory=list)
+    transform_failures: int = 0
+
+
 class BatchSource(Protocol):
     """Where the store thread's batches come from: the consumer or the C loop."""
 
-    def apply(self, storage: Storage, now_ms: int) -> Applied:
+    # Following with work to do between batches (chores, a purge): never wait for records.
+    busy: bool
+
+    def apply(self, storage: Storage, now_ms: int) -> SourceBatch:
         """Consume one batch (events included) and apply it with its offsets."""
         ...
 
@@ -60,7 +81,9 @@ class ConsumerSource:
     is, wait for the next record and return it at once, so produce-to-visible latency stays
     a few ms. The batch grows while the follower is behind (FollowBatch)."""
 
-    def __init__(self, consumer: Any, config: StoreConfig, exact_count: bool, changes: bool):
+    def __init__(
+        self, consumer: StoreConsumer, config: StoreConfig, exact_count: bool, changes: bool
+    ) -> None:
         self.consumer, self.config = consumer, config
         self.exact_count = exact_count  # look up each key to keep the live-key count exact
         self.changes = changes  # list the keys each batch changed (a listener wants them)
@@ -73,6 +96,15 @@ class ConsumerSource:
     def assign(self, offsets: Mapping[int, int]) -> None:
         self.consumer.assign([TopicPartition(self.config.topic, p, o) for p, o in offsets.items()])
 
+    def take_over(
+        self, source: BatchSource, starts: Mapping[int, int], positions: Mapping[int, int]
+    ) -> ConsumerSource:
+        """Close `source` (the C loop) and follow on from the stored `positions` (from
+        `starts` where none is stored yet)."""
+        source.close()
+        self.assign({p: max(positions.get(p, start), start) for p, start in starts.items()})
+        return self
+
     def add_partitions(self, partitions: Iterable[int]) -> None:
         """Follow partitions added to the topic, from their beginning."""
         name = self.config.topic
@@ -80,16 +112,13 @@ class ConsumerSource:
             [TopicPartition(name, p, OFFSET_BEGINNING) for p in partitions]
         )
 
-    def apply(self, storage: Storage, now_ms: int) -> Applied:
+    def apply(self, storage: Storage, now_ms: int) -> SourceBatch:
         records, ends, events = split(self._batch())
         transformed = None if self.transformer is None else self.transformer.records(records)
         if transformed is not None:
             records = transformed
         applied = storage.apply(records, ends, self.exact_count, now_ms, changes=self.changes)
-        applied.events = events
-        if transformed is not None:
-            applied.transform_failures = transformed.failures
-        return applied
+        return SourceBatch(applied, events, 0 if transformed is None else transformed.failures)
 
     def _batch(self) -> list[Any]:
         consumer, config = self.consumer, self.config
@@ -107,7 +136,8 @@ class ConsumerSource:
     def _queued(self) -> list[Any]:
         """What is queued already, up to the batch's size, which follows the backlog."""
         msgs: list[Any] = self.consumer.consume(self.size.records, 0)
-        self.size.after(msgs)
+        # A message's len() is its value's: summed only when the batch came back full.
+        self.size.after(len(msgs), lambda: sum(map(len, msgs)))
         return msgs
 
     def close(self) -> None:
@@ -126,16 +156,17 @@ class FollowBatch:
         self.max_bytes = config.follow_batch_max_bytes
         self.records = self.least
 
-    def after(self, messages: Sequence[Any]) -> None:
-        """Size the next batch after one that held `messages`."""
-        if len(messages) < self.records:
-            if len(messages) <= self.records // 4:
+    def after(self, count: int, held: Callable[[], int]) -> None:
+        """Size the next batch after one of `count` messages whose values held `held()`
+        bytes (asked only of a full batch)."""
+        if count < self.records:
+            if count <= self.records // 4:
                 self.records = max(self.least, self.records // 2)
             return
-        held = sum(map(len, messages))  # a message's len() is its value's (only when full)
-        if held > self.max_bytes:
+        held_bytes = held()
+        if held_bytes > self.max_bytes:
             self.records = max(self.least, self.records // 2)
-        elif 2 * held <= self.max_bytes:
+        elif 2 * held_bytes <= self.max_bytes:
             self.records = min(self.most, 2 * self.records)
 
 
@@ -174,41 +205,98 @@ class MessageRecords:
 
 
 class NativeSource:
-    """The C loop's batches, each value transformed as the loop writes it if the store has a
-    transform. The thread's consumer has nothing assigned meanwhile: polling it serves the
-    health callbacks, and an error it reports is handled like the C loop's."""
+    """The C loop's batches. Restoring: full batches, each value transformed as the loop
+    writes it if the store has a transform, while the thread's consumer (nothing assigned)
+    is polled for its callbacks and an error it reports is handled like the C loop's.
+    Following (follow(), plain stores only): one consume call a batch, as ConsumerSource
+    makes, that waits only while idle; the batch grows with the backlog; the live-key count
+    stays exact. The C consumer's statistics go to `on_stats` as the thread's consumer's do."""
 
     def __init__(
         self,
         restorer: NativeRestorer,
-        consumer: Any,
+        consumer: StoreConsumer,
+        config: StoreConfig,
+        on_stats: Callable[[str], None],
         transformer: transform.Transformer | None = None,
+        *,
+        exact_count: bool = False,
+        can_follow: bool = False,
     ) -> None:
-        self.restorer, self.consumer = restorer, consumer
+        """`exact_count`: restoring keeps the live-key count exact (a warm start);
+        `can_follow`: the store is plain, follow() goes on with the C loop."""
+        self.restorer, self.consumer, self.config, self.on_stats = (
+            restorer, consumer, config, on_stats
+        )  # fmt: skip
         self.transformed = None if transformer is None else transformer.native(restorer)
+        self.exact_count, self.can_follow = exact_count, can_follow
+        self.following = False
+        self.busy = False
+        self.flowing = False  # following: the last batch held something, more may be queued
+        self.size = FollowBatch(config)
+        self._polled = 0.0  # monotonic time the thread's consumer was last polled
 
-    def apply(self, storage: Storage, now_ms: int) -> Applied:
-        event = self.consumer.poll(0)
+    def follow(self) -> bool:
+        """Go on as the store's follower from where the restore ended, if the store is
+        plain; False when the thread's consumer must follow instead."""
+        if self.can_follow:
+            self.following = self.restorer.first = True
+            log.info("following %s with the C loop", self.config.topic)
+        return self.following
+
+    def apply(self, storage: Storage, now_ms: int) -> SourceBatch:
+        events = self._poll_consumer()
         transformed = self.transformed
-        batch = self.restorer if transformed is None else transformed
-        applied = storage.apply_native(batch, _RESTORE_WAIT, now_ms)
-        if transformed is not None:
-            applied.transform_failures = transformed.failures
-        if event is not None:
-            applied.events.insert(0, event)
+        if self.following:
+            applied = self._follow(storage, now_ms)
+        else:
+            batch = self.restorer if transformed is None else transformed
+            applied = storage.apply_native(batch, _RESTORE_WAIT, now_ms, self.exact_count)
+        stats = self.restorer.stats()
+        if stats is not None:
+            self.on_stats(stats)
+        failures = 0 if transformed is None else transformed.failures
+        return SourceBatch(applied, events + self.restorer.events, failures)
+
+    def _follow(self, storage: Storage, now_ms: int) -> Applied:
+        restorer = self.restorer
+        restorer.limit = self.size.records
+        wait = 0.0 if self.flowing or self.busy else self.config.poll_timeout
+        applied = storage.apply_native(restorer, wait, now_ms, exact_count=True)
+        consumed = applied.records + len(restorer.events)
+        self.flowing = consumed > 0
+        self.size.after(consumed, restorer.held)
         return applied
+
+    def _poll_consumer(self) -> list[Any]:
+        """Serve the thread's consumer's callbacks: every batch while restoring, once a
+        second while following (each poll hands the GIL over; its queue only holds the
+        statistics and errors of a consumer with nothing assigned)."""
+        now = time.monotonic()
+        if self.following and now - self._polled < 1.0:
+            return []
+        self._polled = now
+        event = self.consumer.poll(0)
+        return [] if event is None else [event]
 
     def close(self) -> None:
         self.restorer.close()
 
 
 def native_source(
-    config: StoreConfig, consumer_conf: dict[str, Any], plan: Plan, changes: bool, consumer: Any
+    config: StoreConfig,
+    consumer_conf: dict[str, Any],
+    plan: Plan,
+    changes: bool,
+    consumer: StoreConsumer,
+    on_stats: Callable[[str], None],
 ) -> NativeSource | None:
-    """The C loop for a bulk restore, or None: the Python loop restores when the count is
-    exact, a listener wants the changes, the C loop is turned off or not built, or a setting
-    is a Python callable. A transform runs in Python on each value the C loop writes."""
-    if plan.exact_count or changes or not config.native_restore:
+    """The C loop, or None: the Python loop restores when a listener wants the changes, the C
+    loop is turned off or not built, a setting is a Python callable, or the count is exact
+    (a warm start) for a store that is not plain. A transform runs in Python on each value
+    the C loop writes. A plain store's C loop goes on to follow (NativeSource.follow)."""
+    plain = is_plain(config)
+    if changes or not config.native_restore or (plan.exact_count and not plain):
         return None
     conf = native_restore.native_settings(consumer_conf)
     why = native_restore.load() if conf is not None else "a Kafka setting is a callable"
@@ -218,5 +306,15 @@ def native_source(
     shaper = transform.transformer(config)
     log.info("restoring %s with the C loop%s", config.topic, "" if shaper is None else
              ", transforming each value in Python")  # fmt: skip
-    restorer = NativeRestorer(conf, config.topic, plan.start_offsets, config.restore_batch_size)
-    return NativeSource(restorer, consumer, shaper)
+    capacity = max(config.restore_batch_size, config.follow_batch_max if plain else 0)
+    restorer = NativeRestorer(conf, config.topic, plan.start_offsets, capacity)
+    restorer.limit = config.restore_batch_size
+    return NativeSource(
+        restorer, consumer, config, on_stats, shaper, exact_count=plan.exact_count, can_follow=plain
+    )
+
+
+def is_plain(config: StoreConfig) -> bool:
+    """Whether a store runs no user function on its records (no transform, no index) and
+    keeps no time index: the C loop can follow it."""
+    return config.transform is None and not config.indexes and config.ttl is None

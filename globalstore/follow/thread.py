@@ -28,16 +28,22 @@ from globalstore import status as state
 from globalstore.config import StoreConfig
 from globalstore.errors import GlobalStoreError
 from globalstore.follow import events
+from globalstore.follow.chores import Chores
 from globalstore.follow.health import Health
 from globalstore.follow.prepare import Preparation, Prepare, Prepared
 from globalstore.follow.progress import RestoreLog
-from globalstore.follow.sources import BatchSource, ConsumerSource, native_source
-from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals, create_client
+from globalstore.follow.sources import (
+    BatchSource,
+    ConsumerSource,
+    NativeSource,
+    SourceBatch,
+    native_source,
+)
+from globalstore.kafka.clients import LIBRDKAFKA_LOG, Refusals, StoreConsumer, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
-from globalstore.shaping import ttl
 from globalstore.shaping.migrate import Migration
 from globalstore.status import State
-from globalstore.storage import Applied, Storage
+from globalstore.storage import Storage
 
 __all__ = ["StoreThread", "ThreadStatus"]
 
@@ -92,7 +98,7 @@ class StoreThread(threading.Thread):
         *,
         rpc_timeout: float = 5.0,
         bootstrap_from: str | Path | None = None,
-        consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
+        consumer_factory: Callable[[dict[str, Any]], StoreConsumer] = Consumer,
         prepare: Prepare | None = None,
     ) -> None:
         """`rpc_timeout` bounds each broker request while preparing; `bootstrap_from` is a
@@ -116,7 +122,9 @@ class StoreThread(threading.Thread):
         self._skipped = 0
         self._transform_failures = 0
         self._restore: RestoreLog  # from the start of the loop
-        self._chores: list[Callable[[], bool]] = []  # following: each True once done
+        self._chores = Chores(
+            storage, self.listener, self._report_changes, on_applied, self._publish
+        )
         self._last_mark = time.monotonic()
 
     def stop(self) -> None:
@@ -136,7 +144,7 @@ class StoreThread(threading.Thread):
             rebuild_reason=None if prepared is None else prepared.rebuild_reason,
             skipped_records=self._skipped,
             transform_failures=self._transform_failures,
-            purged=0 if prepared is None or prepared.purge is None else prepared.purge.purged,
+            purged=0 if self._chores.purge is None else self._chores.purge.purged,
             **({} if prepared is None else _migration_status(prepared.migration)),
         )
 
@@ -151,7 +159,7 @@ class StoreThread(threading.Thread):
             log.exception("state listener failed on %s becoming %s", self.config.topic, new)
 
     def run(self) -> None:
-        consumer: Any = None
+        consumer: StoreConsumer | None = None
         try:
             self._enter(State.STARTING)
             consumer = create_client(self._consumer_factory, self._consumer_config(), "consumer")
@@ -180,16 +188,15 @@ class StoreThread(threading.Thread):
         conf = {"stats_cb": h.on_stats, "error_cb": h.on_error, "logger": LIBRDKAFKA_LOG}
         return {**self.config.consumer_config(), **conf}
 
-    def _loop(self, consumer: Any, prepared: Prepared) -> None:
-        plan, config = prepared.plan, self.config
+    def _loop(self, consumer: StoreConsumer, prepared: Prepared) -> None:
+        plan, config, health = prepared.plan, self.config, self._health
         follow = ConsumerSource(consumer, config, plan.exact_count, self._report_changes)
-        native = native_source(
-            config, self._consumer_config(), plan, self._report_changes, consumer
-        )
+        conf = self._consumer_config()
+        native = native_source(config, conf, plan, self._report_changes, consumer, health.on_stats)
         source: BatchSource = follow if native is None else native
         if native is None:
             follow.assign(plan.start_offsets)
-        self._health.high = dict(plan.end_offsets)
+        health.high = dict(plan.end_offsets)
         self._enter(State.RESTORING)
         self._restore = RestoreLog(config.topic, self.storage.path, plan)
         self.listener.on_restore_start(config.topic, plan.start_offsets, plan.end_offsets)
@@ -197,32 +204,26 @@ class StoreThread(threading.Thread):
             source = self._maybe_ready(source, follow)
             next_metadata = time.monotonic() + config.metadata_interval
             while not self._stop_event.is_set():
-                applied = source.apply(self.storage, _now_ms())
-                self._report(applied)
+                self._report(source.apply(self.storage, _now_ms()))
                 now = time.monotonic()
                 if self._state is State.RESTORING:
                     source = self._maybe_ready(source, follow)
-                else:
+                else:  # following: note the sync, take a step of the chores
                     self._track_sync(now)
-                    if self._chores and self._chores[0]():
-                        self._chores.pop(0)
-                    # Beside the chores, never after them: expired keys must not wait for a
-                    # long migration to leave the disk (each write keeps the purge right).
-                    purging = self._purge_step(prepared.purge)
-                    follow.busy = bool(self._chores) or purging
-                if now >= next_metadata and source is follow:
+                    source.busy = self._chores.step()
+                if now >= next_metadata:
                     next_metadata = now + config.metadata_interval
-                    self._discover_partitions(follow)
+                    source = self._discover_partitions(source, follow)
                 self._publish()
         finally:
             if source is not follow:
                 source.close()
 
-    def _report(self, applied: Applied) -> None:
-        restoring = self._state is State.RESTORING
-        for event in applied.events:
+    def _report(self, batch: SourceBatch) -> None:
+        restoring, applied = self._state is State.RESTORING, batch.applied
+        for event in batch.events:
             events.handle(event, self.config, self._health, restoring)
-        self._transform_failures += applied.transform_failures
+        self._transform_failures += batch.transform_failures
         if applied.skipped:
             self._skipped += len(applied.skipped)
             events.log_skipped(self.config.topic, applied.skipped)
@@ -238,29 +239,18 @@ class StoreThread(threading.Thread):
                 self.listener.on_batch_restored(self.config.topic, positions, applied.records)
 
     def _maybe_ready(self, source: BatchSource, follow: ConsumerSource) -> BatchSource:
-        """`source` while the end offsets are not reached; then, ready, the consumer's."""
+        """`source` while the end offsets are not reached; then, ready, the follower: the C
+        loop for a plain store, else the thread's consumer."""
         assert self._prepared is not None  # set before the loop runs
-        plan, positions = self._prepared.plan, self.storage.state.positions
-        if any(positions.get(p, 0) < end for p, end in plan.end_offsets.items()):
+        prepared, positions = self._prepared, self.storage.state.positions
+        if any(positions.get(p, 0) < end for p, end in prepared.plan.end_offsets.items()):
             return source
-        if source is not follow:  # the C loop's consumer closes; the thread's takes over
-            source.close()
-            starts = plan.start_offsets
-            follow.assign({p: max(positions.get(p, start), start) for p, start in starts.items()})
+        if isinstance(source, NativeSource) and not source.follow():
+            source = follow.take_over(source, prepared.plan.start_offsets, positions)
         follow.restoring = False
-        if not follow.exact_count:
-            # Counting 1M keys takes about a second: do it after ready, in chunks between
-            # follow batches. From here on every apply is exact and adds its change to it.
-            self.storage.begin_recount()
-            follow.exact_count = True
-            self._chores.append(self._recount_step)
-        if self._prepared.migration.pending:
-            # Eager migration in small chunks, in this thread: never races an apply.
-            self._chores.append(self._prepared.migration.step)
-        indexing = self._prepared.indexing
-        if indexing is not None and indexing.pending:
-            # Indexes new to the stored values: built the same way, a chunk at a time.
-            self._chores.append(indexing.step)
+        recount = None if follow.exact_count else self.config.recount_chunk
+        follow.exact_count = True
+        self._chores.queue(prepared, self.config.topic, recount)
         self._restored_at_ms = _now_ms()
         self.storage.mark_restored(self._restored_at_ms)
         seconds = self._restore.done()
@@ -268,28 +258,7 @@ class StoreThread(threading.Thread):
         self._health.in_sync_at = self._last_mark = time.monotonic()
         self._enter(State.RUNNING)
         self.ready.set()
-        return follow
-
-    def _purge_step(self, purge: ttl.Purge | None) -> bool:
-        """A step of the purge of expired keys (ttl.py), reported to the listeners as
-        deletions; True while it has more to do at once."""
-        if purge is None:
-            return False
-        deleted = purge.step()
-        if deleted:
-            self._publish()  # the count of keys purged
-            self.on_applied()
-            if self._report_changes:
-                self.listener.on_changes(self.config.topic, [], [k.decode() for k in deleted])
-        return purge.busy
-
-    def _recount_step(self) -> bool:
-        n = self.storage.recount_step(self.config.recount_chunk)
-        if n is None:
-            return False
-        log.info("counted %d live keys in %s after a bulk restore", n, self.storage.path)
-        self.on_applied()  # wakes count() callers waiting for the number
-        return True
+        return source
 
     def _track_sync(self, now: float) -> None:
         # Record "in sync at this wall time" now and then, so a restart can tell a quiet
@@ -299,15 +268,24 @@ class StoreThread(threading.Thread):
             self._last_mark = now
             self.storage.mark_in_sync(_now_ms())
 
-    def _discover_partitions(self, follow: ConsumerSource) -> None:
-        """Pick up partitions added to the topic while running."""
+    def _discover_partitions(self, source: BatchSource, follow: ConsumerSource) -> BatchSource:
+        """Pick up partitions added to the topic while running (the C loop, which cannot,
+        hands over to the thread's consumer); not while the C loop restores."""
+        if source is not follow and self._state is State.RESTORING:
+            return source
         known = set(self._health.high) | set(self.storage.state.positions)
         new = events.new_partitions(follow.consumer, self.config.topic, known)
-        if new:
-            log.warning("topic %s grew: following new partitions %s", self.config.topic, new)
-            for p in new:
-                self._health.high[p] = 0
-            follow.add_partitions(new)
+        if not new:
+            return source
+        log.warning("topic %s grew: following new partitions %s", self.config.topic, new)
+        for p in new:
+            self._health.high[p] = 0
+        if source is not follow:
+            assert self._prepared is not None  # set before the loop runs
+            starts, positions = self._prepared.plan.start_offsets, self.storage.state.positions
+            follow.take_over(source, starts, positions)
+        follow.add_partitions(new)
+        return follow
 
 
 def _drop_locals(exc: BaseException) -> None:

@@ -32,7 +32,7 @@ from globalstore.errors import (
     BrokerUnavailable,
     TopicNotFound,
 )
-from globalstore.kafka.clients import LIBRDKAFKA_LOG
+from globalstore.kafka.clients import LIBRDKAFKA_LOG, StoreConsumer
 
 __all__ = [
     "Marks",
@@ -92,7 +92,7 @@ def end_offsets(
 
 
 def describe_topic(
-    consumer: Consumer, admin: AdminClient, config: StoreConfig, timeout: float
+    consumer: StoreConsumer, admin: AdminClient, config: StoreConfig, timeout: float
 ) -> TopicInfo:
     """Partitions and relevant settings of the topic; raises BrokerUnavailable if unreachable,
     AuthorizationError if the broker denies the store Describe or DescribeConfigs on it."""
@@ -187,7 +187,7 @@ class Marks:
 
 
 def watermarks(
-    consumer: Consumer,
+    consumer: StoreConsumer,
     admin: AdminClient,
     config: StoreConfig,
     partitions: tuple[int, ...],

@@ -6,21 +6,22 @@
   certificate. librdkafka retries those like an outage, so without it a wrong password
   shows only as a call that waits out its timeout, blamed on the network;
 - `unauthenticated`: the AuthenticationError for it, in one line that names the mechanism
-  and the user, never a secret.
+  and the user, never a secret;
+- `StoreConsumer`: the calls a store makes on its consumer.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from globalstore.errors import AuthenticationError, ConfigurationError
 from globalstore.kafka.settings import mask_text
 
-__all__ = ["LIBRDKAFKA_LOG", "Refusals", "create_client", "unauthenticated"]
+__all__ = ["LIBRDKAFKA_LOG", "Refusals", "StoreConsumer", "create_client", "unauthenticated"]
 
 # librdkafka's own log lines (connection failures and the like, which the clients retry and
 # the store reports through status()) go to Python logging under this name, never raw to
@@ -38,6 +39,27 @@ _REFUSALS = frozenset(
 _REFUSED_IN_TRANSPORT = ("alert bad certificate", "certificate verify failed", "SSL alert number")
 
 _Client = TypeVar("_Client")
+
+
+class StoreConsumer(Protocol):
+    """The calls a store makes on its assign-only consumer: confluent_kafka.Consumer, or a
+    fake in unit tests."""
+
+    def poll(self, timeout: float = -1) -> Message | None: ...
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]: ...
+
+    def assign(self, partitions: list[TopicPartition]) -> None: ...
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None: ...
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any: ...
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float = -1, cached: bool = False
+    ) -> tuple[int, int]: ...
+
+    def close(self) -> object: ...
 
 
 def create_client(

@@ -173,7 +173,6 @@ class TransformedBatch:
         put: Put,
         delete: Delete,
         nexts: dict[int, int],
-        events: list[Any],
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
         checked: Checked | None = None,
@@ -197,7 +196,7 @@ class TransformedBatch:
             else:
                 put(key, pack(LAYOUT_VERSION, current, ts, p, o) + out)
 
-        records = self._batch.fill(put_shaped, delete, nexts, events, skipped, timeout)
+        records = self._batch.fill(put_shaped, delete, nexts, skipped, timeout)
         self.failures = failures.end()
         return records
 

@@ -106,9 +106,10 @@ class Batch:
         """Put the records of the batch the C loop consumes, as records() puts the same ones."""
         out = Applied()
         put, delete = self._staging(track)
-        out.records = restorer.fill(
-            put, delete, self.nexts, out.events, out.skipped, timeout, self.checked
-        )
+        # `checked` only for a quarantining store: a NativeBatch without one needs no such
+        # parameter.
+        more = () if self.checked is None else (self.checked,)
+        out.records = restorer.fill(put, delete, self.nexts, out.skipped, timeout, *more)
         return out
 
     def moved(self) -> dict[int, int]:

@@ -112,7 +112,7 @@ class Storage:
         self._get = self._db.get
         self._logged = rocksdict.WriteOptions()
         self._unlogged = rocksdict.WriteOptions()
-        self._unlogged.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
+        self._unlogged.disable_wal = True
 
     def close(self) -> None:
         try:
@@ -164,8 +164,7 @@ class Storage:
 
     def meta_items(self, start: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The meta column family's entries in key order from `start` on."""
-        items: Iterator[tuple[bytes, bytes]] = self._meta.items(from_key=start)  # type: ignore[assignment]
-        return items
+        return self._meta.items(from_key=start)
 
     def load(self, meta: Meta) -> None:
         """Adopt positions, count, layout, last restore time and indexes from meta as the
@@ -219,8 +218,7 @@ class Storage:
         self.commit(batch)
 
     def get_meta(self, key: bytes) -> bytes | None:
-        value: bytes | None = self._meta.get(key)
-        return value
+        return self._meta.get(key)
 
     def is_empty(self) -> bool:
         for _ in self._db.keys():  # noqa: SIM118 - Rdict.__iter__ fails in raw mode
@@ -254,12 +252,18 @@ class Storage:
         out = batch.records(records, ends, self._tracks_writes, exact_count or changes)
         return self._commit_applied(batch, out, exact_count, now_ms)
 
-    def apply_native(self, restorer: NativeBatch, timeout: float, now_ms: int) -> Applied:
-        """A bulk apply (exact_count=False, no changes listed) of the batch the C loop
-        consumes, written exactly as apply() writes the same records."""
+    def apply_native(
+        self, restorer: NativeBatch, timeout: float, now_ms: int, exact_count: bool = False
+    ) -> Applied:
+        """Apply the batch the C loop consumes, written exactly as apply() writes the same
+        records: a bulk restore (exact_count=False) or a follow batch of a plain store, which
+        keeps the count exact and lists the batch's keys in Applied.changed."""
         batch = self.batch()
-        out = batch.native(restorer, timeout, self._tracks_writes)
-        return self._commit_applied(batch, out, False, now_ms)
+        out = batch.native(restorer, timeout, self._tracks_writes or exact_count)
+        if exact_count:
+            staged = batch.staged or {}
+            out.changed = {key: value is not None for key, value in staged.items()}
+        return self._commit_applied(batch, out, exact_count, now_ms)
 
     @property
     def _tracks_writes(self) -> bool:
@@ -350,17 +354,14 @@ class Storage:
 
     def reader(self) -> Callable[[bytes], bytes | None]:
         """RocksDB's own get, for the query hot path (valid until close)."""
-        get: Callable[[bytes], bytes | None] = self._get
-        return get
+        return self._get
 
     def get(self, key: bytes) -> bytes | None:
-        value: bytes | None = self._get(key)
-        return value
+        return self._get(key)
 
     def get_many(self, keys: list[bytes]) -> list[bytes | None]:
         """Values of `keys` in their order (None where absent), with RocksDB's multi-get."""
-        values: list[bytes | None] = self._db.get(keys)  # type: ignore[arg-type,assignment]
-        return values
+        return self._db.get(keys)
 
     def scan(
         self, lower: bytes | None, upper: bytes | None, reverse: bool
@@ -386,8 +387,7 @@ class Storage:
 
     def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to `limit` (key, raw value) pairs from `start` on, for chunked migration."""
-        pairs: Iterable[tuple[bytes, bytes]] = self._db.items(from_key=start)  # type: ignore[assignment]
-        return list(itertools.islice(pairs, max(0, limit)))
+        return list(itertools.islice(self._db.items(from_key=start), max(0, limit)))
 
     def checkpoint(self, dest: Path) -> None:
         """A consistent copy of the database (data and meta, so its offsets) in `dest`, which

@@ -27,6 +27,7 @@ __all__ = [
     "classify",
     "close_when_unborrowed",
     "disk_report",
+    "is_absent",
     "is_borrowed",
     "open_refusal",
     "reported",
@@ -125,6 +126,12 @@ def disk_report(path: Path) -> str:
 def is_borrowed(exc: BaseException) -> bool:
     """True for rocksdict's refusal to close a database another thread is reading."""
     return isinstance(exc, RuntimeError) and "already borrowed" in str(exc).lower()
+
+
+def is_absent(exc: BaseException) -> bool:
+    """True for a point read of a key that is not there through a Snapshot: rocksdict raises
+    a bare Exception("key not found") for it, not KeyError."""
+    return type(exc) is Exception and "key not found" in str(exc).lower()
 
 
 CLOSE_WAIT_S = 30.0

@@ -9,7 +9,7 @@ which can still open it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import rocksdict
 
@@ -87,12 +87,10 @@ class IndexFamily:
         return list(itertools.islice(self._keys(lower, upper), limit))
 
     def _keys(self, lower: bytes, upper: bytes) -> Iterator[bytes]:
-        keys: Iterable[bytes] = self._family.keys(from_key=lower)  # type: ignore[assignment]
-        return itertools.takewhile(lambda k: k < upper, keys)
+        return itertools.takewhile(lambda k: k < upper, self._family.keys(from_key=lower))
 
     def get(self, key: bytes) -> bytes | None:
-        value: bytes | None = self._family.get(key)
-        return value
+        return self._family.get(key)
 
     def put(self, wb: rocksdict.WriteBatch, key: bytes, value: bytes) -> None:
         wb.put(key, value, self._handle)
@@ -109,5 +107,4 @@ class IndexFamily:
     def get_many(self, keys: list[bytes]) -> list[bytes | None]:
         if not keys:
             return []
-        values: list[bytes | None] = self._family.get(keys)  # type: ignore[arg-type,assignment]
-        return values
+        return self._family.get(keys)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from globalstore.codec import (
     HEADER,
@@ -61,16 +61,11 @@ class Applied:
     must report."""
 
     records: int = 0
-    # The consumer's events (errors, partition ends) that came with the batch: the source
-    # adds them (storage sees records only), the C loop's fill() too.
-    events: list[Any] = field(default_factory=list)
     # (partition, offset, key) of records whose key is not UTF-8: the topic contract's keys
     # are entity ids, and a key no query can name would only break scans.
     skipped: list[tuple[int, int, bytes]] = field(default_factory=list)
     # {key: live after the batch}: what the batch wrote (True) or deleted (False).
     changed: dict[bytes, bool] = field(default_factory=dict)
-    # Records the store's transform raised on (transform.py): their keys kept as they were.
-    transform_failures: int = 0
 
 
 class NativeBatch(Protocol):
@@ -82,7 +77,6 @@ class NativeBatch(Protocol):
         put: Put,
         delete: Delete,
         nexts: dict[int, int],
-        events: list[Any],
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
         checked: Checked | None = None,

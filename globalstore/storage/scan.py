@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import rocksdict
 
+from globalstore.storage.failures import is_absent
 from globalstore.storage.keys import split_entry
 
 __all__ = ["Recount", "bounded", "index_items", "scan_items"]
@@ -23,14 +24,13 @@ def scan_items(
     the database as of its creation, so a scan never mixes two batches. Bounds are checked
     here: ReadOptions' iterate bounds are unreliable in rocksdict 0.3.29.
     """
-    items: Iterable[tuple[bytes, bytes]]
     ro = _uncached()
     if reverse:
-        items = db.items(backwards=True, from_key=upper, read_opt=ro)  # type: ignore[assignment]
+        items = db.items(backwards=True, from_key=upper, read_opt=ro)
     else:
-        items = db.items(from_key=lower, read_opt=ro)  # type: ignore[assignment]
+        items = db.items(from_key=lower, read_opt=ro)
     if upper is None and (lower is None or not reverse):
-        return iter(items)  # rocksdict's iterator already starts and ends right
+        return items  # rocksdict's iterator already starts and ends right
     return bounded(items, lower, upper, reverse)
 
 
@@ -38,7 +38,7 @@ def _uncached() -> rocksdict.ReadOptions:
     """Options of a read that visits each block once (a scan, the recount): it keeps them out
     of the block cache that point gets use."""
     ro = rocksdict.ReadOptions()
-    ro.fill_cache(False)  # type: ignore[call-arg]  # the stub lacks the flag
+    ro.fill_cache(False)
     return ro
 
 
@@ -93,8 +93,9 @@ def index_items(
         value, key = split_entry(entry)
         try:
             raw = values[key]  # a point read: cheaper than seeking an iterator (RocksDB's Get)
-        except KeyError:
-            pass
+        except Exception as exc:
+            if not is_absent(exc):
+                raise
         else:
             yield value, key, raw
         step()
@@ -112,8 +113,7 @@ class Recount:
     @classmethod
     def of(cls, db: rocksdict.Rdict) -> Recount:
         """A count of the keys `db` holds now."""
-        keys: Iterable[bytes] = db.keys(read_opt=_uncached())  # type: ignore[assignment]
-        return cls(iter(keys))
+        return cls(db.keys(read_opt=_uncached()))
 
     def step(self, chunk: int) -> int | None:
         """Count up to `chunk` more keys: the live keys once the iterator ends, else None."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -196,28 +196,29 @@ def test_the_batch_doubles_while_full_up_to_its_bound(store: GlobalStore, tmp_pa
     assert max(asked) == 400 and asked.count(400) >= 10  # the bound, held while behind
 
 
-def _batch(n: int, value_bytes: int) -> list[Msg]:
-    return [Msg(b"k", b"v" * value_bytes, 0, i) for i in range(n)]
+def _batch(n: int, value_bytes: int) -> tuple[int, Callable[[], int]]:
+    """What FollowBatch.after is told of a batch of n values of `value_bytes` each."""
+    return n, lambda: n * value_bytes
 
 
 def test_the_batch_keeps_within_its_bytes() -> None:
     size = FollowBatch(
         StoreConfig(TOPIC, "fake:1", "p", follow_batch_size=10, follow_batch_max_bytes=8_000)
     )
-    size.after(_batch(10, 100))  # 1,000 bytes: twice fits
+    size.after(*_batch(10, 100))  # 1,000 bytes: twice fits
     assert size.records == 20
-    size.after(_batch(20, 100))  # 2,000
+    size.after(*_batch(20, 100))  # 2,000
     assert size.records == 40
-    size.after(_batch(40, 100))  # 4,000: twice as many would be 8,000, still within
+    size.after(*_batch(40, 100))  # 4,000: twice as many would be 8,000, still within
     assert size.records == 80
-    size.after(_batch(80, 100))  # 8,000: twice would not fit, stays
+    size.after(*_batch(80, 100))  # 8,000: twice would not fit, stays
     assert size.records == 80
-    size.after(_batch(80, 1_000))  # larger values: 80,000 bytes, over the bound
+    size.after(*_batch(80, 1_000))  # larger values: 80,000 bytes, over the bound
     assert size.records == 40
-    size.after(_batch(11, 100))  # more than a quarter full: kept
+    size.after(*_batch(11, 100))  # more than a quarter full: kept
     assert size.records == 40
     for _ in range(5):  # caught up: back down, never below follow_batch_size
-        size.after([])
+        size.after(*_batch(0, 0))
     assert size.records == 10
 
 

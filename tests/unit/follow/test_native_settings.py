@@ -1,5 +1,6 @@
-"""What the C restore loop's consumer is given: the store consumer's settings as strings,
-without the Python-only ones, and nothing at all when one of them is a Python callable."""
+"""What the C loop's consumer is given: the store consumer's settings as strings, without the
+Python-only ones (its statistics kept: the C loop hands them to the store thread), and
+nothing at all when one of them is a Python callable."""
 
 from __future__ import annotations
 
@@ -18,12 +19,15 @@ def test_settings_become_librdkafka_strings() -> None:
     }
 
 
-def test_the_store_threads_own_callbacks_and_statistics_stay_behind() -> None:
+def test_the_store_threads_own_callbacks_stay_behind_its_statistics_go() -> None:
     config = StoreConfig(topic="t", bootstrap_servers="h:1", path=Path("s"))
     conf = {**config.consumer_config(), "stats_cb": print, "error_cb": print, "logger": object()}
     settings = native_settings(conf)
     assert settings is not None
-    assert not {"stats_cb", "error_cb", "logger", "statistics.interval.ms"} & settings.keys()
+    assert not {"stats_cb", "error_cb", "logger"} & settings.keys()
+    assert settings["statistics.interval.ms"] == str(
+        config.consumer_config()["statistics.interval.ms"]
+    )
     assert settings["isolation.level"] == "read_committed"
     assert settings["auto.offset.reset"] == "error"
 

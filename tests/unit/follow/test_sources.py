@@ -75,8 +75,9 @@ def test_the_source_applies_records_and_hands_the_events_on(
     failure = Msg(None, None, 0, 99, err=Err(KafkaError._TRANSPORT))
     eof = Msg(None, None, 0, 5, err=Err(KafkaError._PARTITION_EOF))
     batch = [*messages(("a", "1"), ("b", None)), failure, eof]
-    applied = _source(batch, tmp_path).apply(storage, 3)
-    assert applied.records == 2 and applied.events == [failure, eof]
+    done = _source(batch, tmp_path).apply(storage, 3)
+    applied = done.applied
+    assert applied.records == 2 and done.events == [failure, eof]
     assert applied.changed == {b"a": True, b"b": False}
     raw = storage.get(b"a")
     assert raw is not None and origin(raw) == (1_000, 0, 0) and storage.get(b"b") is None
@@ -89,5 +90,5 @@ def test_an_end_already_reached_writes_nothing(storage: Storage, tmp_path: Path)
     assert _source([eof], tmp_path).apply(storage, 2).events == [eof]
     assert storage.read_meta().offsets == {0: 4} and storage.read_meta().applied_at_ms == 2
     again = _source([eof], tmp_path).apply(storage, 3)
-    assert again.records == 0 and again.events == [eof]
+    assert again.applied.records == 0 and again.events == [eof]
     assert storage.read_meta().applied_at_ms == 2

@@ -68,14 +68,15 @@ def test_the_store_holds_what_the_transform_returns(storage: Storage, tmp_path: 
     # Then: a kept key that the transform now drops, a dropped key now kept, a tombstone.
     later = messages(("a", _value(5)), ("b", _value(6)), ("c", None), ("d", _value(8)), start=3)
     source = ConsumerSource(_Batches(first, later), _config(tmp_path), True, changes=True)
-    applied = source.apply(storage, 1)
+    done = source.apply(storage, 1)
+    applied = done.applied
     assert _stored(storage) == {"a": {"n": 2, "tag": "x"}, "c": {"n": 4, "tag": "y"}}
     assert applied.changed == {b"a": True, b"b": False, b"c": True}
-    assert storage.state.count == 2 and applied.transform_failures == 0
+    assert storage.state.count == 2 and done.transform_failures == 0
     raw = storage.get(b"c")
     assert raw is not None and origin(raw) == (1_000, 0, 2)  # the record's own origin
 
-    applied = source.apply(storage, 2)
+    applied = source.apply(storage, 2).applied
     assert _stored(storage) == {"b": {"n": 6, "tag": "x"}, "d": {"n": 8, "tag": "x"}}
     assert applied.changed == {b"a": False, b"b": True, b"c": False, b"d": True}
     assert storage.state.count == 2 and storage.state.positions == {0: 7}
@@ -116,8 +117,8 @@ def test_values_the_store_cannot_read_are_stored_as_they_came(
         Msg(b"\xff", _value(2).encode(), 0, 2),  # not UTF-8: skipped by storage, reported
     ]
     source = ConsumerSource(_Batches(unreadable), _config(tmp_path), True, changes=False)
-    applied = source.apply(storage, 1)
-    assert applied.transform_failures == 0 and applied.skipped == [(0, 2, b"\xff")]
+    done = source.apply(storage, 1)
+    assert done.transform_failures == 0 and done.applied.skipped == [(0, 2, b"\xff")]
     with pytest.raises(InvalidValue, match="not valid JSON"):
         decode(storage.get(b"json") or b"", b"json", TOPIC)
     with pytest.raises(InvalidValue, match="unknown value format"):

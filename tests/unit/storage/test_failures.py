@@ -15,9 +15,11 @@ import rocksdict
 
 from globalstore.errors import ConfigurationError, StorageError
 from globalstore.storage import Storage, opening
-from globalstore.storage.failures import Failure, classify, disk_report, is_borrowed
+from globalstore.storage.failures import Failure, classify, disk_report, is_absent, is_borrowed
+from globalstore.storage.keys import entry_key
 from globalstore.storage.lock import DirLock
 from globalstore.storage.meta import INDEX_CF, K_IN_SYNC_AT, META_CF
+from globalstore.storage.scan import index_items
 from tests.unit.store_fakes import NO_SPACE, FullDisk, batch
 
 
@@ -180,3 +182,21 @@ def test_the_open_after_wiping_a_damaged_store_is_wrapped_too(
     with pytest.raises(StorageError, match=r"after wiping it failed: .*No space left.*MiB free"):
         Storage(tmp_path / "s")
     DirLock(tmp_path / "s").release()  # the failed open let go of the store directory
+
+
+def test_an_index_entry_whose_key_is_absent_is_skipped(tmp_path: Path) -> None:
+    """rocksdict's Snapshot raises a bare Exception for an absent key, which the index walk
+    skips; any other error still goes up."""
+    db = rocksdict.Rdict(str(tmp_path / "db"), rocksdict.Options(raw_mode=True))
+    try:
+        db[b"k1"] = b"v1"
+        entries = rocksdict.Rdict(str(tmp_path / "idx"), rocksdict.Options(raw_mode=True))
+        for key in (b"k0", b"k1"):
+            entries[entry_key(1, b"x", key)] = b""
+        items = list(index_items(entries.iter(), db.snapshot(), b"", b"\xff", False))
+        assert [(key, raw) for _, key, raw in items] == [(b"k1", b"v1")]
+        entries.close()
+    finally:
+        db.close()
+    assert is_absent(Exception("key not found"))
+    assert not is_absent(Exception("IO error: No space left on device"))

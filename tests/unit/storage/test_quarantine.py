@@ -96,7 +96,7 @@ class PastTheCheckLikeTheCLoop(LikeTheCLoop):
     """The C loop of a quarantining store: a value it finds certainly JSON, of a key neither
     held nor changed in the batch, goes to the unchecked put."""
 
-    def fill(self, put, delete, nexts, events, skipped, timeout, checked=None) -> int:  # type: ignore[no-untyped-def]
+    def fill(self, put, delete, nexts, skipped, timeout, checked=None) -> int:  # type: ignore[no-untyped-def]
         assert checked is not None
         unchecked, held, changes = checked
         self.unchecked = 0
@@ -107,7 +107,7 @@ class PastTheCheckLikeTheCLoop(LikeTheCLoop):
                 return unchecked(key, raw)
             return put(key, raw)
 
-        return super().fill(put_like_c, delete, nexts, events, skipped, timeout)
+        return super().fill(put_like_c, delete, nexts, skipped, timeout)
 
 
 def test_values_taken_past_the_check_leave_the_quarantine_as_checked_ones_do(

@@ -1,0 +1,81 @@
+"""What a following store thread does between batches, a bounded step at a time so that no
+batch waits long: the recount after a bulk restore, an eager migration, indexes new to the
+stored values (one job after the other), and beside them the purge of expired keys."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from globalstore.follow.prepare import Prepared
+from globalstore.listeners import StoreListener
+from globalstore.shaping import ttl
+from globalstore.storage import Storage
+
+__all__ = ["Chores"]
+
+log = logging.getLogger(__name__)
+
+
+class Chores:
+    """The jobs queued once the store is ready, and the purge. `on_applied` wakes those
+    waiting on the store's data; `on_purged` publishes the count of keys purged."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        listener: StoreListener,
+        report_changes: bool,
+        on_applied: Callable[[], None],
+        on_purged: Callable[[], None],
+    ) -> None:
+        self.storage, self.listener, self.report_changes = storage, listener, report_changes
+        self.on_applied, self.on_purged = on_applied, on_purged
+        self.jobs: list[Callable[[], bool]] = []  # each step True once its job is done
+        self.purge: ttl.Purge | None = None
+        self._topic, self._recount_chunk = "", 0
+
+    def queue(self, prepared: Prepared, topic: str, recount_chunk: int | None) -> None:
+        """The jobs of a store just ready: the recount when `recount_chunk` is given (after a
+        bulk restore: from here on every apply is exact and adds its change to it), then the
+        eager migration and the indexes new to the stored values, if pending."""
+        self._topic, self.purge = topic, prepared.purge
+        if recount_chunk is not None:
+            # Counting 1M keys takes about a second: in chunks between follow batches.
+            self.storage.begin_recount()
+            self._recount_chunk = recount_chunk
+            self.jobs.append(self._recount_step)
+        jobs = (prepared.migration, prepared.indexing)
+        self.jobs += [job.step for job in jobs if job is not None and job.pending]
+
+    def step(self) -> bool:
+        """A step of the job under way and one of the purge: whether there is more to do at
+        once (the follower then takes records without waiting for them)."""
+        if self.jobs and self.jobs[0]():
+            self.jobs.pop(0)
+        # Beside the jobs, never after them: expired keys must not wait for a long migration
+        # to leave the disk (each write keeps the purge right).
+        purging = self._purge_step()
+        return bool(self.jobs) or purging
+
+    def _purge_step(self) -> bool:
+        """A step of the purge of expired keys (ttl.py), reported to the listeners as
+        deletions; True while it has more to do at once."""
+        purge = self.purge
+        if purge is None:
+            return False
+        deleted = purge.step()
+        if deleted:
+            self.on_purged()
+            self.on_applied()
+            if self.report_changes:
+                self.listener.on_changes(self._topic, [], [k.decode() for k in deleted])
+        return purge.busy
+
+    def _recount_step(self) -> bool:
+        n = self.storage.recount_step(self._recount_chunk)
+        if n is None:
+            return False
+        log.info("counted %d live keys in %s after a bulk restore", n, self.storage.path)
+        self.on_applied()  # wakes count() callers waiting for the number
+        return True
