@@ -462,7 +462,7 @@ static int fast_put(Restorer *r, const fast_path *fast, PyObject *key, PyObject 
     int in = PySet_Contains(fast->held, key);
     if (in == 0)
         in = PyDict_Contains(fast->changes, key);
-    return in != 0 ? in : 1; /* -1 on an error */
+    return in < 0 ? -1 : !in; /* a key held or changed: the checking put takes it out */
 }
 
 /* One data record into the WriteBatch, as storage.records.fill writes it. */
