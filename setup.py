@@ -6,6 +6,11 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("globalstore.follow._native", ["globalstore/follow/_native.c"], optional=True)
+        Extension(
+            "globalstore.follow._native",
+            ["globalstore/follow/_native.c"],
+            depends=["globalstore/follow/_json_check.h"],
+            optional=True,
+        )
     ]
 )

@@ -53,6 +53,7 @@ from globalstore.read.protocols import (
     StoreStatus,
 )
 from globalstore.status import State
+from globalstore.storage.quarantine import Quarantined
 from globalstore.stores.global_store import GlobalStore
 from globalstore.stores.read_only_store import ReadOnlyStore
 from globalstore.stores.shared_store import SharedStore
@@ -76,6 +77,7 @@ __all__ = [
     "IndexNotReady",
     "InvalidValue",
     "OffsetsOutOfRange",
+    "Quarantined",
     "ReadOnlyStore",
     "Resync",
     "RetriableError",

@@ -20,6 +20,7 @@ __all__ = [
     "BOOTSTRAP_ENV",
     "DEFAULT_BOOTSTRAP",
     "IndexFn",
+    "OnInvalidValue",
     "OnOutOfRange",
     "OnUnreadable",
     "RocksDBOptions",
@@ -67,6 +68,15 @@ class OnUnreadable(enum.StrEnum):
 
     REBUILD = "rebuild"  # rebuild it from the topic (WARNING)
     REFUSE = "refuse"  # leave it as it is and raise UnreadableStore
+
+
+class OnInvalidValue(enum.StrEnum):
+    """What a store does with a record whose value does not decode (not JSON, a format it does
+    not read, a converter that raises) as it applies it. Not to be confused with a scan's
+    `on_invalid` callback, which says what a scan does with such a value already stored."""
+
+    STORE = "store"  # store it as it came: get() of its key raises InvalidValue
+    QUARANTINE = "quarantine"  # keep the key's previous value; hold the record apart
 
 
 class OnOutOfRange(enum.StrEnum):
@@ -147,6 +157,9 @@ class StoreConfig:
     # Seconds: a store that knows it last held the topic's end longer ago than this reports
     # itself stale: status().ready false, /readyz 503. None: no bound (ready once restored).
     max_staleness: float | None = None
+    # A record whose value does not decode: "store" it as it came, or "quarantine" it (the
+    # key keeps its previous value; storage/quarantine.py). Changing it rebuilds the store.
+    invalid_values: OnInvalidValue = OnInvalidValue.STORE
 
     def __post_init__(self) -> None:
         # Read-only, and its repr masks the secrets: a config can be printed or logged.
@@ -164,7 +177,11 @@ class StoreConfig:
         version = self.transform_version
         if type(version) is not int or version < 1:
             raise ConfigurationError(f"transform_version must be an int >= 1, not {version!r}")
-        for name, mode in (("unreadable_store", OnUnreadable), ("out_of_range", OnOutOfRange)):
+        for name, mode in (
+            ("unreadable_store", OnUnreadable),
+            ("out_of_range", OnOutOfRange),
+            ("invalid_values", OnInvalidValue),
+        ):
             value = getattr(self, name)
             if value not in tuple(mode):
                 choices = " or ".join(repr(m.value) for m in mode)

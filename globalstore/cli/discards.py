@@ -14,6 +14,7 @@ from pathlib import Path
 from globalstore.cli.errors import UserError
 from globalstore.config import StoreConfig
 from globalstore.errors import StorageError
+from globalstore.shaping import quarantine
 from globalstore.shaping.transform import rebuild_reason
 from globalstore.storage import Storage
 from globalstore.storage.index_defs import reconcile
@@ -26,7 +27,7 @@ __all__ = ["discards", "refuse_discarding"]
 def discards(meta: Meta, config: StoreConfig) -> list[str]:
     """What a store whose meta is `meta` loses when opened with `config`, a phrase each."""
     lost = []
-    reason = rebuild_reason(meta, config)
+    reason = rebuild_reason(meta, config) or quarantine.rebuild_reason(meta, config)
     if reason is not None:
         lost.append(f"every value, rebuilt from the topic: {reason}")
     wanted = config.index_definitions()
@@ -54,7 +55,8 @@ def refuse_discarding(config: StoreConfig) -> None:
         raise UserError(
             f"opening {config.path} with these options would discard "
             + "; ".join(lost)
-            + ". Give the store's --index, --index-version, --ttl and --transform as it was "
+            + ". Give the store's --index, --index-version, --ttl, --transform and "
+            "--invalid-values as it was "
             "written with, or --redefine to discard them."
         )
 

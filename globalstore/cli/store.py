@@ -32,7 +32,7 @@ from globalstore.status import State
 from globalstore.stores.global_store import GlobalStore
 from globalstore.stores.read_only_store import ReadOnlyStore
 
-__all__ = ["Progress", "count", "get", "register", "restore", "scan", "status"]
+__all__ = ["Progress", "count", "get", "quarantine", "register", "restore", "scan", "status"]
 
 _LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
 _BAR_INTERVAL = 0.1  # seconds between redraws of the terminal progress bar
@@ -243,6 +243,17 @@ def count(target: StoreTarget) -> None:
 
 @click.command()
 @store_options
+def quarantine(target: StoreTarget) -> None:
+    """Print the records a store with --invalid-values quarantine did not apply, one JSON
+    object a line (key, partition, offset, timestamp, reason, value), by key."""
+    with contextlib.closing(target.open_for_queries()) as store:
+        held = store.quarantined()
+    for record in held:
+        click.echo(orjson.dumps(record.to_dict()).decode("utf-8"))
+
+
+@click.command()
+@store_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 @click.option(
     "--offline",
@@ -312,6 +323,7 @@ def _describe(s: StoreStatus) -> str:
         ("position", _offsets(s.position)),
         ("lag", "unknown" if s.state is State.OFFLINE else _lag(s.lag)),
         ("keys", "unknown" if s.key_count is None else f"{s.key_count:,}"),
+        *([("quarantined", f"{s.quarantined:,} keys")] if s.quarantined else []),
         ("layout version", str(s.layout_version)),
         ("migration", _migration(s)),
         ("last restore", restored),
@@ -356,5 +368,5 @@ def _offsets(per_partition: Mapping[int, int]) -> str:
 
 def register(group: click.Group) -> None:
     """Add the store commands to the `globalstore` group."""
-    for command in (restore, get, scan, count, status):
+    for command in (restore, get, scan, count, quarantine, status):
         group.add_command(command)

@@ -15,7 +15,7 @@ import click
 
 from globalstore.cli.discards import refuse_discarding
 from globalstore.cli.formats import chain, import_converter, index_options
-from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, StoreConfig
+from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, OnInvalidValue, StoreConfig
 from globalstore.errors import StoreLocked
 from globalstore.kafka.settings import kafka_config_options
 from globalstore.listeners import StoreListener
@@ -97,6 +97,7 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             index_versions=versions,
             ttl=params.pop("ttl"),
             max_staleness=params.pop("max_staleness"),
+            invalid_values=params.pop("invalid_values"),
         )
         target = StoreTarget(config, params.pop("timeout"), selected, params.pop("redefine"))
         command(target, **params)
@@ -189,6 +190,16 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             metavar="SECONDS",
             help="Report the store stale (not ready: status, /readyz 503, globalstore_fresh 0) "
             "once it knows it last held the topic's end longer ago than this.",
+        ),
+        click.option(
+            "--invalid-values",
+            type=click.Choice([m.value for m in OnInvalidValue]),
+            default=OnInvalidValue.STORE.value,
+            show_default=True,
+            help="A record whose value does not decode: store it as it came, or quarantine "
+            "it (its key keeps its previous value; `globalstore quarantine` lists them). "
+            "Give it every time: the other setting rebuilds the store (the command refuses "
+            "without --redefine).",
         ),
         click.option(
             "--redefine",

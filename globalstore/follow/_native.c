@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_json_check.h"
+
 #define RK_CONSUMER 1      /* rd_kafka_type_t */
 #define RK_CONF_OK 0       /* rd_kafka_conf_res_t */
 #define RK_ERR_NOENT (-156)
@@ -444,9 +446,28 @@ static int add_skipped(PyObject *skipped, const rk_message *m) {
     return rc;
 }
 
+/* A store that quarantines (storage/quarantine.py): (put, held, changes). A value of the
+ * current format that is certainly JSON, of a key in neither held nor changes, goes straight
+ * to that put; every other one to the checking put fill() was given. */
+typedef struct {
+    PyObject *put, *held, *changes;
+} fast_path;
+
+static int fast_put(Restorer *r, const fast_path *fast, PyObject *key, PyObject *value) {
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(value);
+    if (fast->put == NULL || b[1] != r->current_format)
+        return 0;
+    if (!json_certain(b + HEADER_SIZE, (size_t)PyBytes_GET_SIZE(value) - HEADER_SIZE))
+        return 0;
+    int in = PySet_Contains(fast->held, key);
+    if (in == 0)
+        in = PyDict_Contains(fast->changes, key);
+    return in < 0 ? -1 : !in; /* a key held or changed: the checking put takes it out */
+}
+
 /* One data record into the WriteBatch, as storage.records.fill writes it. */
 static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObject *delete,
-                        PyObject *skipped) {
+                        PyObject *skipped, const fast_path *fast) {
     if (m->key == NULL)
         return 0; /* a compacted topic cannot hold key-less records */
     if (!is_utf8((const char *)m->key, m->key_len))
@@ -459,7 +480,8 @@ static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObjec
         rc = call2(delete, key, NULL);
     } else {
         PyObject *value = stored_value(r, m);
-        rc = value == NULL ? -1 : call2(put, key, value);
+        int direct = value == NULL ? -1 : fast_put(r, fast, key, value);
+        rc = direct < 0 ? -1 : call2(direct == 1 ? fast->put : put, key, value);
         Py_XDECREF(value);
     }
     Py_DECREF(key);
@@ -467,7 +489,8 @@ static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObjec
 }
 
 static int apply_messages(Restorer *r, size_t n, PyObject *put, PyObject *delete,
-                          PyObject *nexts, PyObject *events, PyObject *skipped) {
+                          PyObject *nexts, PyObject *events, PyObject *skipped,
+                          const fast_path *fast) {
     /* Records come in runs per partition: nexts is written when the run ends, which is also
      * before any event, so that an end-of-partition event past the run's last record (a
      * partition ending in transaction markers) raises it, as storage.records.fill does. */
@@ -489,7 +512,7 @@ static int apply_messages(Restorer *r, size_t n, PyObject *put, PyObject *delete
         }
         run_partition = m->partition;
         run_next = m->offset + 1;
-        if (apply_record(r, m, put, delete, skipped) < 0)
+        if (apply_record(r, m, put, delete, skipped, fast) < 0)
             return -1;
     }
     return run_next >= 0 ? set_next(nexts, run_partition, run_next) : 0;
@@ -516,14 +539,19 @@ static ssize_t consume(Restorer *r, int timeout_ms, size_t limit, int first) {
 }
 
 static PyObject *restorer_fill(Restorer *r, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"put",        "delete", "nexts", "events", "skipped",
-                             "timeout_ms", "limit",  "first", NULL};
-    PyObject *put, *delete, *nexts, *events, *skipped;
+    static char *kwlist[] = {"put",   "delete", "nexts",   "events", "skipped", "timeout_ms",
+                             "limit", "first",  "checked", NULL};
+    PyObject *put, *delete, *nexts, *events, *skipped, *checked = Py_None;
     int timeout_ms, first = 0;
     Py_ssize_t limit = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!O!i|np", kwlist, &put, &delete,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!O!i|npO", kwlist, &put, &delete,
                                      &PyDict_Type, &nexts, &PyList_Type, &events, &PyList_Type,
-                                     &skipped, &timeout_ms, &limit, &first))
+                                     &skipped, &timeout_ms, &limit, &first, &checked))
+        return NULL;
+    fast_path fast = {NULL, NULL, NULL};
+    if (checked != Py_None &&
+        !PyArg_ParseTuple(checked, "OO!O!", &fast.put, &PySet_Type, &fast.held, &PyDict_Type,
+                          &fast.changes))
         return NULL;
     if (r->rk == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the Restorer is closed");
@@ -538,7 +566,7 @@ static PyObject *restorer_fill(Restorer *r, PyObject *args, PyObject *kwds) {
     r->held = 0;
     for (ssize_t i = 0; i < n; i++)
         r->held += r->msgs[i]->len;
-    int rc = apply_messages(r, (size_t)n, put, delete, nexts, events, skipped);
+    int rc = apply_messages(r, (size_t)n, put, delete, nexts, events, skipped, &fast);
     for (ssize_t i = 0; i < n; i++)
         rk.message_destroy(r->msgs[i]);
     if (rc < 0)
@@ -568,9 +596,10 @@ static PyObject *restorer_close(Restorer *r, PyObject *unused) {
 
 static PyMethodDef restorer_methods[] = {
     {"fill", (PyCFunction)(void (*)(void))restorer_fill, METH_VARARGS | METH_KEYWORDS,
-     "fill(put, delete, nexts, events, skipped, timeout_ms, limit=capacity, first=False) -> "
-     "records: consume one batch and write it through put/delete, as storage.records.fill "
-     "does."},
+     "fill(put, delete, nexts, events, skipped, timeout_ms, limit=capacity, first=False, "
+     "checked=None) -> records: consume one batch and write it through put/delete, as "
+     "storage.records.fill does. checked, a quarantining store's (put, held keys, changes): "
+     "the put a value certainly JSON of a key in neither goes to."},
     {"held", (PyCFunction)restorer_held, METH_NOARGS,
      "held() -> bytes of the values of the last batch consumed."},
     {"stats", (PyCFunction)restorer_stats, METH_NOARGS,
@@ -590,8 +619,18 @@ static PyTypeObject RestorerType = {
     .tp_methods = restorer_methods,
 };
 
+static PyObject *json_certain_py(PyObject *self, PyObject *arg) {
+    char *b;
+    Py_ssize_t n;
+    if (PyBytes_AsStringAndSize(arg, &b, &n) < 0)
+        return NULL;
+    return PyBool_FromLong(json_certain((const unsigned char *)b, (size_t)n));
+}
+
 static PyMethodDef module_methods[] = {
     {"load", load, METH_VARARGS, "load(path): resolve librdkafka's functions in that library."},
+    {"json_certain", json_certain_py, METH_O,
+     "json_certain(value) -> bool: True only for a document orjson certainly accepts."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,6 +3,7 @@ from collections.abc import Callable
 from typing import Any
 
 def load(path: str) -> None: ...
+def json_certain(value: bytes) -> bool: ...
 
 class Restorer:
     def __init__(
@@ -28,6 +29,8 @@ class Restorer:
         timeout_ms: int,
         limit: int = ...,
         first: bool = ...,
+        checked: tuple[Callable[[bytes, bytes], object], set[bytes], dict[bytes, bool]]
+        | None = None,
     ) -> int: ...
     def held(self) -> int: ...
     def stats(self) -> str | None: ...

@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import KafkaError  # also maps confluent-kafka's librdkafka
 
 from globalstore.codec import LAYOUT_VERSION, VALUE_FORMAT_VERSION, format_headers, value_format
+from globalstore.storage.records import Checked
 
 try:
     from globalstore.follow import _native
@@ -90,13 +91,15 @@ class NativeRestorer:
         nexts: dict[int, int],
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
+        checked: Checked | None = None,
     ) -> int:
         """Consume one batch (waiting up to `timeout` s for the first record) and write it;
-        returns the number of records (events not counted)."""
+        returns the number of records (events not counted). `checked`: a quarantining
+        store's values the loop finds certainly JSON skip its Python check (_json_check.h)."""
         raw: list[tuple[int, int, int, str, bool]] = []
         wait_ms = int(timeout * 1000)
         records = self._restorer.fill(
-            put, delete, nexts, raw, skipped, wait_ms, self.limit, self.first
+            put, delete, nexts, raw, skipped, wait_ms, self.limit, self.first, checked
         )
         self.events = [NativeEvent(*event) for event in raw]
         return records

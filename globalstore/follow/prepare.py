@@ -23,7 +23,7 @@ from globalstore.errors import BrokerUnavailable, DamagedLayoutError, Unreadable
 from globalstore.follow import plan, topic
 from globalstore.follow.health import Health
 from globalstore.kafka.clients import LIBRDKAFKA_LOG, StoreConsumer, create_client
-from globalstore.shaping import migrate, transform, ttl
+from globalstore.shaping import migrate, quarantine, transform, ttl
 from globalstore.shaping.indexes import IndexBuild, Indexer
 from globalstore.snapshots import archive as snapshot
 from globalstore.storage import Storage
@@ -131,9 +131,8 @@ class Preparation:
             )
         meta = storage.read_meta()
         if meta.layout is None:  # a new (or just wiped) store
-            storage.initialise(
-                config.topic, info.topic_id, int(time.time() * 1000), transform.meta_entries(config)
-            )
+            more = {**transform.meta_entries(config), **quarantine.meta_entries(config)}
+            storage.initialise(config.topic, info.topic_id, int(time.time() * 1000), more)
             meta = storage.read_meta()
         storage.load(meta)
         restore_plan = plan.plan(meta, info, marks, config)
@@ -142,6 +141,7 @@ class Preparation:
         migration.begin()
         indexing = define_indexes(storage, config)
         purge = define_ttl(storage, config, bulk=not restore_plan.exact_count)
+        quarantine.define(storage, config)
         return Prepared(restore_plan, migration, reason, indexing, purge)
 
     def _refuse_if_unreadable(self) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self, TypedDict, Unpack
 
 from globalstore.codec import Entry, OnInvalid
 from globalstore.status import State
+from globalstore.storage.quarantine import Quarantined
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -100,6 +101,8 @@ class StoreStatus:
     # Restored, but it last held the topic's end longer ago than its max_staleness: why (it
     # is then not `ready`, and /readyz answers 503). None otherwise.
     stale: str | None = None
+    # invalid_values="quarantine": the keys whose latest record did not decode (quarantined()).
+    quarantined: int = 0
 
 
 def freshness(
@@ -236,6 +239,8 @@ class StoreReader(Protocol):
     def to_arrow(self, **options: Unpack[ArrowOptions]) -> pa.RecordBatchReader: ...
 
     def count(self) -> int: ...
+
+    def quarantined(self) -> list[Quarantined]: ...
 
     def position(self) -> dict[int, int]: ...
 

@@ -33,6 +33,7 @@ from globalstore.shaping import ttl
 from globalstore.storage import Storage
 from globalstore.storage import keys as index_keys
 from globalstore.storage.meta import IndexDef
+from globalstore.storage.quarantine import Quarantined, held
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -109,6 +110,11 @@ class StoreReads:
             for key, k, raw in zip(wanted, encoded, raws, strict=True)
             if raw is not None
         }
+
+    def quarantined(self) -> list[Quarantined]:
+        """The records a store with invalid_values="quarantine" did not apply, by key."""
+        storage = self._ready_storage()
+        return self._guard(lambda: list(held(storage.meta_items)))
 
     def _fetch(self, key: bytes) -> bytes | None:
         try:

@@ -55,6 +55,7 @@ def store_status(
         stale=stale,
         indexes={} if held is None else index_statuses(held, failures or {}),
         ttl=None if held is None else ttl_status(held, purged),
+        quarantined=0 if held is None else held.quarantined,
         **more,
     )
 

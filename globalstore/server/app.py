@@ -121,6 +121,7 @@ class Api:
             ("/v1/export", "export", self.export),
             ("/v1/changes", "changes", self.changes),
             ("/v1/count", "count", self.count),
+            ("/v1/quarantine", "quarantine", self.quarantine),
             ("/v1/status", "status", self.status),
             ("/v1/snapshot", "snapshot", self.snapshot),
             ("/healthz", "healthz", self.healthz),
@@ -327,6 +328,10 @@ class Api:
         await self._await_position(query, self._wait(query))
         n = await anyio.to_thread.run_sync(self.served.store.count)
         return _json({"count": n})
+
+    async def quarantine(self, request: Request) -> Response:
+        held = await anyio.to_thread.run_sync(self.served.store.quarantined)
+        return _json({"quarantined": [record.to_dict() for record in held]})
 
     async def status(self, request: Request) -> Response:
         status = self.served.store.status()

@@ -93,6 +93,12 @@ class _StoreCollector(Collector):
             "Records the store's transform raised on since this start (their keys kept)",
             value=status.transform_failures,
         )
+        yield _gauge(
+            "globalstore_quarantined",
+            "Keys whose latest record did not decode, held in the quarantine (invalid_values="
+            "'quarantine')",
+            status.quarantined,
+        )
         yield CounterMetricFamily(
             "globalstore_refused_notes",
             "A reader process: datagrams on its socket that were not its writer's note, since "

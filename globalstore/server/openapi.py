@@ -33,6 +33,20 @@ _INVALID: dict[str, Any] = {
         "reason": {"type": "string"},
     },
 }
+_QUARANTINED = {
+    "type": "object",
+    "required": ["quarantined"],
+    "properties": {
+        "quarantined": {
+            "type": "array",
+            "items": {
+                **_INVALID,
+                "description": "A record the store did not apply; its timestamp (ms) and value",
+                "properties": {**_INVALID["properties"], "timestamp": {}, "value": {}},
+            },
+        }
+    },
+}
 _UNAVAILABLE = {
     "type": "object",
     "required": ["error"],
@@ -314,6 +328,13 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                         ),
                         **_QUERY_ERRORS,
                     },
+                }
+            },
+            "/v1/quarantine": {
+                "get": {
+                    "summary": "Records not applied: their value does not decode (the store's "
+                    "invalid_values='quarantine'), by key",
+                    "responses": {"200": _json(_QUARANTINED, "Empty without one"), **_QUERY_ERRORS},
                 }
             },
             "/v1/status": {

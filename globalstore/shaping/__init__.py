@@ -1,1 +1,1 @@
-"""What user functions and formats do to values: transform, indexing, ttl, migrate."""
+"""What user functions and formats do to values: transform, indexing, ttl, migrate, quarantine."""

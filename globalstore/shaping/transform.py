@@ -36,7 +36,7 @@ from globalstore.config import StoreConfig
 from globalstore.converters import ValueFormats
 from globalstore.storage import Record, Records
 from globalstore.storage.meta import K_TRANSFORM, K_TRANSFORM_FORMAT, Meta
-from globalstore.storage.records import Delete, Headers, NativeBatch, Put
+from globalstore.storage.records import Checked, Delete, Headers, NativeBatch, Put
 
 __all__ = [
     "UNREADABLE",
@@ -175,7 +175,9 @@ class TransformedBatch:
         nexts: dict[int, int],
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
+        checked: Checked | None = None,
     ) -> int:
+        """`checked` is not taken: every value is transformed, in Python, first."""
         shape, current = self._transformer.shape, self._transformer.formats.current
         failures = _Failures(self._transformer.topic)
         unpack, pack, size = HEADER.unpack_from, HEADER.pack, HEADER_SIZE

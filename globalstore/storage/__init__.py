@@ -12,6 +12,8 @@ meta.py       the meta column family's keys and entries, and their parsing
 keys.py       the index column family's keys: secondary index entries and time entries
 scan.py       scans over one point-in-time view, and the background key count
 records.py    Record; records into put/delete operations (the Python hot loop), Applied
+quarantine.py the records a quarantining store did not apply: the check each put goes
+              through (either loop), their entries in the meta column family
 index_defs.py the secondary indexes: their definitions and how a config changes them, the
               entries a batch's keys get, the chunks of their build
 timeindex.py  the time index of a store with a ttl: its entries written with each batch,

@@ -25,13 +25,23 @@ from globalstore.storage.meta import (
     K_IN_SYNC_AT,
     K_LAYOUT,
     K_MIGRATE_FROM,
+    K_QUARANTINED,
     K_RESTORED_AT,
     K_TOPIC,
     K_TOPIC_ID,
     offset_key,
     opt_int,
 )
-from globalstore.storage.records import Applied, Delete, NativeBatch, Put, Records, fill
+from globalstore.storage.quarantine import Quarantine
+from globalstore.storage.records import (
+    Applied,
+    Checked,
+    Delete,
+    NativeBatch,
+    Put,
+    Records,
+    fill,
+)
 from globalstore.storage.state import StorageState
 
 __all__ = ["Batch"]
@@ -40,7 +50,12 @@ __all__ = ["Batch"]
 class Batch:
     """One write under way: its WriteBatch, and the state the store holds once written."""
 
-    def __init__(self, state: StorageState, meta: rocksdict.ColumnFamily) -> None:
+    def __init__(
+        self,
+        state: StorageState,
+        meta: rocksdict.ColumnFamily,
+        quarantine: Quarantine | None = None,
+    ) -> None:
         self.wb = rocksdict.WriteBatch(raw_mode=True)
         self.state = state  # moved along with what is put in; published by Storage.commit
         self.logged = True  # False: skip the write-ahead log (a bulk apply)
@@ -51,6 +66,11 @@ class Batch:
         # tracked) {key: stored bytes, None if deleted}, the last write of each key.
         self.nexts: dict[int, int] = {}
         self.staged: dict[bytes, bytes | None] | None = None
+        # A store that quarantines invalid values: its quarantine, and what the batch changes
+        # in it ({key: held after the batch}; quarantine.py).
+        self.quarantine = quarantine
+        self.quarantining: dict[bytes, bool] = {}
+        self.checked: Checked | None = None  # the C loop's way past the check, if it may
         self._meta = meta
 
     def change(self, **fields: Any) -> None:
@@ -86,7 +106,10 @@ class Batch:
         """Put the records of the batch the C loop consumes, as records() puts the same ones."""
         out = Applied()
         put, delete = self._staging(track)
-        out.records = restorer.fill(put, delete, self.nexts, out.skipped, timeout)
+        # `checked` only for a quarantining store: a NativeBatch without one needs no such
+        # parameter.
+        more = () if self.checked is None else (self.checked,)
+        out.records = restorer.fill(put, delete, self.nexts, out.skipped, timeout, *more)
         return out
 
     def moved(self) -> dict[int, int]:
@@ -105,11 +128,21 @@ class Batch:
     def _staging(self, track: bool) -> tuple[Put, Delete]:
         """The put and delete a loop fills the batch's data with: the WriteBatch's own or,
         when `track` (the store has indexes or a time index), ones that also note what each
-        key was last given, in `staged`, for the indexes. Either loop (Python or C) calls
-        them, so both index alike."""
+        key was last given, in `staged`, for the indexes; in a store with a quarantine, each
+        checked first (quarantine.py). Either loop (Python or C) calls them, so both index
+        and quarantine alike."""
+        put, delete = self._tracking() if track else (self.wb.put, self.wb.delete)
+        quarantine = self.quarantine
+        if quarantine is None:
+            return put, delete
+        unchecked = put
+        put, delete, self.quarantining = quarantine.guard(put, delete, self.put_meta)
+        if quarantine.plain:
+            self.checked = (unchecked, quarantine.keys, self.quarantining)
+        return put, delete
+
+    def _tracking(self) -> tuple[Put, Delete]:
         wb = self.wb
-        if not track:
-            return wb.put, wb.delete
         staged = self.staged = {}
 
         def put(key: bytes, value: bytes) -> None:
@@ -122,6 +155,11 @@ class Batch:
 
         return put, delete
 
+    def settle(self) -> None:
+        """The batch is written: the quarantine holds what it put in."""
+        if self.quarantine is not None:
+            self.quarantine.settle(self.quarantining)
+
     def advance(self, moved: Mapping[int, int], count: int | None, now_ms: int) -> None:
         """The partitions' next offsets the batch's records moved, the wall time it is
         applied at and the live-key count after it (None: unknown until a recount)."""
@@ -130,6 +168,10 @@ class Batch:
         self.put_meta(K_APPLIED_AT, I64.pack(now_ms))
         self.put_meta(K_COUNT, None if count is None else I64.pack(count))
         self.change(positions={**self.state.positions, **moved}, count=count)
+        if self.quarantine is not None and self.quarantining:
+            held = self.quarantine.count_after(self.quarantining)
+            self.put_meta(K_QUARANTINED, I64.pack(held))
+            self.change(quarantined=held)
 
     def initialise(
         self, topic: str | None, topic_id: str | None, now_ms: int, more: Mapping[bytes, bytes]

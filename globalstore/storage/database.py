@@ -9,9 +9,9 @@ On disk, in the store directory:
 
 Every write is one Batch (batch.py), written by commit(), which then publishes the state it
 carries. Every apply() is ONE WriteBatch holding the records and the next offset of each partition
-they came from (contract 2), so after a crash the stored offsets never run ahead of the data.
-It takes plain records (records.Record) and the partition ends reached, never a Kafka
-message: the consumer and its messages belong to sources.py.
+they came from (contract 2), so after a crash the stored offsets never run ahead of the data
+(nor does a quarantine, quarantine.py). It takes plain records (records.Record), never a
+Kafka message.
 
 The indexes it holds, secondary (index_defs.py, at `indexes`) and the ttl's time index
 (timeindex.py, at `time`), keep entries derived from the data: apply() puts theirs in its
@@ -49,6 +49,7 @@ from globalstore.storage.meta import (
 )
 from globalstore.storage.opening import db_dir, open_rdict
 from globalstore.storage.options import rocksdb_options
+from globalstore.storage.quarantine import Quarantine
 from globalstore.storage.records import Applied, NativeBatch, Records
 from globalstore.storage.scan import Recount, scan_items
 from globalstore.storage.state import StorageState
@@ -91,6 +92,7 @@ class Storage:
         # The indexes it holds write through its IndexHost members (host.py).
         self.indexes = SecondaryIndexes(self)  # a store with indexes keeps them (index_defs.py)
         self.time = TimeIndex(self, self.indexes)  # a store with a ttl keeps it (timeindex.py)
+        self.quarantine: Quarantine | None = None  # a store that quarantines (quarantine.py)
         # Held while writing, and while a reader opens its two iterators (values and index
         # entries): then both see the database at the same sequence number.
         self.view_lock = threading.Lock()
@@ -156,9 +158,13 @@ class Storage:
 
     def read_meta(self) -> Meta:
         """Parse the meta column family; DamagedLayoutError if any entry does not parse."""
-        offsets = self._meta.items(from_key=OFFSET_PREFIX)
-        indexes = self._meta.items(from_key=INDEX_PREFIX)
-        return parse_meta(self._meta.get, offsets, indexes)
+        return parse_meta(
+            self._meta.get, self.meta_items(OFFSET_PREFIX), self.meta_items(INDEX_PREFIX)
+        )
+
+    def meta_items(self, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The meta column family's entries in key order from `start` on."""
+        return self._meta.items(from_key=start)
 
     def load(self, meta: Meta) -> None:
         """Adopt positions, count, layout, last restore time and indexes from meta as the
@@ -189,7 +195,7 @@ class Storage:
 
     def mark_in_sync(self, now_ms: int) -> None:
         """Record that the store holds the topic's end at this wall time."""
-        self.put_meta_int(K_IN_SYNC_AT, now_ms)
+        self.put_meta(K_IN_SYNC_AT, I64.pack(now_ms))
 
     def initialise(
         self,
@@ -210,9 +216,6 @@ class Storage:
         batch = self.batch()
         batch.put_meta(key, value)
         self.commit(batch)
-
-    def put_meta_int(self, key: bytes, value: int) -> None:
-        self.put_meta(key, I64.pack(value))
 
     def get_meta(self, key: bytes) -> bytes | None:
         return self._meta.get(key)
@@ -243,10 +246,8 @@ class Storage:
 
         A bulk apply also skips RocksDB's write-ahead log (a third of the restore's time went
         into writing it). Atomic flush (RocksDBOptions) persists both column families
-        together, so a crash loses the unflushed batches, their offsets with them, and the
-        next start resumes from the last flushed ones; begin_recount flushes before any
-        logged write follows.
-        """
+        together, so a crash loses the unflushed batches, their offsets with them; the next
+        start resumes from the last flushed ones. begin_recount flushes first."""
         batch = self.batch()
         out = batch.records(records, ends, self._tracks_writes, exact_count or changes)
         return self._commit_applied(batch, out, exact_count, now_ms)
@@ -288,11 +289,12 @@ class Storage:
         batch.advance(moved, count, now_ms)
         batch.logged = exact_count
         self.commit(batch)
+        batch.settle()
         return out
 
     def batch(self) -> Batch:
         """A new write, from the state the store holds now (batch.py)."""
-        return Batch(self.state, self._meta_cf)
+        return Batch(self.state, self._meta_cf, self.quarantine)
 
     def commit(self, batch: Batch) -> None:
         """Write `batch` as one WriteBatch under the view lock, then publish the state it

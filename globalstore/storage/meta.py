@@ -25,6 +25,10 @@ Keys (column family "meta"):
     ttl            the store's time to live (ms, i64; shaping/ttl.py), for readers in other
                    processes
     time_index     "built", or "cursor:<hex>" while the time index is built (timeindex.py)
+    invalid_values "quarantine" in a store that quarantines values that do not decode;
+                   absent: stored as they come
+    quarantined    how many keys the quarantine holds (i64; absent: none)
+    quarantine:<key>  a quarantined record (quarantine.py), written in the batch of its offset
 """
 
 from __future__ import annotations
@@ -45,10 +49,12 @@ __all__ = [
     "K_CONVERT_CURSOR",
     "K_COUNT",
     "K_INDEX_NEXT_ID",
+    "K_INVALID_VALUES",
     "K_IN_SYNC_AT",
     "K_LAYOUT",
     "K_MIGRATE_CURSOR",
     "K_MIGRATE_FROM",
+    "K_QUARANTINED",
     "K_RESTORED_AT",
     "K_TIME_INDEX",
     "K_TOPIC",
@@ -59,6 +65,7 @@ __all__ = [
     "K_VALUE_FORMAT",
     "META_CF",
     "OFFSET_PREFIX",
+    "QUARANTINE_PREFIX",
     "IndexDef",
     "Meta",
     "cursor_entry",
@@ -92,6 +99,9 @@ INDEX_PREFIX = b"index:"
 K_INDEX_NEXT_ID = b"index.next_id"
 K_TTL = b"ttl"
 K_TIME_INDEX = b"time_index"
+K_INVALID_VALUES = b"invalid_values"
+K_QUARANTINED = b"quarantined"
+QUARANTINE_PREFIX = b"quarantine:"
 _BUILT = b"built"  # K_TIME_INDEX of a complete time index; else b"cursor:" + hex
 
 
@@ -170,6 +180,8 @@ class Meta:
     index_next_id: int = 1
     ttl_ms: int | None = None  # the writer's time to live, if it has one
     time_index: bytes | None = None  # K_TIME_INDEX as stored (parse_cursor reads it)
+    invalid_values: str | None = None  # "quarantine", or None: stored as they came
+    quarantined: int = 0  # keys the quarantine holds
 
 
 def opt_int(raw: bytes | None) -> int | None:
@@ -213,6 +225,8 @@ def parse_meta(
         meta.index_next_id = opt_int(get(K_INDEX_NEXT_ID)) or 1
         meta.ttl_ms = _opt_i64(get(K_TTL))
         meta.time_index = get(K_TIME_INDEX)
+        meta.invalid_values = _opt_str(get(K_INVALID_VALUES))
+        meta.quarantined = _opt_i64(get(K_QUARANTINED)) or 0
         for key, value in from_indexes:
             if not key.startswith(INDEX_PREFIX):
                 break

@@ -29,6 +29,7 @@ class StorageState:
     time_index: bool = False
     time_cursor: bytes | None = None
     time_entries: int = 0
+    quarantined: int = 0  # keys the quarantine holds (quarantine.py)
 
     @classmethod
     def of(cls, meta: Meta, index_entries: Mapping[str, int]) -> StorageState:
@@ -42,6 +43,7 @@ class StorageState:
             meta.restored_at_ms,
             dict(meta.indexes),
             index_entries,
+            quarantined=meta.quarantined,
         )
 
     def __post_init__(self) -> None:

@@ -25,6 +25,7 @@ from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed
 from globalstore.read.protocols import ArrowOptions, ScanFilters, ScanOptions, StoreStatus
 from globalstore.replicas.live import Live
 from globalstore.storage import Storage
+from globalstore.storage.quarantine import Quarantined
 from globalstore.stores.global_store import GlobalStore
 
 if TYPE_CHECKING:
@@ -122,6 +123,9 @@ class SwitchingStore:
 
     def count(self) -> int:
         return self._on_active(lambda store: store.count())
+
+    def quarantined(self) -> list[Quarantined]:
+        return self._on_active(lambda store: store.quarantined())
 
     def position(self) -> dict[int, int]:
         """The active store's position: offsets of ITS topic, which a switch changes."""

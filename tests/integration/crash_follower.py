@@ -1,7 +1,7 @@
 """Child process of test_store_crash: open a GlobalStore, restore, follow until SIGKILLed.
 
     python crash_follower.py BOOTSTRAP TOPIC PATH RESTORE_BATCH PAUSE [BOOTSTRAP_FROM
-                             [TRANSFORM BULK_THRESHOLD]]
+                             [TRANSFORM BULK_THRESHOLD [INVALID_VALUES]]]
 
 Prints one line per phase on stdout ("restoring", "batch", "restored", "following") so the
 test knows what it interrupted. The restore reads at most RESTORE_BATCH records per batch and
@@ -10,7 +10,8 @@ N / RESTORE_BATCH * PAUSE seconds however fast the machine is: the test can kill
 BOOTSTRAP_FROM, a snapshot URL or directory, is installed first if PATH is empty ("" for
 none). TRANSFORM, a "pkg.module:function", is the store's transform (version 1), and
 BULK_THRESHOLD its bulk_restore_threshold: a restore below it writes every batch through the
-write-ahead log, so a kill leaves each batch written before it on disk.
+write-ahead log, so a kill leaves each batch written before it on disk ("" for no
+transform and the default threshold). INVALID_VALUES is the store's invalid_values.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from globalstore import GlobalStore, StoreConfig, StoreListener
 from globalstore.converters import import_converter
@@ -44,12 +46,14 @@ class Phases(StoreListener):
 
 def main() -> None:
     bootstrap, topic, path, batch, pause = sys.argv[1:6]
-    shaped = {}
-    if len(sys.argv) > 7:
+    shaped: dict[str, Any] = {}
+    if len(sys.argv) > 7 and sys.argv[7]:
         shaped = {
             "transform": import_converter(sys.argv[7]),
             "bulk_restore_threshold": int(sys.argv[8]),
         }
+    if len(sys.argv) > 9:
+        shaped["invalid_values"] = sys.argv[9]
     config = StoreConfig(
         topic=topic,
         bootstrap_servers=bootstrap,

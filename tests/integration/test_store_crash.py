@@ -48,7 +48,7 @@ from globalstore import GlobalStore
 from globalstore.codec import HEADER_SIZE, encode_key, encode_value, format_headers, origin
 from globalstore.follow.topic import end_offsets
 from globalstore.storage import Storage
-from globalstore.storage.meta import offset_key
+from globalstore.storage.meta import I64, offset_key
 from tests.integration.store_support import produce, producer
 
 PARTITIONS = 4
@@ -297,7 +297,7 @@ def test_the_offline_check_catches_offsets_ahead_of_data(
 
     produce(kafka_bootstrap, topic, [("late", {"i": 40})], partition=1)
     storage = Storage(path)
-    storage.put_meta_int(offset_key(1), 41)  # the offset moves on, the data does not
+    storage.put_meta(offset_key(1), I64.pack(41))  # the offset moves on, the data does not
     storage.close()
     with pytest.raises(AssertionError, match="1 keys missing"):
         check_offline(path, oracle)

@@ -9,10 +9,10 @@ PUBLIC = {
     "ChangeFeed", "Resync",
     "ConfigurationError", "ConversionFailed", "DamagedLayoutError", "Entry", "FatalError",
     "FollowingStore", "GlobalStore", "GlobalStoreError", "IndexNotReady", "InvalidValue",
-    "OffsetsOutOfRange", "ReadOnlyStore", "RetriableError", "RocksDBOptions", "ScanFilters",
-    "ScanOptions", "SharedStore", "StartTimeout", "State", "StorageError", "StoreAlreadyStarted",
-    "StoreClosed", "StoreConfig", "StoreFailed", "StoreListener", "StoreLocked",
-    "StoreNotReady", "StoreReader", "StoreSettings", "StoreStatus", "SwitchingStore",
+    "OffsetsOutOfRange", "Quarantined", "ReadOnlyStore", "RetriableError", "RocksDBOptions",
+    "ScanFilters", "ScanOptions", "SharedStore", "StartTimeout", "State", "StorageError",
+    "StoreAlreadyStarted", "StoreClosed", "StoreConfig", "StoreFailed", "StoreListener",
+    "StoreLocked", "StoreNotReady", "StoreReader", "StoreSettings", "StoreStatus", "SwitchingStore",
     "TopicNotCompacted", "TopicNotFound", "UnknownIndex", "UnreadableStore", "end_offsets",
 }  # fmt: skip
 

@@ -103,6 +103,7 @@ def test_the_settings_the_store_was_written_with_discard_nothing(written: Path) 
         ({"ttl": None}, "the time index of its ttl (60 s; no --ttl given)"),
         ({"transform": None}, "written with transform version 2; no transform is given now"),
         ({"transform_version": 3}, "written with transform version 2, not 3"),
+        ({"invalid_values": "quarantine"}, "invalid_values='store', not 'quarantine'"),
     ],
 )
 def test_each_loss_is_named(written: Path, changed: dict[str, Any], named: str) -> None:

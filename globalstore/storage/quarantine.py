@@ -1,0 +1,162 @@
+"""The quarantine of a store with invalid_values="quarantine" (config.OnInvalidValue).
+
+Every value a batch writes is checked as it is put, whichever loop fills the batch (Python or
+C: both call the put and delete Batch hands them). A record whose value does not decode (not
+JSON, a value format the store does not read, a converter that raises) is not applied: its key
+keeps what it held. The record is kept instead in the meta column family, under
+QUARANTINE_PREFIX + key, in the same WriteBatch as its offset, so after a crash the
+quarantine is never ahead of or behind the offsets. A later record of the key that decodes,
+or its tombstone, is applied and takes the key out. A key holds one quarantined record at
+most, its latest.
+
+Entry: reason length u32 | reason (UTF-8) | the record as the data would have stored it
+(codec.HEADER, with its timestamp, partition and offset, then the value as it came).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import orjson
+
+from globalstore import codec
+from globalstore.converters import ValueFormats, decoder
+from globalstore.errors import InvalidValue
+from globalstore.storage.meta import QUARANTINE_PREFIX
+from globalstore.storage.records import Delete, Put
+
+__all__ = ["Check", "Quarantine", "Quarantined", "checker", "entry_key", "held"]
+
+# (key, stored bytes) -> why the value does not decode, or None when it does.
+Check = Callable[[bytes, bytes], str | None]
+_REASON = struct.Struct(">I")
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A record the store did not apply, and why."""
+
+    key: str
+    partition: int
+    offset: int
+    timestamp: int  # the record's, ms
+    reason: str
+    value: bytes  # as it came
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-able view; the value as text (undecodable bytes replaced)."""
+        return {
+            "key": self.key,
+            "partition": self.partition,
+            "offset": self.offset,
+            "timestamp": self.timestamp,
+            "reason": self.reason,
+            "value": self.value.decode("utf-8", "replace"),
+        }
+
+
+def checker(formats: ValueFormats, topic: str) -> Check:
+    """The check of a store reading `formats`: what its queries' decoding would raise. A
+    value of the current format (a loop's put always packs a layout-1 header) is parsed
+    here, one call fewer a record; any other goes through the queries' own decoding."""
+    decode, loads, size, current = (
+        decoder(formats),
+        orjson.loads,
+        codec.HEADER_SIZE,
+        formats.current,
+    )
+
+    def check(key: bytes, raw: bytes) -> str | None:
+        if raw[1] == current:
+            try:
+                loads(raw[size:])
+                return None
+            except orjson.JSONDecodeError:
+                pass  # decode() says why, as a query would
+        try:
+            decode(raw, key, topic)
+        except InvalidValue as exc:
+            return exc.reason
+        return None
+
+    return check
+
+
+def entry_key(key: bytes) -> bytes:
+    """The meta key of `key`'s quarantined record."""
+    return QUARANTINE_PREFIX + key
+
+
+def held(meta_items: Callable[[bytes], Iterable[tuple[bytes, bytes]]]) -> Iterator[Quarantined]:
+    """The quarantined records, in key order, of a store whose meta entries from a key on
+    are `meta_items(key)` (Storage.meta_items)."""
+    size = len(QUARANTINE_PREFIX)
+    for key, entry in meta_items(QUARANTINE_PREFIX):
+        if not key.startswith(QUARANTINE_PREFIX):
+            return
+        (n,) = _REASON.unpack_from(entry)
+        raw = entry[_REASON.size + n :]
+        ts, partition, offset = codec.origin(raw)
+        reason = entry[_REASON.size : _REASON.size + n].decode("utf-8")
+        value = raw[codec.HEADER_SIZE :]
+        yield Quarantined(key[size:].decode("utf-8"), partition, offset, ts, reason, value)
+
+
+class Quarantine:
+    """The writer's quarantine: the keys it holds and the check a put goes through."""
+
+    def __init__(self, check: Check, held: Iterable[bytes], plain: bool = False) -> None:
+        """`plain`: the store reads the library's own value format and has no converters, so
+        the C loop may take a value it finds certainly JSON past the check (records.Checked,
+        _json_check.h)."""
+        self.check = check
+        self.keys = set(held)
+        self.plain = plain
+
+    def guard(
+        self, put: Put, delete: Delete, put_meta: Callable[[bytes, bytes | None], None]
+    ) -> tuple[Put, Delete, dict[bytes, bool]]:
+        """A put and delete that check before `put`/`delete`, and the changes they make to
+        the quarantine ({key: held after the batch}), which settle() adopts once written.
+        The put returns False for a record it quarantined (storage/records.py's fill then
+        lists no change of its key)."""
+        check, held = self.check, self.keys
+        changes: dict[bytes, bool] = {}
+
+        def put_checked(key: bytes, raw: bytes) -> bool:
+            reason = check(key, raw)
+            if reason is not None:
+                reason_bytes = reason.encode("utf-8")
+                put_meta(entry_key(key), _REASON.pack(len(reason_bytes)) + reason_bytes + raw)
+                changes[key] = True
+                return False
+            put(key, raw)
+            if key in held or key in changes:
+                put_meta(entry_key(key), None)
+                changes[key] = False
+            return True
+
+        def delete_checked(key: bytes) -> None:
+            delete(key)
+            if key in held or key in changes:
+                put_meta(entry_key(key), None)
+                changes[key] = False
+
+        return put_checked, delete_checked, changes
+
+    def count_after(self, changes: dict[bytes, bool]) -> int:
+        """How many keys it holds once `changes` are written."""
+        held = self.keys
+        gained = sum(1 for k, v in changes.items() if v and k not in held)
+        lost = sum(1 for k, v in changes.items() if not v and k in held)
+        return len(held) + gained - lost
+
+    def settle(self, changes: dict[bytes, bool]) -> None:
+        """`changes` are written: hold what they say."""
+        for key, now in changes.items():
+            if now:
+                self.keys.add(key)
+            else:
+                self.keys.discard(key)

@@ -1,0 +1,79 @@
+"""The C loop's JSON check (follow/_json_check.h) is sound: every document it calls certainly
+JSON, orjson (what queries decode with) accepts; it accepts the values a store usually holds
+(so it does take them past the Python check), and refuses what orjson refuses."""
+
+from __future__ import annotations
+
+import random
+
+import orjson
+import pytest
+
+from globalstore.follow import native
+
+if not native.BUILT:  # pragma: no cover - the C loop is built wherever a compiler is
+    pytest.skip("the C loop is not built", allow_module_level=True)
+
+from globalstore.follow._native import json_certain
+
+TYPICAL = [
+    b'{"id": "key-00000001", "status": "paid", "amount": 12.5, "items": 3, "note": "xx"}',
+    b'{"a": [1, -2, 3.25e-10, 0, -0.5, true, false, null, {}, []], "b": {"c": "\\u00e9\\n"}}',
+    '{"name": "Zoë 東京 🚀", "t": "tab\\there"}'.encode(),
+    b" \n[ ] ",
+    b'"just a string"',
+    b"42",
+]
+REFUSED_BY_ORJSON = [
+    b"",
+    b"not json {",
+    b'{"a": 1,}',
+    b'{"a" 1}',
+    b"[1, 2",
+    b"01",
+    b"NaN",
+    b'"\xff"',
+    b'"tab\there"',
+    b"{} {}",
+    b'{"id": "not json',
+]
+
+
+@pytest.mark.parametrize("value", TYPICAL)
+def test_typical_values_are_certainly_json(value: bytes) -> None:
+    orjson.loads(value)
+    assert json_certain(value)
+
+
+@pytest.mark.parametrize("value", REFUSED_BY_ORJSON)
+def test_what_orjson_refuses_is_never_certain(value: bytes) -> None:
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(value)
+    assert not json_certain(value)
+
+
+def test_unsure_cases_go_to_python() -> None:
+    # Valid for orjson or not, the check leaves these to the Python check.
+    for value in (b'"\\ud83d\\ude80"', b"1e999", b"12345678901234567890", b"[" * 65 + b"]" * 65):
+        assert not json_certain(value)
+
+
+def test_mutations_it_accepts_orjson_accepts_too() -> None:
+    rng = random.Random(7)
+    alphabet = b' \t\n{}[]:,"\\-+.0123456789eEtruefalsnu\x00\x1f\x7f\xc3\xa9\xed\xa0\x80\xff'
+    accepted = 0
+    for _ in range(50_000):
+        value = bytearray(rng.choice(TYPICAL))
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(value) + 1)
+            op = rng.randrange(3)
+            if op == 0 and i < len(value):
+                del value[i]
+            elif op == 1:
+                value.insert(i, rng.choice(alphabet))
+            elif i < len(value):
+                value[i] = rng.choice(alphabet)
+        if json_certain(bytes(value)):
+            accepted += 1
+            orjson.loads(bytes(value))  # raises if the check was wrong
+    assert accepted > 1_000  # the mutations did reach valid documents
