@@ -1,10 +1,11 @@
 """The stores for asyncio (and anyio on its asyncio backend): AsyncGlobalStore and
 AsyncSharedStore, built with the same arguments as GlobalStore and SharedStore.
 
-What blocks is awaited: start(), wait_until_ready(), wait_for(), count(), checkpoint() and
-close(). The waits take no thread: the store's thread, when it publishes a batch or a new
-state, wakes the waiting coroutines through their event loop (call_soon_threadsafe), and
-costs nothing while none waits. Opening, closing and counting run in a worker thread.
+What blocks is awaited: start(), wait_until_ready(), wait_for(), count(), checkpoint(),
+changes() (its feed is read with `async for`) and close(). The waits take no thread: the
+store's thread, when it publishes a batch or a new state, wakes the waiting coroutines
+through their event loop (call_soon_threadsafe), and costs nothing while none waits.
+Opening, closing and counting run in a worker thread.
 
 Reads stay plain calls, as on the sync faces: get, get_many, get_entry, `key in store`,
 items(limit=...), find(...), position(), status() take microseconds to a millisecond.
@@ -17,7 +18,7 @@ loop for as long as it runs: run it in a thread,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, Unpack
@@ -25,6 +26,7 @@ from typing import Any, Generic, Self, TypeVar, Unpack
 from globalstore import codec
 from globalstore.config import RocksDBOptions, StoreConfig, StoreSettings
 from globalstore.listeners import StoreListener
+from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed
 from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus
 from globalstore.read.queries import StoreReads
@@ -73,6 +75,14 @@ class _AsyncFace(StoreReads, Generic[_Sync]):
     async def checkpoint(self, dest: str | Path) -> None:
         """The sync face's checkpoint(), in a thread."""
         await asyncio.to_thread(self.sync.checkpoint, dest)
+
+    async def changes(
+        self, prefix: str | None = None, keys: Iterable[str] | None = None, *,
+        buffer: int = DEFAULT_BUFFER,
+    ) -> ChangeFeed:  # fmt: skip
+        """The sync face's changes() (opened in a thread: a store whose C loop follows
+        waits for its consumer to take over); iterate the feed with `async for`."""
+        return await asyncio.to_thread(self.sync.changes, prefix, keys, buffer=buffer)
 
     def position(self) -> dict[int, int]:
         """{partition: next offset} this face shows."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from globalstore import Change, ChangeFeed, GlobalStore, Resync, SharedStore
+from globalstore.aio import AsyncGlobalStore
 from globalstore.read.protocols import reaches
 from globalstore.server import ServerSettings
 from tests.integration.change_support import Sent, check_exactly, ends, produce_known, stream
@@ -201,3 +202,29 @@ def test_a_shared_store_feed_through_a_writer_killed_and_restarted(
         reader.close()
         writer.send_signal(signal.SIGTERM)
         writer.wait(30)
+
+
+def test_an_async_store_hands_out_a_feed_read_with_async_for(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    """AsyncGlobalStore.changes(): every change once, in order, to `async for`, on a plain
+    store whose C loop followed until the feed was opened."""
+    topic = make_topic(partitions=2)
+    produce_known(kafka_bootstrap, topic, stream(100))  # restored, not in the feed
+
+    async def run() -> tuple[list[Change], Any, dict[int, int]]:
+        async with AsyncGlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
+            starts = store.position()
+            feed = await store.changes()
+            sent = produce_known(kafka_bootstrap, topic, stream(500))
+            got: list[Change] = []
+            async with feed:
+                async for item in feed:
+                    assert isinstance(item, Change), item
+                    got.append(item)
+                    if len(got) == len(sent):
+                        break
+            return got, sent, starts
+
+    got, sent, starts = asyncio.run(asyncio.wait_for(run(), 60))
+    check_exactly(got, sent, starts)
