@@ -273,6 +273,7 @@ class StoreSettings(TypedDict, total=False):
     unreadable_store: OnUnreadable | str
     out_of_range: OnOutOfRange | str
     max_staleness: float | None
+    invalid_values: OnInvalidValue | str
 
 
 # Consumer settings the store's correctness rests on, and why; kafka_config may not change them.
