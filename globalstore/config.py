@@ -200,6 +200,7 @@ class StoreConfig:
         return {name: self.index_versions.get(name, 1) for name in self.indexes}
 
     def value_formats(self) -> ValueFormats:
+        """The value format queries answer in, with the converters from older formats."""
         return ValueFormats(self.value_format, dict(self.converters))
 
     def consumer_config(self) -> dict[str, Any]:

@@ -47,6 +47,7 @@ class ValueFormats:
         return self.current == codec.VALUE_FORMAT_VERSION and not self.converters
 
     def reads(self, version: int) -> bool:
+        """Whether a value stored in format `version` can be answered, as it is or converted."""
         return version == self.current or version in self.converters
 
     def upgrade(self, value: Any, version: int) -> Any:

@@ -120,6 +120,7 @@ class Changes(threading.Condition):
         self._bells[ring] = None
 
     def unwatch(self, ring: Callable[[], None]) -> None:
+        """Stop calling `ring` on notify; nothing if it was not watched."""
         self._bells.pop(ring, None)
 
     def notify_waiters(self) -> None:

@@ -49,10 +49,12 @@ class Binding:
     topic_ids: Mapping[str, str | None]  # topic name -> id; None: the topic does not exist
 
     def to_json(self) -> str:
+        """The binding as sorted, indented JSON with its format number."""
         return json.dumps({"format": BINDING_FORMAT, **asdict(self)}, indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Binding:
+        """The binding to_json() wrote; KeyError if a field is missing."""
         fields = json.loads(text)
         return cls(
             pipeline=str(fields["pipeline"]),

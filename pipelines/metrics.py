@@ -33,6 +33,7 @@ class RunSummary:
     tombstones: int = 0
 
     def describe(self) -> str:
+        """Every count as name=value, for a log line."""
         return ", ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
 
 
@@ -67,11 +68,14 @@ class SummaryListener(StreamingQueryListener):
         self._lock = threading.Lock()
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's name
+        """Note the id of the query named `query_name`."""
         # Events of one query arrive in order, so the id is known before its progress.
         if event.name == self.query_name:
             self.query_id = str(event.id)
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802 - Spark's name
+        """Add the observed metrics of the query's batch to the summary (batches without input rows
+        left out)."""
         progress = event.progress
         if str(progress.id) != self.query_id or progress.numInputRows == 0:
             return
@@ -90,9 +94,11 @@ class SummaryListener(StreamingQueryListener):
         log.info("batch %s: %s", progress.batchId, batch.describe())
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - Spark's name
+        """Nothing: an idle query wrote nothing."""
         pass
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 - Spark's name
+        """Set `terminated` once the query ends: the summary is then complete."""
         # Events arrive asynchronously: this one comes after the query's last progress, so
         # a summary read once it is set is complete.
         if str(event.id) == self.query_id:

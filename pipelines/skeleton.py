@@ -164,6 +164,7 @@ class PipelineRun:
         return self._finish()
 
     def stop(self) -> RunSummary:
+        """Stop the query and return the run's summary."""
         self.query.stop()
         return self._finish()
 

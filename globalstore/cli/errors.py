@@ -39,9 +39,11 @@ class UserError(click.ClickException):
     exit_code = 2
 
     def format_message(self) -> str:
+        """The message alone."""
         return self.message
 
     def show(self, file: object = None) -> None:
+        """Print "error: <message>" to stderr, without click's usage text."""
         click.echo(f"error: {self.message}", err=True)
 
 

@@ -63,12 +63,14 @@ class Progress(StoreListener):
     def on_restore_start(
         self, topic: str, start_offsets: Mapping[int, int], end_offsets: Mapping[int, int]
     ) -> None:
+        """Note the offsets to restore and print how many records that is."""
         self.start, self.end = dict(start_offsets), dict(end_offsets)
         self.total = records_between(self.start, self.end)
         self.began = self.last_shown = time.monotonic()
         self.write(f"restoring {topic}: {self.total:,} records to read")
 
     def on_batch_restored(self, topic: str, positions: Mapping[int, int], records: int) -> None:
+        """Redraw the bar, or print a line, when the last one is old enough."""
         now = time.monotonic()
         if now - self.last_shown < (_BAR_INTERVAL if self.tty else _LOG_INTERVAL):
             return
@@ -78,6 +80,7 @@ class Progress(StoreListener):
         self.show(done, now - self.began)
 
     def on_restore_end(self, topic: str, total_records: int, seconds: float) -> None:
+        """Finish the bar and print the records restored, the time taken and the rate."""
         if self.tty and self.total:
             self.show(self.total, seconds)
             self.out.write("\n")
@@ -85,6 +88,8 @@ class Progress(StoreListener):
         self.write(f"restored {total_records:,} records in {seconds:.1f}s ({rate:,.0f} records/s)")
 
     def show(self, done: int, elapsed: float) -> None:
+        """Show `done` of the total with rate and ETA (`elapsed` in seconds): the bar on a terminal,
+        else a line."""
         rate = done / elapsed if elapsed > 0 else 0.0
         eta = (self.total - done) / rate if rate > 0 else None
         eta_text = "?" if eta is None else str(datetime.timedelta(seconds=round(eta)))
@@ -99,6 +104,7 @@ class Progress(StoreListener):
             self.write(f"{self.doing}: {text}")
 
     def write(self, line: str) -> None:
+        """Print `line`, over a half-drawn bar on a terminal."""
         if self.tty:
             self.out.write("\r\x1b[K")  # clear a half-drawn bar first
         self.out.write(line + "\n")

@@ -27,6 +27,8 @@ class Watcher:
         self._drawn = 0  # lines of the frame on screen
 
     def show(self, report: StoreStatus) -> None:
+        """Print `report`: a redrawn frame on a terminal, else one line; the rate comes from the
+        report before."""
         now, applied = time.monotonic(), sum(report.position.values())
         rate = None
         if self._last is not None and now > self._last[0]:

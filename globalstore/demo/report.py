@@ -23,6 +23,7 @@ class CourierCheck:
 
     @property
     def as_expected(self) -> bool:
+        """Whether the store's digest is the one computed in plain Python."""
         return self.digest == self.expected
 
 

@@ -86,6 +86,7 @@ class Steps:
 
     @contextmanager
     def step(self, title: str) -> Iterator[None]:
+        """Print the step's numbered title, run the block, and record how long it took."""
         print(f"[{len(self.timings) + 1}/{STEPS}] {title} ...", file=self.out, flush=True)
         started = time.monotonic()
         try:

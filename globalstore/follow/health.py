@@ -73,6 +73,7 @@ class Health:
         return True
 
     def raise_high(self, partition: int, end: int) -> None:
+        """Raise the known end offset of `partition` to `end`; never lowers it."""
         self.high[partition] = max(self.high.get(partition, 0), end)
 
     def on_stats(self, raw: str) -> None:
@@ -125,6 +126,8 @@ class Health:
         )
 
     def on_error(self, err: KafkaError) -> None:
+        """librdkafka's error callback: keeps the error for status, and marks the store disconnected
+        when every broker is down or the transport failed."""
         self.last_error = str(err)
         self.refusals(err)
         if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):

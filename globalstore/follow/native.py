@@ -46,12 +46,15 @@ class NativeEvent:
         self._offset = offset
 
     def error(self) -> KafkaError:
+        """The event's KafkaError (always set: an event is an error or a partition end)."""
         return self._error
 
     def partition(self) -> int:
+        """The partition the event is about."""
         return self._partition
 
     def offset(self) -> int:
+        """The offset the event is about."""
         return self._offset
 
 
@@ -113,6 +116,7 @@ class NativeRestorer:
         return self._restorer.stats()
 
     def close(self) -> None:
+        """Close the C loop and its consumer."""
         self._restorer.close()
 
 

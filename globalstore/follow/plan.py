@@ -30,6 +30,8 @@ class Plan:
 
     @property
     def records_to_restore(self) -> int:
+        """Offsets between the start and the end offsets: the most records the restore reads (fewer
+        on a compacted topic)."""
         return records_between(self.start_offsets, self.end_offsets)
 
 

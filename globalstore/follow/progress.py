@@ -36,6 +36,8 @@ class RestoreLog:
         )
 
     def add(self, records: int, positions: Mapping[int, int]) -> None:
+        """Count `records` more applied, up to `positions`; logs progress every 5 seconds at
+        most."""
         self.records += records
         now = time.monotonic()
         if now < self._next:

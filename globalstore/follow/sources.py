@@ -74,7 +74,8 @@ class BatchSource(Protocol):
         """Consume one batch (events included) and apply it with its offsets."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the source holds; the thread's consumer is the thread's to close."""
 
 
 class ChangeSink(Protocol):
@@ -123,6 +124,7 @@ class ConsumerSource:
         self.transformer = transform.transformer(config)
 
     def assign(self, offsets: Mapping[int, int]) -> None:
+        """Read the topic's partitions from `offsets` ({partition: offset})."""
         self.consumer.assign([TopicPartition(self.config.topic, p, o) for p, o in offsets.items()])
 
     def take_over(
@@ -142,6 +144,8 @@ class ConsumerSource:
         )
 
     def apply(self, storage: Storage, now_ms: int) -> SourceBatch:
+        """Consume one batch (events included), transform it if the store does, and apply it with
+        its offsets; the change feeds get it once it is visible."""
         records, ends, events = split(self._batch())
         transformed = None if self.transformer is None else self.transformer.records(records)
         if transformed is not None:
@@ -175,6 +179,7 @@ class ConsumerSource:
         return msgs
 
     def close(self) -> None:
+        """Nothing to release."""
         pass  # the consumer is the thread's, closed when the thread ends
 
 
@@ -299,6 +304,8 @@ class NativeSource:
         return self.following
 
     def apply(self, storage: Storage, now_ms: int) -> SourceBatch:
+        """Apply one batch of the C loop, or, once following, of the thread's consumer, with the
+        events that came with it."""
         events = self._poll_consumer()
         transformed = self.transformed
         if self.following:
@@ -334,6 +341,7 @@ class NativeSource:
         return [] if event is None else [event]
 
     def close(self) -> None:
+        """Close the C loop and its consumer."""
         self.restorer.close()
 
 

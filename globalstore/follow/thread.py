@@ -152,6 +152,7 @@ class StoreThread(threading.Thread):
         return self._in_python.wait(timeout)
 
     def stop(self) -> None:
+        """Ask the thread to end; it does after the batch in hand (join() waits for it)."""
         self._stop_event.set()
 
     def _publish(self) -> None:
@@ -170,6 +171,8 @@ class StoreThread(threading.Thread):
             log.exception("state listener failed on %s becoming %s", self.config.topic, new)
 
     def run(self) -> None:
+        """Restore or resume, then follow until stop(); an error that ends the thread is kept for
+        start() and status()."""
         consumer: StoreConsumer | None = None
         try:
             self._enter(State.STARTING)

@@ -61,6 +61,7 @@ class TopicInfo:
 
     @property
     def compacted(self) -> bool:
+        """Whether the topic's cleanup.policy keeps the latest value of every key."""
         return is_compacted(self.cleanup_policy)
 
 

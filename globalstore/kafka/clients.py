@@ -45,21 +45,30 @@ class StoreConsumer(Protocol):
     """The calls a store makes on its assign-only consumer: confluent_kafka.Consumer, or a
     fake in unit tests."""
 
-    def poll(self, timeout: float = -1) -> Message | None: ...
+    def poll(self, timeout: float = -1) -> Message | None:
+        """One message or event, None if none came within `timeout` seconds (-1: no limit)."""
 
-    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]: ...
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        """Up to `num_messages` messages or events, those that came within `timeout` seconds (-1: no
+        limit)."""
 
-    def assign(self, partitions: list[TopicPartition]) -> None: ...
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        """Read exactly these partitions, each from its offset."""
 
-    def incremental_assign(self, partitions: list[TopicPartition]) -> None: ...
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        """Read these partitions too, each from its offset."""
 
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any: ...
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """The cluster's metadata (of `topic` alone if given)."""
 
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float = -1, cached: bool = False
-    ) -> tuple[int, int]: ...
+    ) -> tuple[int, int]:
+        """(low, high) offsets of `partition`; `cached` takes the last ones fetched rather than
+        asking the broker."""
 
-    def close(self) -> object: ...
+    def close(self) -> object:
+        """Leave the broker and free the consumer."""
 
 
 def create_client(
@@ -84,6 +93,7 @@ class Refusals:
         self.failure: str | None = None  # librdkafka's words, the latest
 
     def __call__(self, error: KafkaError) -> None:
+        """Keep `error`'s text if it is the broker's refusal of the credentials or a certificate."""
         if error.code() in _REFUSALS or _certificate_refused(error):
             self.failure = error.str()
 

@@ -118,18 +118,22 @@ class LocalKafka:
 
     @property
     def nodes(self) -> int:
+        """How many nodes the cluster has."""
         return self.shape.nodes
 
     @property
     def security(self) -> Security:
+        """How clients connect: plaintext, SASL/SCRAM over TLS, or mutual TLS."""
         return self.shape.security
 
     @property
     def bootstrap(self) -> str:
+        """host:port of every node's client listener, comma-separated."""
         return ",".join(address.client for address in self._addresses())
 
     @property
     def log_file(self) -> Path:
+        """The first node's server log."""
         return self.node_files(1).log_file
 
     def node_files(self, node_id: int) -> NodeFiles:
@@ -196,6 +200,7 @@ class LocalKafka:
         return bool(pids)
 
     def status(self) -> BrokerStatus:
+        """Whether the broker runs (pids by node) and what broker.json recorded of it."""
         pids = self._running_pids()
         recorded = self._state.read()
         return BrokerStatus(
@@ -209,6 +214,7 @@ class LocalKafka:
         )
 
     def log_tail(self, lines: int = 40, node_id: int = 1) -> str:
+        """The last `lines` lines of node `node_id`'s log."""
         return self.node_files(node_id).log_tail(lines)
 
     def __enter__(self) -> LocalKafka:

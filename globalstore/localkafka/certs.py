@@ -40,6 +40,7 @@ class KeyPair:
     cert: Path
 
     def exists(self) -> bool:
+        """Whether both the key and the certificate file exist."""
         return self.key.exists() and self.cert.exists()
 
 

@@ -49,6 +49,7 @@ class ResolvedJars:
 
     @property
     def classpath(self) -> str:
+        """A Java classpath of every jar in the directory (a wildcard)."""
         return str(self.directory / "*")
 
 

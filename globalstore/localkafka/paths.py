@@ -32,30 +32,37 @@ class NodeFiles:
 
     @property
     def kraft(self) -> Path:
+        """The node's KRaft metadata directory."""
         return self.directory / "kraft"
 
     @property
     def meta(self) -> Path:
+        """KRaft's meta.properties, written when the node's storage is formatted."""
         return self.kraft / "meta.properties"
 
     @property
     def logs(self) -> Path:
+        """The directory of the node's logs."""
         return self.directory / "logs"
 
     @property
     def log_file(self) -> Path:
+        """The broker's own log."""
         return self.logs / "server.log"
 
     @property
     def stdout_log(self) -> Path:
+        """What the JVM wrote to its stdout and stderr."""
         return self.logs / "stdout.log"
 
     @property
     def properties(self) -> Path:
+        """The node's server.properties."""
         return self.directory / "server.properties"
 
     @property
     def log4j2(self) -> Path:
+        """The node's log4j2 configuration."""
         return self.directory / "log4j2.yaml"
 
     def cluster_id(self) -> str | None:
@@ -67,6 +74,8 @@ class NodeFiles:
         return None
 
     def log_tail(self, lines: int) -> str:
+        """The last `lines` lines of the server log, else of stdout.log, or a note that the broker
+        wrote none."""
         for candidate in (self.log_file, self.stdout_log):
             if candidate.exists() and candidate.stat().st_size:
                 return "\n".join(candidate.read_text(errors="replace").splitlines()[-lines:])

@@ -96,10 +96,12 @@ class SecurityFiles:
         self.scram_arguments = directory / "format-scram.args"  # the storage tool's @file
 
     def client(self, user: str) -> KeyPair:
+        """The key and certificate of client `user`; ValueError for an unknown user."""
         _check_user(user)
         return KeyPair(self.directory / f"client-{user}.key", self.directory / f"client-{user}.pem")
 
     def exists(self) -> bool:
+        """Whether the security files were made (their directory exists)."""
         return self.directory.is_dir()
 
     def create(self, formatted: bool) -> None:
@@ -122,6 +124,7 @@ class SecurityFiles:
             shutil.rmtree(scratch, ignore_errors=True)
 
     def password(self, user: str) -> str:
+        """The SASL password of `user`; LocalKafkaError if the cluster was never started."""
         _check_user(user)
         try:
             lines = self.passwords.read_text().splitlines()

@@ -39,6 +39,7 @@ class NodeAddress:
 
     @property
     def client(self) -> str:
+        """host:port where clients reach the node."""
         return f"{HOST}:{self.client_port}"
 
 

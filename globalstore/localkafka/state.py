@@ -45,9 +45,11 @@ class ClusterShape:
             raise ValueError(f"nodes must be a whole number of at least 1, not {self.nodes!r}")
 
     def describe(self) -> str:
+        """The shape for messages, as "3-node sasl_ssl"."""
         return f"{self.nodes}-node {self.security.value}"
 
     def as_dict(self) -> dict[str, object]:
+        """The shape as broker.json records it."""
         return {"nodes": self.nodes, "security": self.security.value}
 
 
@@ -103,6 +105,7 @@ class BrokerStatus:
     shape: ClusterShape = field(default_factory=ClusterShape)
 
     def describe(self) -> str:
+        """The report `globalstore kafka status` prints, one field a line."""
         state = f"running (pid {self.pid})" if self.running else "stopped"
         if self.running and self.shape.nodes > 1:
             pids = ", ".join(f"node {node} pid {pid}" for node, pid in self.node_pids.items())
@@ -121,6 +124,7 @@ class StateFile:
         self.path = data_dir / STATE_FILE
 
     def read(self) -> dict[str, object]:
+        """What broker.json holds; {} if it is missing or does not parse."""
         return _read_json(self.path)
 
     def pids(self) -> dict[int, int]:
@@ -133,12 +137,14 @@ class StateFile:
         return {1: pid} if isinstance(pid, int) else {}
 
     def shape(self) -> ClusterShape | None:
+        """The recorded cluster shape; None if nothing is recorded."""
         recorded = self.read()
         return _shape_of(recorded) if recorded else None
 
     def write(
         self, pids: Mapping[int, int], bootstrap: str, version: str, shape: ClusterShape
     ) -> None:
+        """Record the running nodes' pids, the bootstrap, the Kafka version and the shape."""
         state = {
             "pid": pids[min(pids)],  # the first node's, where a one-node reader looks
             "pids": {str(node): pid for node, pid in sorted(pids.items())},
@@ -149,4 +155,5 @@ class StateFile:
         self.path.write_text(json.dumps(state))
 
     def remove(self) -> None:
+        """Forget the cluster; nothing if no record is there."""
         self.path.unlink(missing_ok=True)

@@ -24,4 +24,5 @@ class Copy:
         return raw if ttl_ms is None else ttl.visible(raw, ttl_ms)
 
     def close(self) -> None:
+        """Close the storage and release its directory lock."""
         self.storage.close()

@@ -201,29 +201,42 @@ class StoreReader(Protocol):
     """The queries every store face answers. A scan reads one point-in-time view."""
 
     @property
-    def topic(self) -> str: ...
+    def topic(self) -> str:
+        """The Kafka topic the store holds."""
 
-    def get(self, key: str, default: Any = None) -> Any: ...
+    def get(self, key: str, default: Any = None) -> Any:
+        """The decoded value of `key`, or `default` if absent; InvalidValue if the stored value does
+        not decode."""
 
     def __getitem__(self, key: str) -> Any: ...
 
     def __contains__(self, key: object) -> bool: ...
 
-    def get_entry(self, key: str) -> Entry | None: ...
+    def get_entry(self, key: str) -> Entry | None:
+        """Value plus record timestamp, partition and offset, or None if absent."""
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Any]: ...
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        """{key: value} for the keys present, in the order asked, all read at one instant."""
 
-    def items(self, **filters: Unpack[ScanOptions]) -> Iterator[tuple[str, Any]]: ...
+    def items(self, **filters: Unpack[ScanOptions]) -> Iterator[tuple[str, Any]]:
+        """(key, value) in key byte order over one point-in-time view, as ScanOptions filter it; a
+        value that does not decode is left out and reported."""
 
-    def keys(self, **filters: Unpack[ScanFilters]) -> Iterator[str]: ...
+    def keys(self, **filters: Unpack[ScanFilters]) -> Iterator[str]:
+        """Keys with the same filters as items()."""
 
-    def values(self, **filters: Unpack[ScanOptions]) -> Iterator[Any]: ...
+    def values(self, **filters: Unpack[ScanOptions]) -> Iterator[Any]:
+        """Values with the same filters and reports as items()."""
 
-    def entries(self, **filters: Unpack[ScanOptions]) -> Iterator[Entry]: ...
+    def entries(self, **filters: Unpack[ScanOptions]) -> Iterator[Entry]:
+        """Entries (key, value, record timestamp, partition, offset), filtered and reported like
+        items()."""
 
     def find(
         self, index: str, value: str | None = None, **filters: Unpack[ScanOptions]
-    ) -> Iterator[tuple[str, Any]]: ...
+    ) -> Iterator[tuple[str, Any]]:
+        """(key, value) of the keys whose index value is `value` (key order), or, without it, whose
+        index value the filters select (index value order, then key)."""
 
     def find_matches(
         self,
@@ -232,21 +245,31 @@ class StoreReader(Protocol):
         *,
         after: tuple[str, str] | None = None,
         **filters: Unpack[ScanOptions],
-    ) -> Iterator[tuple[str, str, Any]]: ...
+    ) -> Iterator[tuple[str, str, Any]]:
+        """As find(), with each key's index value: (index value, key, value); `after`, a pair it
+        returned, continues past it."""
 
-    def find_count(self, index: str, value: str) -> int: ...
+    def find_count(self, index: str, value: str) -> int:
+        """How many keys have index value `value`."""
 
-    def to_arrow(self, **options: Unpack[ArrowOptions]) -> pa.RecordBatchReader: ...
+    def to_arrow(self, **options: Unpack[ArrowOptions]) -> pa.RecordBatchReader:
+        """A pyarrow RecordBatchReader of the keys items() visits, or, with `index`, of those
+        find_matches() visits."""
 
-    def count(self) -> int: ...
+    def count(self) -> int:
+        """Number of live keys."""
 
-    def quarantined(self) -> list[Quarantined]: ...
+    def quarantined(self) -> list[Quarantined]:
+        """The records a store with invalid_values="quarantine" did not apply, by key."""
 
-    def position(self) -> dict[int, int]: ...
+    def position(self) -> dict[int, int]:
+        """{partition: next offset already applied}."""
 
-    def status(self) -> StoreStatus: ...
+    def status(self) -> StoreStatus:
+        """State, position, lag, key count, staleness and last error, as a StoreStatus."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Stop following, if the store follows, and close RocksDB."""
 
     def __enter__(self) -> Self: ...
 
@@ -262,12 +285,19 @@ class FollowingStore(StoreReader, Protocol):
     """A StoreReader that restores and follows its topic."""
 
     @property
-    def path(self) -> Path: ...  # the store's own directory, where snapshots are written
+    def path(self) -> Path:
+        """The store's own directory, where snapshots are written."""
 
-    def start(self, timeout: float = 60.0, *, wait: bool = True) -> object: ...
+    def start(self, timeout: float = 60.0, *, wait: bool = True) -> object:
+        """Restore up to the end offsets seen now, then follow behind (wait=False: return at once);
+        BrokerUnavailable / StartTimeout after `timeout` seconds."""
 
     def wait_for(
         self, position: Mapping[int, int] | Mapping[str, int], timeout: float | None = None
-    ) -> bool: ...
+    ) -> bool:
+        """Block until every partition in `position` ({partition: offset}) is applied that far;
+        False once `timeout` seconds (None: no limit) pass."""
 
-    def checkpoint(self, dest: str | Path) -> None: ...
+    def checkpoint(self, dest: str | Path) -> None:
+        """Write a consistent RocksDB checkpoint of the running store into `dest`, which must not
+        exist; a new instance can start from it."""

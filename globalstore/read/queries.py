@@ -393,6 +393,7 @@ class StoreQueries(StoreReads):
     (aio.py) close with an await."""
 
     def close(self) -> None:
+        """Each store face closes what it holds; NotImplementedError here."""
         raise NotImplementedError
 
     def __exit__(

@@ -84,6 +84,7 @@ class WriterNote:
     sent_at: float  # wall-clock seconds
 
     def encode(self) -> bytes:
+        """The note as compact JSON bytes, as readers decode it."""
         body = {**self.__dict__, "positions": dict(self.positions), "high": dict(self.high)}
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -179,6 +180,7 @@ class BatchCounter:
 
     @property
     def value(self) -> int:
+        """The batches applied so far; 0 once closed."""
         cell = self._cell
         return 0 if cell is None else cell.value
 
@@ -188,6 +190,8 @@ class BatchCounter:
             self._cell.value += 1
 
     def close(self) -> None:
+        """Drop the counter and unmap the file (later, if a query on another thread still reads
+        it)."""
         self._cell = None  # the map cannot close while a ctypes view holds it
         with contextlib.suppress(BufferError):  # a query on another thread still holds
             self._map.close()  # the view: the map is unmapped when that lets go of it
@@ -360,6 +364,7 @@ class WakeSocket:
             return None
 
     def close(self) -> None:
+        """Close the socket and remove the reader's directory."""
         self._socket.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 

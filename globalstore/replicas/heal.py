@@ -91,6 +91,7 @@ class Replica(Copy):
         )
 
     def close(self) -> None:
+        """Stop the thread, wait for it to end, then close the storage."""
         self.thread.stop()
         if self.thread.is_alive():
             self.thread.join()
@@ -127,6 +128,8 @@ class Healer(threading.Thread):
             rebuild.stop()
 
     def run(self) -> None:
+        """Each time the live thread loses its position after being ready, rebuild a replica beside
+        it and swap it in; ends when stopped or a rebuild fails."""
         try:
             while self._needs_heal():
                 replica = self._rebuilt()

@@ -27,9 +27,11 @@ _KEEPALIVE = b": keepalive\n\n"
 class ChangeSource(Protocol):
     """A store with a change feed and a position."""
 
-    def changes(self, prefix: str | None = None) -> ChangeFeed: ...
+    def changes(self, prefix: str | None = None) -> ChangeFeed:
+        """A new change feed of the keys that start with `prefix` (None: every key)."""
 
-    def position(self) -> Mapping[int, int]: ...
+    def position(self) -> Mapping[int, int]:
+        """{partition: next offset already applied}."""
 
 
 def sse_chunks(

@@ -36,6 +36,8 @@ class Guard:
         self._expected = None if token is None else b"Bearer " + token.encode("utf-8")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 414 to an over-long query string and 401 without the right bearer token (open
+        paths excepted); pass anything else to the app."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

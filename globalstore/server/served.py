@@ -32,6 +32,7 @@ class RestoreProgress:
 
     @property
     def rate(self) -> float:
+        """Records restored a second; 0.0 before any time passed."""
         return self.records_restored / self.seconds if self.seconds > 0 else 0.0
 
 
@@ -81,9 +82,12 @@ class ServedStore:
 
     @classmethod
     def of(cls, store: FollowingStore) -> ServedStore:
+        """A ServedStore of a store made already (its restore progress is then not counted)."""
         return cls(lambda _listener: store)
 
     def start(self) -> None:
+        """Start the store on a thread of its own and return at once (retrying while the broker is
+        away); nothing if it was started already."""
         if self._starter is not None or serving(self.store.status()):  # started elsewhere
             return
         self._starter = threading.Thread(target=self._start, name="globalstore-serve-start")
@@ -110,6 +114,7 @@ class ServedStore:
                 raise
 
     def progress(self) -> RestoreProgress:
+        """How far the current or last restore got; all zero before one began."""
         listener = self._progress
         began = listener.began
         if began is None:

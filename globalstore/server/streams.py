@@ -64,6 +64,7 @@ class Slots:
         self._active.inc()
 
     def release(self) -> None:
+        """Give back a slot a stream took."""
         self.in_use -= 1
         self._active.dec()
         self._free.release()
@@ -107,6 +108,7 @@ class LimitedStream(Response):
         self._count: Callable[[int], None] | None = count  # the status, once known
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Send the body, stopping once the client leaves; the slot is released in any case."""
         try:
             async with anyio.create_task_group() as group:
 

@@ -54,6 +54,8 @@ class WorkerSpec:
     def of(
         cls, config: StoreConfig, token_file: Path | None, settings: ServerSettings
     ) -> WorkerSpec:
+        """What the serve process passes its workers: the store's path, format and converters (by
+        import name), the token file and the settings without the token."""
         fields = dataclasses.asdict(settings)
         fields.pop("token")
         return cls(

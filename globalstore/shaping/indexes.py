@@ -175,6 +175,7 @@ class IndexBuild:
 
     @property
     def pending(self) -> bool:
+        """Whether an index is still to be built."""
         return any(not d.built for d in self.storage.defs.values())
 
     def step(self) -> bool:

@@ -121,6 +121,7 @@ class Migration:
 
     @property
     def pending(self) -> bool:
+        """Whether a layout migration or a value conversion is still to run."""
         return self.storage.state.migrate_from is not None or self._converting
 
     @property

@@ -71,12 +71,14 @@ class Budget:
         self._cancel = cancel
 
     def check(self) -> None:
+        """Raise InstallCancelled once the store is closing, TimeoutError past the deadline."""
         if self._cancel is not None and self._cancel.is_set():
             raise InstallCancelled("the store is closing")
         if time.monotonic() > self._deadline:
             raise TimeoutError(f"the install took longer than {self.timeout:g}s")
 
     def remaining(self) -> float:
+        """Seconds left before the deadline, never below 1 ms."""
         return max(0.001, self._deadline - time.monotonic())
 
     def wait(self, seconds: float) -> None:

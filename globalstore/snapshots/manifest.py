@@ -56,10 +56,12 @@ class Sha256Behind:
         self._thread.shutdown(cancel_futures=True)
 
     def update(self, chunk: bytes) -> None:
+        """Hash `chunk` on the hashing thread once the chunk before it is done; returns at once."""
         self._caught_up()
         self._pending = self._thread.submit(self._digest.update, chunk)
 
     def hexdigest(self) -> str:
+        """The digest of every chunk given, once the last one is hashed."""
         self._caught_up()
         return self._digest.hexdigest()
 
@@ -105,12 +107,14 @@ class Manifest:
 
     @classmethod
     def of(cls, files: Sequence[FileEntry], meta: Meta) -> Manifest:
+        """The manifest of `files`, with the topic, offsets and formats `meta` records."""
         return cls(
             tuple(files), meta.topic, meta.topic_id, meta.layout, meta.value_format,
             dict(meta.offsets), meta.transform_version, meta.transform_format,
         )  # fmt: skip
 
     def to_bytes(self) -> bytes:
+        """The manifest as indented UTF-8 JSON, offsets in partition order."""
         document = {
             "manifest": VERSION,
             "topic": self.topic,

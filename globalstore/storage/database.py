@@ -115,6 +115,7 @@ class Storage:
         self._unlogged.disable_wal = True
 
     def close(self) -> None:
+        """Close RocksDB, then release the directory lock (also if closing failed)."""
         try:
             self._close_db()
         finally:
@@ -218,9 +219,11 @@ class Storage:
         self.commit(batch)
 
     def get_meta(self, key: bytes) -> bytes | None:
+        """The raw value of one meta entry, None if absent."""
         return self._meta.get(key)
 
     def is_empty(self) -> bool:
+        """Whether the store holds no data key (meta entries do not count)."""
         for _ in self._db.keys():  # noqa: SIM118 - Rdict.__iter__ fails in raw mode
             return False
         return True
@@ -357,6 +360,7 @@ class Storage:
         return self._get
 
     def get(self, key: bytes) -> bytes | None:
+        """The raw value of `key`, None if absent."""
         return self._get(key)
 
     def get_many(self, keys: list[bytes]) -> list[bytes | None]:

@@ -45,14 +45,21 @@ class IndexHost(Protocol):
     def commit(self, batch: Batch) -> None:
         """Write `batch`, then publish its state."""
 
-    def read_meta(self) -> Meta: ...
+    def read_meta(self) -> Meta:
+        """The meta column family, parsed; DamagedLayoutError if an entry does not parse."""
 
-    def get_meta(self, key: bytes) -> bytes | None: ...
+    def get_meta(self, key: bytes) -> bytes | None:
+        """The raw value of one meta entry, None if absent."""
 
-    def is_empty(self) -> bool: ...
+    def is_empty(self) -> bool:
+        """Whether the store holds no data key (meta entries do not count)."""
 
-    def get_many(self, keys: list[bytes]) -> list[bytes | None]: ...
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """Raw values of `keys` in their order (None where absent), read at one instant."""
 
-    def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]: ...
+    def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
+        """Up to `limit` (key, raw value) pairs in key order from `start` on (None: the first
+        key)."""
 
-    def index_count(self, lower: bytes, upper: bytes) -> int: ...
+    def index_count(self, lower: bytes, upper: bytes) -> int:
+        """How many index entries lie in [lower, upper); 0 without an index column family."""

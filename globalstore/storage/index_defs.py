@@ -76,6 +76,7 @@ class SecondaryIndexes:
 
     @property
     def defs(self) -> Mapping[str, IndexDef]:
+        """The store's index definitions by name, as its current state holds them."""
         return self._s.state.indexes
 
     def keys_from(self, start: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:

@@ -90,21 +90,27 @@ class IndexFamily:
         return itertools.takewhile(lambda k: k < upper, self._family.keys(from_key=lower))
 
     def get(self, key: bytes) -> bytes | None:
+        """The raw index entry at `key`, None if absent."""
         return self._family.get(key)
 
     def put(self, wb: rocksdict.WriteBatch, key: bytes, value: bytes) -> None:
+        """Add the write of one index entry to `wb`."""
         wb.put(key, value, self._handle)
 
     def delete(self, wb: rocksdict.WriteBatch, key: bytes) -> None:
+        """Add the delete of one index entry to `wb`."""
         wb.delete(key, self._handle)
 
     def delete_range(self, wb: rocksdict.WriteBatch, begin: bytes, end: bytes) -> None:
+        """Add the delete of the index entries in [begin, end) to `wb`."""
         wb.delete_range(begin, end, self._handle)
 
     def flush(self) -> None:
+        """Persist the index column family's memtable."""
         self._family.flush()
 
     def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """Raw index entries of `keys` in their order (None where absent), with one multi-get."""
         if not keys:
             return []
         return self._family.get(keys)

@@ -42,6 +42,7 @@ class DirLock:
             raise
 
     def release(self) -> None:
+        """Unlock and close the lock file; a second call does nothing."""
         if self._fd >= 0:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
@@ -63,4 +64,5 @@ class NoLock:
     """A read-only store takes no lock: it neither writes nor keeps others from writing."""
 
     def release(self) -> None:
+        """Nothing to release."""
         pass

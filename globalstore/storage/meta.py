@@ -143,6 +143,7 @@ class IndexDef:
     scanned: int = 0
 
     def to_bytes(self) -> bytes:
+        """The JSON entry the meta column family stores; parse() reads it back."""
         cursor = None if self.cursor is None else self.cursor.hex()
         return orjson.dumps(
             {"id": self.id, "version": self.version, "built": self.built, "cursor": cursor,
@@ -151,6 +152,7 @@ class IndexDef:
 
     @classmethod
     def parse(cls, raw: bytes) -> IndexDef:
+        """The IndexDef to_bytes() wrote; KeyError or ValueError if `raw` is not one."""
         d = orjson.loads(raw)
         cursor = d["cursor"]
         return cls(

@@ -81,7 +81,9 @@ class NativeBatch(Protocol):
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
         checked: Checked | None = None,
-    ) -> int: ...
+    ) -> int:
+        """Consume one batch (waiting up to `timeout` seconds for the first record) and write it
+        through `put` and `delete`; returns the number of records (events not counted)."""
 
 
 def fill(

@@ -46,6 +46,8 @@ class TimeIndex:
 
     @property
     def time_cursor(self) -> bytes | None:
+        """The key the time index's build resumes from: b"" before it began, None once built or
+        without a time index."""
         return self._s.state.time_cursor
 
     def loaded(self, state: StorageState, meta: Meta) -> StorageState:

@@ -64,6 +64,7 @@ class ReadOnlyStore(StoreQueries):
         )
 
     def position(self) -> dict[int, int]:
+        """{partition: next offset applied} in the view the store reads now."""
         return dict(self._ready_storage().state.positions)
 
     def status(self) -> StoreStatus:
@@ -86,6 +87,7 @@ class ReadOnlyStore(StoreQueries):
         )
 
     def close(self) -> None:
+        """Close the view the store reads; a second call does nothing."""
         self._closed = True
         view, self._view = self._view, None
         if view is not None:

@@ -47,14 +47,17 @@ class SwitchingStore:
 
     @property
     def active(self) -> GlobalStore:
+        """The GlobalStore that answers queries now."""
         return self._live.current
 
     @property
     def topic(self) -> str:
+        """The active store's topic (a switch may change it)."""
         return self._live.current.topic
 
     @property
     def path(self) -> Path:
+        """The active store's directory."""
         return self._live.current.path
 
     def start(self, timeout: float = 60.0, *, wait: bool = True) -> SwitchingStore:
@@ -94,6 +97,7 @@ class SwitchingStore:
         return True
 
     def close(self) -> None:
+        """Close the active store and the one a switch retired, if still open."""
         self._closed = True
         self._live.close()
 
@@ -106,6 +110,7 @@ class SwitchingStore:
     # -- queries: each runs entirely on one store ------------------------------------------
 
     def get(self, key: str, default: Any = None) -> Any:
+        """As GlobalStore.get, on the active store."""
         return self._on_active(lambda store: store.get(key, default))
 
     def __getitem__(self, key: str) -> Any:
@@ -115,16 +120,20 @@ class SwitchingStore:
         return self._on_active(lambda store: key in store)
 
     def get_entry(self, key: str) -> Entry | None:
+        """As GlobalStore.get_entry, on the active store."""
         return self._on_active(lambda store: store.get_entry(key))
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        """As GlobalStore.get_many: every key from one store."""
         wanted = list(keys)
         return self._on_active(lambda store: store.get_many(wanted))
 
     def count(self) -> int:
+        """The active store's live key count."""
         return self._on_active(lambda store: store.count())
 
     def quarantined(self) -> list[Quarantined]:
+        """The records the active store did not apply (GlobalStore.quarantined)."""
         return self._on_active(lambda store: store.quarantined())
 
     def position(self) -> dict[int, int]:
@@ -134,12 +143,15 @@ class SwitchingStore:
     def wait_for(
         self, position: Mapping[int, int] | Mapping[str, int], timeout: float | None = None
     ) -> bool:
+        """As GlobalStore.wait_for, on the active store: offsets of ITS topic."""
         return self._on_active(lambda store: store.wait_for(position, timeout))
 
     def checkpoint(self, dest: str | Path) -> None:
+        """A checkpoint of the active store into `dest` (GlobalStore.checkpoint)."""
         self._on_active(lambda store: store.checkpoint(dest))
 
     def status(self) -> StoreStatus:
+        """The active store's status."""
         return self._live.current.status()
 
     def changes(
@@ -155,12 +167,15 @@ class SwitchingStore:
         return self._scan(lambda store: store.items(**filters))
 
     def keys(self, **filters: Unpack[ScanFilters]) -> Iterator[str]:
+        """As GlobalStore.keys: one store's view."""
         return self._scan(lambda store: store.keys(**filters))
 
     def values(self, **filters: Unpack[ScanOptions]) -> Iterator[Any]:
+        """As GlobalStore.values: one store's view."""
         return self._scan(lambda store: store.values(**filters))
 
     def entries(self, **filters: Unpack[ScanOptions]) -> Iterator[Entry]:
+        """As GlobalStore.entries: one store's view."""
         return self._scan(lambda store: store.entries(**filters))
 
     def find(
@@ -181,6 +196,7 @@ class SwitchingStore:
         return self._scan(lambda store: store.find_matches(index, value, after=after, **filters))
 
     def find_count(self, index: str, value: str) -> int:
+        """As GlobalStore.find_count, on the active store."""
         return self._on_active(lambda store: store.find_count(index, value))
 
     def to_arrow(self, **options: Unpack[ArrowOptions]) -> pa.RecordBatchReader:

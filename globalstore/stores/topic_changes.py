@@ -55,9 +55,12 @@ class TopicChanges(threading.Thread):
         self._next: dict[int, int] = {}  # per partition, the offset the consumer reads next
 
     def stop(self) -> None:
+        """Ask the thread to end; it does within one consumer wait (50 ms)."""
         self._stopped.set()
 
     def run(self) -> None:
+        """Read the topic from the reader's positions and release to the feeds what the reader shows
+        applied, until stop(); a resync whenever the reader moves to another copy."""
         conf = {**self.config.consumer_config(), "enable.partition.eof": False}
         consumer = create_client(self._consumer_factory, conf, "consumer")
         try:

@@ -38,6 +38,8 @@ class ExpectedCouriers:
         return self
 
     def apply(self, raw: dict[str, Any]) -> None:
+        """Follow one raw order event: the courier's latest position, and its deliveries and
+        cancellations once the order ends."""
         outcome = self.orders.apply(raw)
         if outcome == "too_late":
             return

@@ -43,6 +43,7 @@ class CourierState:
 
     @classmethod
     def empty(cls) -> CourierState:
+        """The state before any event."""
         return cls(orders.BucketState.empty(), empty_frame(COURIER_DTYPES))
 
 

@@ -58,6 +58,7 @@ class BucketState:
 
     @classmethod
     def empty(cls) -> BucketState:
+        """The state before any event."""
         return cls(empty_frame(EVENT_DTYPES), empty_frame(MARKER_DTYPES))
 
 

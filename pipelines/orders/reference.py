@@ -53,6 +53,8 @@ class Order:
     events: set[Event] = field(default_factory=set)  # distinct: duplicates count once
 
     def value(self, order_id: str) -> dict[str, Any]:
+        """The value the store should hold for the order: status and location of its latest event,
+        its distinct event count, first and last seen times."""
         at, rank, courier, lat, lon = max(self.events)  # latest; ties: the rule's order
         return {
             "order_id": order_id,
