@@ -1,4 +1,5 @@
-"""The HTTP API on one served store: routes, error mapping, and the ASGI app.
+"""The HTTP API on one served store: routes, error mapping, and the ASGI app (the routes that
+report, status, probes, metrics and the OpenAPI document, are in reports.py).
 
 Point lookups run on the event loop (microseconds of RocksDB); anything that blocks, scans or
 streams — waits for min_position, counting, pages, export and snapshot chunks — runs in worker
@@ -8,15 +9,12 @@ threads, so the loop keeps answering. Streams hold a slot of a bounded pool (str
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Mapping
 from typing import Any
 
 import anyio
-import orjson
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
@@ -37,21 +35,20 @@ from globalstore.errors import (
 )
 from globalstore.read.protocols import reaches, serving
 from globalstore.server import bodies, openapi, params
+from globalstore.server.bodies import json_response
 from globalstore.server.changes import ChangeSource, sse_chunks
 from globalstore.server.guard import Guard
-from globalstore.server.metrics import Metrics, stopped_by
+from globalstore.server.metrics import Metrics
 from globalstore.server.params import BadRequest
+from globalstore.server.reports import Reports
 from globalstore.server.served import ServedStore
 from globalstore.server.settings import ServerSettings
 from globalstore.server.streams import LimitedStream, NoFreeSlot, Slots, drained
 from globalstore.snapshots.fetch import TOKEN_ENV
-from globalstore.status import State
 
 __all__ = ["Api", "Handler", "PositionNotReached", "create_app"]
 
 log = logging.getLogger(__name__)
-
-_JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 
 
 class _KeyConvertor(Convertor[str]):
@@ -87,12 +84,6 @@ class PositionNotReached(Exception):  # noqa: N818 - reads as the condition it r
         self.current = dict(current)
 
 
-def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(
-        orjson.dumps(body, option=_JSON_OPTIONS), status, headers, media_type="application/json"
-    )
-
-
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -111,9 +102,11 @@ class Api:
         # Change streams last as long as their clients: capped like exports, in a pool of
         # their own so that they never keep an export from running.
         self.feeds = Slots("changes", settings.max_exports, 1, streams.labels("changes"))
-        self._openapi = orjson.dumps(openapi.document(settings))
+        self.reports = Reports(served, settings, metrics)
 
     def routes(self) -> list[Route]:
+        """Every route, each counted and timed in the metrics."""
+        reports = self.reports
         table: list[tuple[str, str, Handler]] = [
             ("/v1/keys/{key:key}", "key", self.get_key),
             ("/v1/keys", "keys", self.list_keys),
@@ -122,12 +115,12 @@ class Api:
             ("/v1/changes", "changes", self.changes),
             ("/v1/count", "count", self.count),
             ("/v1/quarantine", "quarantine", self.quarantine),
-            ("/v1/status", "status", self.status),
+            ("/v1/status", "status", reports.status),
             ("/v1/snapshot", "snapshot", self.snapshot),
-            ("/healthz", "healthz", self.healthz),
-            ("/readyz", "readyz", self.readyz),
-            ("/metrics", "metrics", self.prometheus),
-            (openapi.PATH, "openapi", self.openapi),
+            ("/healthz", "healthz", reports.healthz),
+            ("/readyz", "readyz", reports.readyz),
+            ("/metrics", "metrics", reports.prometheus),
+            (openapi.PATH, "openapi", reports.openapi),
         ]
         return [Route(path, self._measured(name, fn), methods=["GET"]) for path, name, fn in table]
 
@@ -155,26 +148,26 @@ class Api:
         """The answer to an error a route raises; None for one that is a bug (a 500)."""
         told = self._told(exc)
         if isinstance(exc, BadRequest):
-            return _json({"error": told}, 400)
+            return json_response({"error": told}, 400)
         if isinstance(exc, StoreNotReady):
             return self._unavailable(told)
         if isinstance(exc, StoreClosed):
             return self._unavailable(f"{told} (the store does not follow the topic)")
         if isinstance(exc, UnknownIndex):
-            return _json({"error": told}, 404)
+            return json_response({"error": told}, 404)
         if isinstance(exc, IndexNotReady):
             headers = {"Retry-After": str(_INDEX_RETRY_SECONDS)}
-            return _json({"error": told}, 503, headers)
+            return json_response({"error": told}, 503, headers)
         if isinstance(exc, PositionNotReached):
             body = {"error": told, "position": exc.current, "min_position": exc.wanted}
-            return _json(body, 503, {"Retry-After": "1"})
+            return json_response(body, 503, {"Retry-After": "1"})
         if isinstance(exc, NoFreeSlot):
-            return _json({"error": told}, 503, {"Retry-After": str(exc.retry_after)})
+            return json_response({"error": told}, 503, {"Retry-After": str(exc.retry_after)})
         if isinstance(exc, InvalidValue):
             self.metrics.decode_errors.inc()
-            return _json({"error": f"InvalidValue: {told}"}, 500)
+            return json_response({"error": f"InvalidValue: {told}"}, 500)
         if isinstance(exc, GlobalStoreError):  # StorageError and the like: say what failed
-            return _json({"error": f"{type(exc).__name__}: {told}"}, 500)
+            return json_response({"error": f"{type(exc).__name__}: {told}"}, 500)
         return None
 
     def _told(self, exc: Exception) -> str:
@@ -188,7 +181,7 @@ class Api:
 
     def _unavailable(self, message: str) -> Response:
         state = self.served.store.status().state
-        return _json({"error": message, "state": state}, 503, {"Retry-After": "1"})
+        return json_response({"error": message, "state": state}, 503, {"Retry-After": "1"})
 
     def _wait(self, query: Mapping[str, str]) -> float:
         """The request's own `wait`: the longest it may wait before its answer starts."""
@@ -214,16 +207,18 @@ class Api:
     # -- queries -----------------------------------------------------------------------------
 
     async def get_key(self, request: Request) -> Response:
+        """One key's entry (value, timestamp, partition, offset); 404 if absent."""
         query = request.query_params
         if query:
             await self._await_position(query, self._wait(query))
         key = params.text(request.path_params, "key") or ""
         entry = self.served.store.get_entry(key)
         if entry is None:
-            return _json({"error": "key not found", "key": key}, 404)
-        return _json(entry)
+            return json_response({"error": "key not found", "key": key}, 404)
+        return json_response(entry)
 
     async def list_keys(self, request: Request) -> Response:
+        """One page of keys and values, by prefix and/or range, in key order."""
         query = request.query_params
         span = params.key_range(query)
         limit = params.integer(
@@ -276,6 +271,7 @@ class Api:
         return Response(body, media_type="application/json")
 
     async def export(self, request: Request) -> Response:
+        """Every key and value by prefix and/or range, as NDJSON, from one point in time."""
         span = params.key_range(request.query_params)
         store, size = self.served.store, self.settings.export_chunk
 
@@ -295,7 +291,7 @@ class Api:
         """Server-sent events of the changes applied from now on (server/changes.py)."""
         store, prefix = self.served.store, params.text(request.query_params, "prefix")
         if not isinstance(store, ChangeSource):
-            return _json({"error": f"a {type(store).__name__} has no change feed"}, 501)
+            return json_response({"error": f"a {type(store).__name__} has no change feed"}, 501)
         events = sse_chunks(store, prefix, self.settings.keepalive, self.settings.export_chunk)
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return await self._stream(request, self.feeds, events, "text/event-stream", headers)
@@ -324,63 +320,26 @@ class Api:
         return LimitedStream(chunks, slots, idle, self._error_answer, count, media_type, headers)
 
     async def count(self, request: Request) -> Response:
+        """The number of live keys."""
         query = request.query_params
         await self._await_position(query, self._wait(query))
         n = await anyio.to_thread.run_sync(self.served.store.count)
-        return _json({"count": n})
+        return json_response({"count": n})
 
     async def quarantine(self, request: Request) -> Response:
+        """The records a store with invalid_values="quarantine" did not apply."""
         held = await anyio.to_thread.run_sync(self.served.store.quarantined)
-        return _json({"quarantined": [record.to_dict() for record in held]})
-
-    async def status(self, request: Request) -> Response:
-        status = self.served.store.status()
-        report = dataclasses.asdict(status)
-        progress = self.served.progress()
-        report["restore"] = {**dataclasses.asdict(progress), "rate": progress.rate}
-        error = self.served.error
-        report["start_error"] = None if error is None else str(error)
-        if error is not None and status.failure is None:  # it never started: say why, as
-            report["state"] = State.FAILED  # /healthz does (the store itself says "closed")
-            report["failure"] = stopped_by(self.served, status)
-            report["last_error"] = f"{type(error).__name__}: {error}"
-        return _json(report)
+        return json_response({"quarantined": [record.to_dict() for record in held]})
 
     async def snapshot(self, request: Request) -> Response:
+        """The store as a tar stream of a checkpoint; 409 when served by workers."""
         if not self.settings.snapshots:
-            return _json({"error": _NO_SNAPSHOTS}, 409)
+            return json_response({"error": _NO_SNAPSHOTS}, 409)
         store = self.served.store
         name = f"{store.topic}.snapshot.tar".replace('"', "")
         disposition = {"Content-Disposition": f'attachment; filename="{name}"'}
         chunks = bodies.snapshot_chunks(store)  # the checkpoint is taken inside the response
         return await self._stream(request, self.snapshots, chunks, "application/x-tar", disposition)
-
-    # -- probes and documents ----------------------------------------------------------------
-
-    async def healthz(self, request: Request) -> Response:
-        """503 once the store can no longer follow (it never started, or its thread stopped
-        on an error): a restart is the way on. Open without a token, so it names the error's
-        type only; its message (paths, brokers, user names) is in /v1/status."""
-        failure = stopped_by(self.served, self.served.store.status())
-        if failure is not None:
-            return _json({"status": "failed", "error": failure}, 503)
-        return _json({"status": "alive"})
-
-    async def readyz(self, request: Request) -> Response:
-        """200 while the store runs restored and, with a max_staleness, fresh; else 503 with
-        its state, or "stale" and why."""
-        status = self.served.store.status()
-        if status.state is State.RUNNING and status.ready:
-            return _json({"status": "ready"})
-        if status.stale is not None:
-            return _json({"status": "stale", "reason": status.stale}, 503)
-        return _json({"status": status.state}, 503)
-
-    async def prometheus(self, request: Request) -> Response:
-        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    async def openapi(self, request: Request) -> Response:
-        return Response(self._openapi, media_type="application/json")
 
 
 def create_app(served: ServedStore, settings: ServerSettings | None = None) -> Guard:
@@ -400,7 +359,7 @@ def create_app(served: ServedStore, settings: ServerSettings | None = None) -> G
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
-        return _json({"error": getattr(exc, "detail", "internal error")}, status)
+        return json_response({"error": getattr(exc, "detail", "internal error")}, status)
 
     if settings.token is None:
         log.warning(

@@ -1,15 +1,17 @@
-"""Bodies of the routes that read many items or files: a page, an export, a snapshot. Each is
-built in worker threads (never on the event loop), and each releases what it reads (a RocksDB
-iterator, a checkpoint) when it ends or is closed."""
+"""Bodies of the routes: the JSON answer of most, and those of the routes that read many
+items or files: a page, an export, a snapshot. Each of these is built in worker threads
+(never on the event loop), and each releases what it reads (a RocksDB iterator, a
+checkpoint) when it ends or is closed."""
 
 from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 import orjson
+from starlette.responses import Response
 
 from globalstore.codec import OnInvalid
 from globalstore.errors import InvalidValue, StoreClosed
@@ -18,7 +20,16 @@ from globalstore.server.params import encode_cursor, encode_match_cursor
 from globalstore.snapshots.archive import checkpoint_dir
 from globalstore.snapshots.stream import tar_chunks
 
-__all__ = ["Counted", "Scan", "invalid", "match_page", "ndjson_chunks", "page", "snapshot_chunks"]
+__all__ = [
+    "Counted",
+    "Scan",
+    "invalid",
+    "json_response",
+    "match_page",
+    "ndjson_chunks",
+    "page",
+    "snapshot_chunks",
+]
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 _Item = TypeVar("_Item")
@@ -27,6 +38,15 @@ _Pos = TypeVar("_Pos")
 # A scan opened with the body's report of the values it leaves out (the store's on_invalid).
 Scan = Callable[[OnInvalid], Iterator[_Item]]
 Counted = Callable[[], object]  # counts one value left out (the decode errors metric)
+
+
+def json_response(
+    body: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    """`body` as a JSON answer (integer keys allowed, as in positions)."""
+    return Response(
+        orjson.dumps(body, option=_JSON_OPTIONS), status, headers, media_type="application/json"
+    )
 
 
 def page(scan: Scan[tuple[str, Any]], limit: int, max_bytes: int, counted: Counted) -> bytes:

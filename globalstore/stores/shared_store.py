@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from globalstore import codec
-from globalstore.config import RocksDBOptions, StoreConfig, check_seconds
+from globalstore.config import RocksDBOptions, check_seconds
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import (
-    ConfigurationError,
     GlobalStoreError,
     StartTimeout,
     StorageError,
@@ -34,8 +33,7 @@ from globalstore.errors import (
     StoreClosed,
     StoreNotReady,
 )
-from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed, Feeds
-from globalstore.read.copy import Copy
+from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed
 from globalstore.read.protocols import (
     StoreStatus,
     behind,
@@ -48,8 +46,8 @@ from globalstore.read.report import store_status
 from globalstore.replicas.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
 from globalstore.replicas.live import Live
 from globalstore.status import State
-from globalstore.storage import Storage
-from globalstore.stores.topic_changes import TopicChanges
+from globalstore.stores.topic_changes import ReaderFeeds
+from globalstore.stores.writer_copy import WriterCopy
 from globalstore.waiting import Changes, Wait, wait_until
 
 __all__ = ["WRITER_SILENT_S", "SharedStore"]
@@ -59,14 +57,6 @@ log = logging.getLogger(__name__)
 WRITER_SILENT_S = 3 * HEARTBEAT_S  # no note for this long: the writer is gone
 _RECEIVE_S = 0.25  # longest wait for a note, so close() is noticed soon
 _QUERY_GRACE_S = 0.001  # after a note, the time left to queries to catch up themselves
-
-
-class _WriterCopy(Copy):
-    """A secondary instance on one writer's live copy."""
-
-    def __init__(self, storage: Storage, writer: str, live: str) -> None:
-        super().__init__(storage)
-        self.writer, self.live = writer, live
 
 
 class SharedStore(StoreQueries):
@@ -94,7 +84,7 @@ class SharedStore(StoreQueries):
         self._rocksdb = rocksdb
         formats = ValueFormats(value_format, dict(converters or {}))
         self._decode, self._value_format = decoder(formats), formats.current
-        self._live: Live[_WriterCopy] | None = None
+        self._live: Live[WriterCopy] | None = None
         self._note: WriterNote | None = None
         self._heard_at = 0.0  # monotonic time of the last note
         self._in_sync_at: float | None = None
@@ -107,9 +97,7 @@ class SharedStore(StoreQueries):
         self._batches: BatchCounter | None = None  # the writer's, once a copy is open
         self._caught_up_to = -1  # its value before the last catch-up
         self._catching_up = threading.Lock()
-        self._kafka = (bootstrap_servers, dict(kafka_config or {}))
-        self._feeds = Feeds()
-        self._topic_changes: TopicChanges | None = None  # reads the topic for the feeds
+        self._feeds = ReaderFeeds(self.path, bootstrap_servers, kafka_config or {})
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -170,10 +158,7 @@ class SharedStore(StoreQueries):
 
     def _stop_following(self) -> None:
         self._stopped.set()
-        changes, self._topic_changes = self._topic_changes, None
-        if changes is not None:
-            changes.stop()
-            changes.join()
+        self._feeds.stop()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
@@ -264,21 +249,14 @@ class SharedStore(StoreQueries):
         assert wake is not None  # the thread that calls this stops before it goes
         self._copies += 1
         work = wake.directory / f"copy-{self._copies}"
-        storage = Storage(self.path / note.live, self._rocksdb, secondary=work)
-        try:
-            meta = storage.read_meta()
-        except BaseException:
-            storage.close()
-            raise
-        storage.load(meta)
-        self.topic = meta.topic or self.topic
-        copy = _WriterCopy(storage, note.writer, note.live)
+        copy = WriterCopy.open(self.path, note, self._rocksdb, work)
+        self.topic = copy.topic or self.topic
         if self._live is None:
             self._batches = BatchCounter(self.path, create=False)  # the writer made it
             self._live = Live(copy)
         else:
             self._live.swap(copy)  # the old copy retires (live.py)
-        log.info("shared store at %s: reading the copy in %s", self.path, storage.path)
+        log.info("shared store at %s: reading the copy in %s", self.path, copy.storage.path)
 
     def _track_sync(self, note: WriterNote) -> None:
         positions = self.position()
@@ -287,7 +265,7 @@ class SharedStore(StoreQueries):
 
     # -- queries (the methods are StoreQueries') ---------------------------------------------
 
-    def _copy(self) -> _WriterCopy:
+    def _copy(self) -> WriterCopy:
         """The writer's live copy, caught up first if the writer has applied a batch since."""
         self._fresh()
         live = self._live
@@ -307,6 +285,7 @@ class SharedStore(StoreQueries):
         )
 
     def position(self) -> dict[int, int]:
+        """{partition: next offset already applied}, in the copy this reader shows."""
         live = self._live
         return {} if live is None else dict(live.current.storage.state.positions)
 
@@ -340,25 +319,8 @@ class SharedStore(StoreQueries):
         move to another copy of the store (a writer's restart or rebuild) is a Resync."""
         copy = self._copy()
         with self._catching_up:
-            if self._topic_changes is None:
-                self._topic_changes = self._read_topic(copy)
-                self._topic_changes.start()
+            self._feeds.read_topic(copy.storage, self.topic, self._reading)
         return self._feeds.subscribe(self.topic, self._decode, prefix, keys, buffer)
-
-    def _read_topic(self, copy: _WriterCopy) -> TopicChanges:
-        bootstrap, kafka_config = self._kafka
-        if bootstrap is None:
-            raise ConfigurationError(
-                f"the shared store at {self.path} reads its changes from the topic: give it "
-                "bootstrap_servers (and kafka_config) as its writer has them"
-            )
-        if copy.storage.read_meta().transform_version is not None:
-            raise ConfigurationError(
-                f"the store at {self.path} has a transform: its values are not the topic's, "
-                "so its readers have no change feed; the writer's GlobalStore.changes() has"
-            )
-        config = StoreConfig(self.topic, bootstrap, self.path, kafka_config=kafka_config)
-        return TopicChanges(config, self._feeds, self._reading)
 
     def _reading(self) -> tuple[object, Mapping[int, int]]:
         """The copy this reader reads and its positions (the feed's reading of the topic)."""

@@ -9,7 +9,7 @@ topic's, so its readers refuse a feed (the writer's GlobalStore.changes() has th
 
 When the reader moves to another copy (the writer rebuilt it, or restarted and its copy is
 behind what was released), the feeds resync and reading starts again from the new copy's
-positions.
+positions. ReaderFeeds holds a reader's feeds and starts the reading for the first one.
 """
 
 from __future__ import annotations
@@ -17,17 +17,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from globalstore import codec
 from globalstore.config import StoreConfig
+from globalstore.errors import ConfigurationError
 from globalstore.kafka.clients import create_client
-from globalstore.read.changes import Feeds
-from globalstore.storage import Record
+from globalstore.read.changes import ChangeFeed, Feeds
+from globalstore.storage import Record, Storage
 
-__all__ = ["TopicChanges"]
+__all__ = ["ReaderFeeds", "TopicChanges"]
 
 log = logging.getLogger(__name__)
 
@@ -123,3 +126,57 @@ class TopicChanges(threading.Thread):
             while pending and pending[0][4] < applied:
                 batch.append(pending.popleft())
         self.feeds.publish(self, batch)
+
+
+class ReaderFeeds:
+    """A SharedStore's change feeds, and the reading of the topic behind them (TopicChanges),
+    started for the first feed and stopped with the reader."""
+
+    def __init__(
+        self, path: Path, bootstrap_servers: str | None, kafka_config: Mapping[str, Any]
+    ) -> None:
+        """`path` is the reader's store; the Kafka settings are its writer's."""
+        self.path = path
+        self._kafka = (bootstrap_servers, dict(kafka_config))
+        self.feeds = Feeds()
+        self._reading: TopicChanges | None = None
+
+    def subscribe(
+        self, topic: str, decode: codec.Decode, prefix: str | None,
+        keys: Iterable[str] | None, buffer: int,
+    ) -> ChangeFeed:  # fmt: skip
+        """A new feed (read_topic() has started the reading)."""
+        return self.feeds.subscribe(topic, decode, prefix, keys, buffer)
+
+    def read_topic(
+        self, storage: Storage, topic: str, reader: Callable[[], tuple[object, Mapping[int, int]]]
+    ) -> None:
+        """Start reading `topic` for the feeds, unless already at it: ConfigurationError
+        without bootstrap_servers, or for a store (`storage`) with a transform."""
+        if self._reading is not None:
+            return
+        bootstrap, kafka_config = self._kafka
+        if bootstrap is None:
+            raise ConfigurationError(
+                f"the shared store at {self.path} reads its changes from the topic: give it "
+                "bootstrap_servers (and kafka_config) as its writer has them"
+            )
+        if storage.read_meta().transform_version is not None:
+            raise ConfigurationError(
+                f"the store at {self.path} has a transform: its values are not the topic's, "
+                "so its readers have no change feed; the writer's GlobalStore.changes() has"
+            )
+        config = StoreConfig(topic, bootstrap, self.path, kafka_config=kafka_config)
+        self._reading = TopicChanges(config, self.feeds, reader)
+        self._reading.start()
+
+    def stop(self) -> None:
+        """Stop reading the topic and wait for the reading thread (the feeds stay open)."""
+        reading, self._reading = self._reading, None
+        if reading is not None:
+            reading.stop()
+            reading.join()
+
+    def end(self) -> None:
+        """End every feed."""
+        self.feeds.end()

@@ -1,0 +1,37 @@
+"""The copy a SharedStore reads: a RocksDB secondary instance on the copy its writer calls
+live, opened and loaded so queries can answer from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from globalstore.config import RocksDBOptions
+from globalstore.read.copy import Copy
+from globalstore.replicas.announce import WriterNote
+from globalstore.storage import Storage
+
+__all__ = ["WriterCopy"]
+
+
+class WriterCopy(Copy):
+    """A secondary instance on one writer's live copy."""
+
+    def __init__(self, storage: Storage, writer: str, live: str, topic: str | None) -> None:
+        """`writer` and `live` as the writer's note names them; `topic` as the copy says."""
+        super().__init__(storage)
+        self.writer, self.live, self.topic = writer, live, topic
+
+    @classmethod
+    def open(
+        cls, path: Path, note: WriterNote, rocksdb: RocksDBOptions | None, work: Path
+    ) -> WriterCopy:
+        """Open the copy `note` calls live in the store at `path`, the secondary instance's
+        own files in `work`, and load its state."""
+        storage = Storage(path / note.live, rocksdb, secondary=work)
+        try:
+            meta = storage.read_meta()
+        except BaseException:
+            storage.close()
+            raise
+        storage.load(meta)
+        return cls(storage, note.writer, note.live, meta.topic)
