@@ -264,22 +264,17 @@ class LocalKafka:
             raise
 
     def leader_of(self, topic: str, partition: int) -> int:
-        """The node id of the leader of `partition` of `topic` (-1 while it has none), as
-        the cluster's metadata says now."""
+        """The node id leading `partition` of `topic` now (-1 while none does)."""
         return partition_leader(self._admin(self.bootstrap), topic, partition)
 
-    # -- client settings -------------------------------------------------------------------
-
     def client_config(self, user: str = "app") -> dict[str, str]:
-        """librdkafka's settings to connect as `user` ("app" or "admin"): nothing for
-        plaintext; for sasl_ssl the SCRAM login and the CA; for mtls the CA and the user's
-        certificate and key."""
+        """librdkafka's settings to connect as `user` ("app" or "admin"): none for plaintext,
+        the SCRAM login and CA for sasl_ssl, the CA and the user's certificate for mtls."""
         return client_settings(self.security, self.security_files, user)
 
     def untrusted_client_config(self, user: str = "app") -> dict[str, str]:
-        """client_config(user) with material the cluster must refuse: for mtls a client
-        certificate another CA signed; for sasl_ssl that CA as the only one the client
-        trusts, so it refuses the brokers' certificate."""
+        """client_config(user) with material the cluster must refuse: a client certificate
+        of another CA (mtls), or only that CA trusted, refusing the brokers' (sasl_ssl)."""
         return untrusted_client_settings(self.security, self.security_files, user)
 
     def write_client_properties(self, path: Path | str, user: str = "app") -> Path:
@@ -396,8 +391,6 @@ class LocalKafka:
 
     def _who(self, node_id: int) -> str:
         return "the broker" if self.nodes == 1 else f"node {node_id}"
-
-    # -- the record of the running nodes ---------------------------------------------------
 
     def _recorded_bootstrap(self) -> str:
         return str(self._state.read().get("bootstrap", self.bootstrap))

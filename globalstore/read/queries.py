@@ -337,15 +337,9 @@ class StoreReads:
         as items() does (on_invalid, else a WARNING), as the batches are read, so a caller's
         on_invalid collects the errors beside the table. Read or close the reader before
         close(). ImportError without pyarrow."""
-        export = arrow.Export(
-            self.topic,
-            self._decode,
-            self._value_format,
-            self._reporter(on_invalid),
-            schema,
-            batch_rows,
-            batch_bytes,
-        )
+        reporter = self._reporter(on_invalid)
+        export = arrow.Export(self.topic, self._decode, self._value_format, reporter, schema,
+                              batch_rows, batch_bytes)  # fmt: skip
         if index is None and value is not None:
             raise ValueError("to_arrow() takes a value only with an index")
         # Bad arguments and a missing pyarrow are reported before a scan is opened.

@@ -168,8 +168,7 @@ class Storage:
         return self._meta.items(from_key=start)
 
     def load(self, meta: Meta) -> None:
-        """Adopt positions, count, layout, last restore time and indexes from meta as the
-        state."""
+        """Adopt positions, count, layout, last restore time and indexes from meta."""
         index = self._index
         entries = {n: 0 if index is None else index.entries(d.id) for n, d in meta.indexes.items()}
         self.state = self.time.loaded(StorageState.of(meta, entries), meta)
