@@ -25,7 +25,7 @@ __all__ = ["PATH", "document"]
 
 # One server-sent event as a client parses it: its type (start, change, resync), its data
 # (a JSON object, as text) and, for a change, its id (partition:offset).
-SSE_EVENT = {
+_SSE_EVENT = {
     "type": "object",
     "properties": {
         "event": {"type": "string", "enum": ["start", "change", "resync"]},
@@ -212,7 +212,7 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                     "responses": {
                         "200": {
                             "description": "text/event-stream",
-                            "content": {"text/event-stream": {"schema": SSE_EVENT}},
+                            "content": {"text/event-stream": {"schema": _SSE_EVENT}},
                         },
                         "501": json_content(ERROR, "This store has no change feed."),
                         **stream_errors("changes", settings.max_exports),

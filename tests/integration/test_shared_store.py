@@ -168,6 +168,14 @@ def test_four_workers_serve_one_store(
             lambda: "not 4 readers",
             0.01,
         )
+        # A worker registers before it has opened the writer's copy: until then it answers
+        # 503 (not ready). Wait until 16 new connections in a row find their worker ready.
+        eventually(
+            lambda: all(httpx.get(f"{base}/readyz").status_code == 200 for _ in range(16)),
+            30,
+            lambda: "a worker not ready",
+            0.05,
+        )
         for round_ in range(10):
             written = produce(kafka_bootstrap, topic, [("k7", round_)])
             wanted = ",".join(f"{p}:{o}" for p, o in written.items())
