@@ -218,7 +218,8 @@ class StoreThread(threading.Thread):
             source = self._maybe_ready(source, follow)
             next_metadata = time.monotonic() + config.metadata_interval
             while not self._stop_event.is_set():
-                if self._python_wanted and source is not follow and self.ready.is_set():
+                wanted = self._python_wanted or self._changes.active  # feeds need each record
+                if wanted and source is not follow and self.ready.is_set():
                     source = self._to_consumer(source, follow)
                 self._report(source.apply(self.storage, _now_ms()))
                 now = time.monotonic()

@@ -344,8 +344,11 @@ class GlobalStore(StoreQueries):
         offset). Past `buffer` records not taken, one Resync item replaces them: re-read
         then. Close it (or use `with`). StoreNotReady until the store is ready."""
         # The C loop does not hand out each record: the thread's consumer follows from now on.
-        self._copy().thread.follow_in_python(self.config.poll_timeout + _HAND_OVER_S)
-        return self._feeds.subscribe(self.topic, self._decode, prefix, keys, buffer)
+        handed = self._copy().thread.follow_in_python(self.config.poll_timeout + _HAND_OVER_S)
+        feed = self._feeds.subscribe(self.topic, self._decode, prefix, keys, buffer)
+        if not handed:  # a batch the feed never saw may still land: say so at once
+            feed.resync("the store's follower was busy when the feed opened")
+        return feed
 
     def _is_live(self, storage: object) -> bool:
         live = self._live
