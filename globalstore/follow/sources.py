@@ -304,8 +304,8 @@ class NativeSource:
         return self.following
 
     def apply(self, storage: Storage, now_ms: int) -> SourceBatch:
-        """Apply one batch of the C loop, or, once following, of the thread's consumer, with the
-        events that came with it."""
+        """Apply one batch of the C loop (restoring, or following a plain store), with the
+        consumer events that came with it."""
         events = self._poll_consumer()
         transformed = self.transformed
         if self.following:
