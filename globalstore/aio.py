@@ -185,6 +185,8 @@ class AsyncSharedStore(_AsyncFace[SharedStore]):
         value_format: int = codec.VALUE_FORMAT_VERSION,
         converters: Mapping[int, Callable[[Any], Any]] | None = None,
         max_staleness: float | None = None,
+        bootstrap_servers: str | None = None,
+        kafka_config: Mapping[str, Any] | None = None,
     ) -> None:
         """As SharedStore's."""
         super().__init__(
@@ -194,6 +196,8 @@ class AsyncSharedStore(_AsyncFace[SharedStore]):
                 value_format=value_format,
                 converters=converters,
                 max_staleness=max_staleness,
+                bootstrap_servers=bootstrap_servers,
+                kafka_config=kafka_config,
             )
         )
 
