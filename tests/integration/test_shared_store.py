@@ -150,6 +150,17 @@ ASGI_SERVERS: dict[str, tuple[list[str], Callable[[int], list[str]]]] = {
 }
 
 
+def _wait_until_every_worker_is_ready(base: str) -> None:
+    """A worker registers before it has opened the writer's copy, and answers 503 (not ready)
+    until then: wait until 16 new connections in a row find their worker ready."""
+    eventually(
+        lambda: all(httpx.get(f"{base}/readyz").status_code == 200 for _ in range(16)),
+        30,
+        lambda: "a worker not ready",
+        0.05,
+    )
+
+
 @pytest.mark.parametrize("asgi_server", sorted(ASGI_SERVERS))
 def test_four_workers_serve_one_store(
     kafka_bootstrap: str, make_topic, writer_path: Path, asgi_server: str
@@ -168,20 +179,14 @@ def test_four_workers_serve_one_store(
             lambda: "not 4 readers",
             0.01,
         )
-        # A worker registers before it has opened the writer's copy: until then it answers
-        # 503 (not ready). Wait until 16 new connections in a row find their worker ready.
-        eventually(
-            lambda: all(httpx.get(f"{base}/readyz").status_code == 200 for _ in range(16)),
-            30,
-            lambda: "a worker not ready",
-            0.05,
-        )
+        _wait_until_every_worker_is_ready(base)
         for round_ in range(10):
             written = produce(kafka_bootstrap, topic, [("k7", round_)])
             wanted = ",".join(f"{p}:{o}" for p, o in written.items())
             for _ in range(8):  # a new connection each: the workers take turns accepting
                 answer = httpx.get(f"{base}/v1/keys/k7", params={"min_position": wanted})
-                assert answer.status_code == 200 and answer.json()["value"] == round_
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["value"] == round_
         assert httpx.get(f"{base}/v1/count").json()["count"] == 2000
         # One copy on disk: the readers' own directories hold RocksDB's info logs, no data.
         kept = {f.name for f in (writer_path / READERS).glob("*/*/*") if f.is_file()}
@@ -215,6 +220,7 @@ def test_serve_with_workers_writes_once_and_answers_from_every_worker(
             0.01,
         )
         assert httpx.get(f"{base}/v1/keys/k1").status_code == 401
+        _wait_until_every_worker_is_ready(base)
         for round_ in range(10):
             written = produce(kafka_bootstrap, topic, [("k7", round_)])
             wanted = ",".join(f"{p}:{o}" for p, o in written.items())
@@ -222,7 +228,8 @@ def test_serve_with_workers_writes_once_and_answers_from_every_worker(
                 answer = httpx.get(
                     f"{base}/v1/keys/k7", params={"min_position": wanted}, headers=auth
                 )
-                assert answer.status_code == 200 and answer.json()["value"] == round_
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["value"] == round_
         assert httpx.get(f"{base}/v1/count", headers=auth).json()["count"] == 500
     finally:
         server.send_signal(signal.SIGTERM)
