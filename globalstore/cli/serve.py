@@ -11,6 +11,7 @@ import click
 
 from globalstore.cli.errors import UserError
 from globalstore.cli.target import StoreTarget, store_options
+from globalstore.kafka.settings import kafka_config_given
 
 __all__ = ["serve"]
 
@@ -133,7 +134,8 @@ def serve(
     if workers:
         from globalstore.server import workers as pool  # noqa: PLC0415 - only with --workers
 
-        spec = pool.WorkerSpec.of(config, token_file, settings)
+        kafka_given = kafka_config_given(click.get_current_context().params)
+        spec = pool.WorkerSpec.of(config, token_file, settings, kafka_given)
         click.echo(
             f"serving {config.topic} on http://{host}:{port} with {workers} workers", err=True
         )

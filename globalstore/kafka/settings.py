@@ -30,6 +30,7 @@ __all__ = [
     "ClientSettings",
     "client_settings",
     "is_secret",
+    "kafka_config_given",
     "kafka_config_options",
     "mask_text",
     "masked",
@@ -165,17 +166,25 @@ def client_settings(pairs: Mapping[str, str], file: Path | str | None = None) ->
     return {**from_file, **pairs}
 
 
+def kafka_config_given(params: Mapping[str, Any]) -> tuple[dict[str, str], Path | None]:
+    """The --kafka-config pairs (over the deprecated --kafka-option) and --kafka-config-file
+    of a command's parsed `params`, as given: client_settings() merges them."""
+    legacy = parse_pairs(params["kafka_option"], "--kafka-option")
+    pairs = {**legacy, **parse_pairs(params["kafka_config_pairs"], "--kafka-config")}
+    return pairs, params["kafka_config_file"]
+
+
 def kafka_config_options(command: _Command) -> _Command:
     """Add --kafka-config, --kafka-config-file (and the hidden, deprecated --kafka-option) to
     a click command, and hand it their merged settings as one `kafka_config` dict."""
 
     @functools.wraps(command)
     def with_settings(**params: Any) -> Any:
-        legacy = parse_pairs(params.pop("kafka_option"), "--kafka-option")
-        if legacy:
+        if params["kafka_option"]:
             click.echo("warning: --kafka-option is deprecated; use --kafka-config", err=True)
-        pairs = {**legacy, **parse_pairs(params.pop("kafka_config_pairs"), "--kafka-config")}
-        file = params.pop("kafka_config_file")
+        pairs, file = kafka_config_given(params)
+        for name in ("kafka_option", "kafka_config_pairs", "kafka_config_file"):
+            del params[name]
         try:
             params["kafka_config"] = client_settings(pairs, file)
         except ConfigurationError as exc:

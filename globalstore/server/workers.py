@@ -8,8 +8,10 @@ milliseconds behind (docs/performance.md, "Following and freshness under load").
 writer's process is idle but for following, and each worker catches up with it as it reads.
 
 uvicorn starts the workers by importing `worker_app` (a factory) in fresh processes; what they
-need to open the store travels in an environment variable, never the token itself (a token
-file is read again by each worker; $GLOBALSTORE_TOKEN is inherited).
+need to open the store travels in an environment variable, never a secret the serve process
+read from a file: each worker reads the token file and the Kafka settings file again
+($GLOBALSTORE_TOKEN is inherited). The Kafka settings are for the change feed alone, which a
+worker reads from the topic (stores/topic_changes.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from uvicorn.supervisors import Multiprocess
 
 from globalstore.config import StoreConfig
 from globalstore.converters import import_converter
+from globalstore.kafka.settings import client_settings
 from globalstore.server.app import create_app
 from globalstore.server.guard import Guard, load_token
 from globalstore.server.orphan import end_with_parent
@@ -49,15 +52,24 @@ class WorkerSpec:
     settings: dict[str, Any]  # ServerSettings without the token
     max_staleness: float | None = None
     parent: int = 0  # the pid of the serve process: a worker ends with it (orphan.py)
+    bootstrap_servers: str | None = None
+    kafka_pairs: dict[str, str] = dataclasses.field(default_factory=dict)  # --kafka-config
+    kafka_config_file: str | None = None
 
     @classmethod
     def of(
-        cls, config: StoreConfig, token_file: Path | None, settings: ServerSettings
+        cls,
+        config: StoreConfig,
+        token_file: Path | None,
+        settings: ServerSettings,
+        kafka_given: tuple[dict[str, str], Path | None],
     ) -> WorkerSpec:
         """What the serve process passes its workers: the store's path, format and converters (by
-        import name), the token file and the settings without the token."""
+        import name), the token file, the settings without the token, and the Kafka settings as
+        given (`kafka_given`: the command line's pairs and the file's path)."""
         fields = dataclasses.asdict(settings)
         fields.pop("token")
+        pairs, kafka_file = kafka_given
         return cls(
             str(config.path),
             config.value_format,
@@ -66,6 +78,9 @@ class WorkerSpec:
             fields,
             config.max_staleness,
             os.getpid(),
+            config.bootstrap_servers,
+            pairs,
+            None if kafka_file is None else str(kafka_file),
         )
 
 
@@ -100,6 +115,8 @@ def worker_app() -> Guard:
         value_format=spec.value_format,
         converters=converters,
         max_staleness=spec.max_staleness,
+        bootstrap_servers=spec.bootstrap_servers,
+        kafka_config=client_settings(spec.kafka_pairs, spec.kafka_config_file),
     )
     token = load_token(None if spec.token_file is None else Path(spec.token_file))
     settings = ServerSettings(token=token, **{**spec.settings, "snapshots": False})

@@ -20,6 +20,7 @@ from globalstore.listeners import StoreListener
 from globalstore.server import ServedStore, ServerSettings, server
 from tests.integration.store_support import produce
 from tests.ports import PortTakenError, on_a_free_port, says_port_taken
+from tests.waiting import eventually
 
 
 @contextlib.contextmanager
@@ -97,6 +98,18 @@ def serving_process(
         raise AssertionError(f"serve exited early: {errors}")
 
     return on_a_free_port(start)
+
+
+def wait_every_worker_ready(base: str) -> None:
+    """Wait until every worker of a `serve --workers` at `base` is ready: a worker registers
+    before it has opened the writer's copy, and answers 503 until then, so wait until 16 new
+    connections in a row find their worker ready."""
+    eventually(
+        lambda: all(httpx.get(f"{base}/readyz").status_code == 200 for _ in range(16)),
+        30,
+        lambda: "a worker not ready",
+        0.05,
+    )
 
 
 def _ready(proc: subprocess.Popen[str], base: str) -> bool:

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from globalstore import GlobalStore, SharedStore, State, StoreNotReady
 from globalstore.replicas.announce import BATCHES, READERS
-from tests.integration.serve_support import serving_process
+from tests.integration.serve_support import serving_process, wait_every_worker_ready
 from tests.integration.store_support import produce
 from tests.integration.test_store_heal import NEW, OLD, Gate, Reader, _recreate
 from tests.waiting import eventually
@@ -150,17 +150,6 @@ ASGI_SERVERS: dict[str, tuple[list[str], Callable[[int], list[str]]]] = {
 }
 
 
-def _wait_until_every_worker_is_ready(base: str) -> None:
-    """A worker registers before it has opened the writer's copy, and answers 503 (not ready)
-    until then: wait until 16 new connections in a row find their worker ready."""
-    eventually(
-        lambda: all(httpx.get(f"{base}/readyz").status_code == 200 for _ in range(16)),
-        30,
-        lambda: "a worker not ready",
-        0.05,
-    )
-
-
 @pytest.mark.parametrize("asgi_server", sorted(ASGI_SERVERS))
 def test_four_workers_serve_one_store(
     kafka_bootstrap: str, make_topic, writer_path: Path, asgi_server: str
@@ -179,7 +168,7 @@ def test_four_workers_serve_one_store(
             lambda: "not 4 readers",
             0.01,
         )
-        _wait_until_every_worker_is_ready(base)
+        wait_every_worker_ready(base)
         for round_ in range(10):
             written = produce(kafka_bootstrap, topic, [("k7", round_)])
             wanted = ",".join(f"{p}:{o}" for p, o in written.items())
@@ -220,7 +209,7 @@ def test_serve_with_workers_writes_once_and_answers_from_every_worker(
             0.01,
         )
         assert httpx.get(f"{base}/v1/keys/k1").status_code == 401
-        _wait_until_every_worker_is_ready(base)
+        wait_every_worker_ready(base)
         for round_ in range(10):
             written = produce(kafka_bootstrap, topic, [("k7", round_)])
             wanted = ",".join(f"{p}:{o}" for p, o in written.items())

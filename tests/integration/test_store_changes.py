@@ -7,18 +7,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from globalstore import Change, ChangeFeed, GlobalStore, Resync, SharedStore
 from globalstore.aio import AsyncGlobalStore
 from globalstore.read.protocols import reaches
 from globalstore.server import ServerSettings
 from tests.integration.change_support import Sent, check_exactly, ends, produce_known, stream
-from tests.integration.serve_support import running_server, served_store, wait_ready
+from tests.integration.serve_support import (
+    running_server,
+    served_store,
+    serving_process,
+    wait_every_worker_ready,
+    wait_ready,
+)
 from tests.integration.test_shared_store import follow_process
 
 
@@ -146,14 +156,54 @@ def test_server_sent_events_carry_every_change_under_the_token_and_the_cap(
             busy = client.get("/v1/changes", headers=auth, params={"wait": "0"})
             assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
             sent = produce_known(kafka_bootstrap, topic, stream(2_000))
-            changes: list[Change] = []
-            while not reaches({c.partition: c.offset + 1 for c in changes}, ends(sent)):
-                name, data = next(events)
-                if name != "comment":  # a keepalive while the records were produced
-                    assert name == "change", (name, data)
-                    changes.append(Change(**data))
+            changes = _event_changes(events, sent)
             assert next(events) == ("comment", "keepalive")  # idle now
             check_exactly(changes, sent, starts)
+
+
+def _event_changes(events: Iterator[tuple[str, Any]], sent: Sent) -> list[Change]:
+    """The changes of an event stream up to the last record of `sent` (keepalives between)."""
+    changes: list[Change] = []
+    while not reaches({c.partition: c.offset + 1 for c in changes}, ends(sent)):
+        name, data = next(events)
+        if name != "comment":  # a keepalive while the records were produced
+            assert name == "change", (name, data)
+            changes.append(Change(**data))
+    return changes
+
+
+def test_server_sent_events_from_every_worker_of_serve_workers(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    """A worker reads the store as a SharedStore, and its change feed reads the topic: with
+    the Kafka settings the serve command was given (the file read again by each worker)."""
+    topic = make_topic(partitions=2)
+    produce_known(kafka_bootstrap, topic, stream(20))
+    settings_file = tmp_path / "kafka.properties"
+    settings_file.write_text("client.id=globalstore-workers-test\n")
+    command = [str(Path(sys.executable).parent / "globalstore"), "serve", "--topic", topic]
+    command += ["--bootstrap-servers", kafka_bootstrap, "--path", str(tmp_path / "s")]
+    command += ["--workers", "2", "--kafka-config-file", str(settings_file)]
+    server, base = serving_process(command, dict(os.environ, GLOBALSTORE_TOKEN="tok"))
+    auth = {"Authorization": "Bearer tok"}
+    try:
+        wait_every_worker_ready(base)
+        for _ in range(4):  # a new connection each: the workers take turns accepting
+            with httpx.Client(base_url=base, timeout=30, headers=auth) as client, client.stream(
+                "GET", "/v1/changes"
+            ) as response:  # fmt: skip
+                assert response.status_code == 200, response.read()
+                events = _events(response.iter_lines())
+                name, start = next(events)
+                assert name == "start", (name, start)
+                starts = {int(p): o for p, o in start["position"].items()}
+                sent = produce_known(kafka_bootstrap, topic, stream(200))
+                check_exactly(_event_changes(events, sent), sent, starts)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(30)
+    errors = server.stderr.read()  # type: ignore[union-attr]
+    assert code == 0 and "Traceback" not in errors, errors
 
 
 def _taken(feed: ChangeFeed, reader: SharedStore, wanted: Mapping[int, int]) -> list[object]:
