@@ -83,7 +83,9 @@ def checkout_env(checkout: Path) -> dict[str, str]:
 
 def measure(checkout: Path, *args: str) -> dict[str, Any]:
     env = checkout_env(checkout)
-    command = [sys.executable, __file__, "--child", *args]
+    # -P: without it the child's sys.path starts with this script's directory, so it would
+    # import this checkout's benchmark helpers (and through them modules `checkout` may lack).
+    command = [sys.executable, "-P", __file__, "--child", *args]
     done = subprocess.run(
         command, env=env, cwd=checkout, capture_output=True, text=True,
         timeout=CHILD_TIMEOUT_S, check=False,
