@@ -17,6 +17,8 @@ Variants:
                       each time it takes it back)
     shared            SharedStore: the follower in a writer process of its own (`globalstore
                       follow`), the readers' process catches up when woken
+    own writer        SharedStore.with_writer(): the same, the writer process started and
+                      stopped by the store itself (what one embedding application writes)
     idle              the follower idle (the background writes go to another topic, so the
                       broker and the producer cost the same): the readers' own throughput,
                       the baseline of the "≤ 10 % fewer reads" target
@@ -91,6 +93,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "switch": 0.0005,
     },
     "shared, 3 readers": {"mode": "shared", "readers": 3},
+    "own writer, 3 readers": {"mode": "own writer", "readers": 3},
     "shared, 3 readers, switch 0.5 ms": {"mode": "shared", "readers": 3, "switch": 0.0005},
     "in-process, 3 readers, idle": {"mode": "in-process", "readers": 3, "idle": True},
     "shared, 3 readers, idle": {"mode": "shared", "readers": 3, "idle": True},
@@ -152,6 +155,8 @@ def contestant(settings: dict[str, Any]) -> dict[str, Any]:
     bootstrap, topic, path = settings["bootstrap"], settings["topic"], settings["path"]
     if settings["mode"] == "shared":
         store: Any = SharedStore(path).start(timeout=300)
+    elif settings["mode"] == "own writer":
+        store = SharedStore.with_writer(topic, bootstrap, path).start(timeout=300)
     elif settings["mode"] == "dict":
         store = DictFollower(bootstrap, topic)
     else:

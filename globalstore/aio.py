@@ -25,6 +25,7 @@ from typing import Any, Generic, Self, TypeVar, Unpack
 
 from globalstore import codec
 from globalstore.config import RocksDBOptions, StoreConfig, StoreSettings
+from globalstore.errors import StoreFailed
 from globalstore.listeners import StoreListener
 from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed
 from globalstore.read.copy import Copy
@@ -201,11 +202,34 @@ class AsyncSharedStore(_AsyncFace[SharedStore]):
             )
         )
 
+    @classmethod
+    def with_writer(
+        cls,
+        topic: str,
+        bootstrap_servers: str,
+        path: str | Path,
+        kafka_config: Mapping[str, Any] | None = None,
+        **settings: Unpack[StoreSettings],
+    ) -> AsyncSharedStore:
+        """As SharedStore.with_writer(): a store whose start() starts a writer process of its
+        own, and whose close() stops it."""
+        face = cls.__new__(cls)
+        sync = SharedStore.with_writer(topic, bootstrap_servers, path, kafka_config, **settings)
+        _AsyncFace.__init__(face, sync)
+        return face
+
     async def start(self, timeout: float = 60.0, *, wait: bool = True) -> Self:
         """SharedStore.start(), awaited."""
         store = self.sync
         await asyncio.to_thread(store._begin)
-        if wait and not await self.wait_until_ready(timeout):
+        if not wait:
+            return self
+        try:
+            ready = await self.wait_until_ready(timeout)
+        except StoreFailed:  # its own writer failed: start() may be called again
+            await asyncio.to_thread(store._stop_following)
+            raise
+        if not ready:
             raise await asyncio.to_thread(store._gave_up, timeout)
         return self
 

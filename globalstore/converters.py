@@ -23,7 +23,7 @@ import orjson
 from globalstore import codec
 from globalstore.errors import ConfigurationError, ConversionFailed, InvalidValue
 
-__all__ = ["Converter", "ValueFormats", "decoder", "import_converter"]
+__all__ = ["Converter", "ValueFormats", "decoder", "import_converter", "import_name"]
 
 Converter = Callable[[Any], Any]
 _MAX_FORMAT = 255  # the on-disk header keeps the format in one byte
@@ -124,6 +124,24 @@ def import_converter(spec: str) -> Converter:
         raise ValueError(f"{module_name} has no function {name!r}")
     converter: Converter = function
     return converter
+
+
+def import_name(function: Callable[..., Any], what: str) -> str:
+    """'pkg.module:function', the name import_converter() finds `function` by in another
+    process; ConfigurationError naming `what` for a function it cannot find (a lambda, a
+    nested function, one defined in the __main__ script)."""
+    name = f"{getattr(function, '__module__', None)}:{getattr(function, '__qualname__', None)}"
+    try:
+        found = None if name.startswith("__main__:") else import_converter(name)
+    except ValueError:
+        found = None
+    if found is not function:
+        raise ConfigurationError(
+            f"{what} must be a module-level function another process can import by name "
+            f"(pkg.module:function), not {function!r}: define it in a module, not in the "
+            "script that runs"
+        )
+    return name
 
 
 def decoder(formats: ValueFormats) -> codec.Decode:

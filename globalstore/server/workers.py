@@ -26,7 +26,7 @@ from typing import Any
 from uvicorn.supervisors import Multiprocess
 
 from globalstore.config import StoreConfig
-from globalstore.converters import import_converter
+from globalstore.converters import import_converter, import_name
 from globalstore.kafka.settings import client_settings
 from globalstore.server.app import create_app
 from globalstore.server.guard import Guard, load_token
@@ -73,7 +73,7 @@ class WorkerSpec:
         return cls(
             str(config.path),
             config.value_format,
-            {v: f"{fn.__module__}:{fn.__qualname__}" for v, fn in config.converters.items()},
+            {v: import_name(fn, f"converters[{v}]") for v, fn in config.converters.items()},
             None if token_file is None else str(token_file),
             fields,
             config.max_staleness,

@@ -20,10 +20,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from globalstore import codec
-from globalstore.config import RocksDBOptions, check_seconds
+from globalstore.config import RocksDBOptions, StoreSettings, check_seconds
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import (
     GlobalStoreError,
@@ -31,6 +31,7 @@ from globalstore.errors import (
     StorageError,
     StoreAlreadyStarted,
     StoreClosed,
+    StoreFailed,
     StoreNotReady,
 )
 from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed
@@ -48,6 +49,7 @@ from globalstore.replicas.live import Live
 from globalstore.status import State
 from globalstore.stores.topic_changes import ReaderFeeds
 from globalstore.stores.writer_copy import WriterCopy
+from globalstore.stores.writer_process import WriterProcess, writer_spec
 from globalstore.waiting import Changes, Wait, wait_until
 
 __all__ = ["WRITER_SILENT_S", "SharedStore"]
@@ -98,20 +100,57 @@ class SharedStore(StoreQueries):
         self._caught_up_to = -1  # its value before the last catch-up
         self._catching_up = threading.Lock()
         self._feeds = ReaderFeeds(self.path, bootstrap_servers, kafka_config or {})
+        self._writer: WriterProcess | None = None  # with_writer(): the child that writes
+
+    @classmethod
+    def with_writer(
+        cls,
+        topic: str,
+        bootstrap_servers: str,
+        path: str | Path,
+        kafka_config: Mapping[str, Any] | None = None,
+        **settings: Unpack[StoreSettings],
+    ) -> SharedStore:
+        """A SharedStore with a writer of its own: a process that restores and follows `topic`
+        into `path` as GlobalStore(topic, bootstrap_servers, path, kafka_config, **settings)
+        would. start() starts it, close() stops it; if it dies, another starts. The queries
+        are GlobalStore's, and the store keeps up with the topic however busy this process's
+        threads keep the GIL. Functions (transform, indexes, converters) must be module-level
+        functions the writer process can import: ConfigurationError otherwise."""
+        spec = writer_spec(topic, bootstrap_servers, path, kafka_config, settings)
+        store = cls(
+            path,
+            settings.get("rocksdb"),
+            value_format=settings.get("value_format", codec.VALUE_FORMAT_VERSION),
+            converters=settings.get("converters"),
+            max_staleness=settings.get("max_staleness"),
+            bootstrap_servers=bootstrap_servers,
+            kafka_config=kafka_config,
+        )
+        store._writer = WriterProcess(spec)
+        return store
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self, timeout: float = 60.0, *, wait: bool = True) -> SharedStore:
         """Register with the writer and open its live copy once it is ready. StartTimeout
         if no writer has made the store ready within `timeout` (wait=False returns at once;
-        queries raise StoreNotReady until then)."""
+        queries raise StoreNotReady until then). With a writer of its own (with_writer()),
+        start that too: StoreFailed if it exits before the store is ready."""
         self._begin()
-        if wait and not self.wait_until_ready(timeout):
-            raise self._gave_up(timeout)
-        return self
+        if not wait:
+            return self
+        try:
+            if self.wait_until_ready(timeout):
+                return self
+        except StoreFailed:  # its writer failed: start() may be called again
+            self._stop_following()
+            raise
+        raise self._gave_up(timeout)
 
     def _begin(self) -> None:
-        """start() up to the wait: register, and follow the writer in a thread."""
+        """start() up to the wait: register, follow the writer in a thread, and start the
+        writer if it is this store's own."""
         if self._closed:
             raise StoreClosed(f"shared store at {self.path} was closed; create a new one")
         if self._thread is not None:
@@ -122,11 +161,18 @@ class SharedStore(StoreQueries):
             target=self._follow, name=f"globalstore-reader-{self.path.name}", daemon=True
         )
         self._thread.start()
+        if self._writer is not None:
+            self._writer.start(self._changed.notify_waiters)
 
     def _gave_up(self, timeout: float) -> StartTimeout:
         """After a start() that found no ready writer within `timeout`: stop following (so
         start() may be called again); the error to raise."""
         self._stop_following()
+        if self._writer is not None:
+            return StartTimeout(
+                f"the writer process has not made the store at {self.path} ready within "
+                f"{timeout}s (it goes on; its log is the logger globalstore.writer)"
+            )
         return StartTimeout(
             f"no writer made the store at {self.path} ready within {timeout}s: run a "
             "GlobalStore, `globalstore serve` or `globalstore follow` on it"
@@ -142,6 +188,8 @@ class SharedStore(StoreQueries):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed(f"shared store at {self.path} is closed")
+        if self._writer is not None:
+            self._writer.check()
 
     def close(self) -> None:
         """Stop catching up and close the copy. Idempotent."""
@@ -155,6 +203,8 @@ class SharedStore(StoreQueries):
         if batches is not None:
             batches.close()
         self._changed.notify_waiters()
+        if self._writer is not None:
+            self._writer.stop()
 
     def _stop_following(self) -> None:
         self._stopped.set()

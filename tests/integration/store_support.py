@@ -1,5 +1,5 @@
 """Helpers shared by the store integration tests: producing records the way the pipeline does,
-and folding a topic into the content a store must equal."""
+folding a topic into the content a store must equal, and whether a process runs."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -143,3 +144,12 @@ def topic_content(bootstrap: str, topic: str) -> dict[str, Any]:
                 folded[key] = orjson.loads(value)
     consumer.close()
     return folded
+
+
+def process_running(pid: int) -> bool:
+    """Alive and not a zombie waiting for its reaper."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    return fields[0] != "Z"

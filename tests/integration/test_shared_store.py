@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from globalstore import GlobalStore, SharedStore, State, StoreNotReady
 from globalstore.replicas.announce import BATCHES, READERS
 from tests.integration.serve_support import serving_process, wait_every_worker_ready
-from tests.integration.store_support import produce
+from tests.integration.store_support import process_running, produce
 from tests.integration.test_store_heal import NEW, OLD, Gate, Reader, _recreate
 from tests.waiting import eventually
 
@@ -238,15 +238,6 @@ def _children(pid: int) -> set[int]:
     return found
 
 
-def _running(pid: int) -> bool:
-    """Alive and not a zombie waiting for its reaper."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return False
-    return fields[0] != "Z"
-
-
 def test_workers_end_with_a_killed_serve_process_and_free_the_port(
     kafka_bootstrap: str, make_topic, writer_path: Path
 ) -> None:
@@ -264,9 +255,9 @@ def test_workers_end_with_a_killed_serve_process_and_free_the_port(
         server.send_signal(signal.SIGKILL)
         server.wait(10)
     eventually(
-        lambda: not any(_running(pid) for pid in workers),
+        lambda: not any(process_running(pid) for pid in workers),
         5,
-        lambda: f"workers still running: {[p for p in workers if _running(p)]}",
+        lambda: f"workers still running: {[p for p in workers if process_running(p)]}",
         0.05,
     )
     with socket.socket() as again:  # nobody listens there: a restart can bind it, as serve does

@@ -1,0 +1,77 @@
+"""The writer process SharedStore.with_writer() starts (`python -m
+globalstore.stores.writer_main`): a GlobalStore that restores and follows the topic, with no
+reader thread of the application to wait behind for the GIL.
+
+Its settings arrive as one JSON line on standard input (so the Kafka credentials appear in
+no command line and no environment), and standard input stays open as its lifeline: when it
+ends, because the parent closed it or died (SIGKILL included), the store closes and the
+process exits. It prints "ready" on standard output once the store is restored; its log goes
+to standard error, one record a line, for the parent to pass on to its own log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from globalstore.config import RocksDBOptions
+from globalstore.converters import import_converter
+from globalstore.errors import GlobalStoreError
+from globalstore.stores.global_store import GlobalStore
+
+__all__ = ["READY", "main", "settings_of"]
+
+READY = "ready"
+_LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+def settings_of(spec: dict[str, Any]) -> dict[str, Any]:
+    """GlobalStore's settings from the parent's spec: functions imported by name, RocksDB
+    options rebuilt (writer_process.writer_spec() writes the other direction)."""
+    settings = dict(spec["settings"])
+    if "rocksdb" in settings:
+        settings["rocksdb"] = RocksDBOptions(**settings["rocksdb"])
+    if settings.get("transform") is not None:
+        settings["transform"] = import_converter(settings["transform"])
+    for name in ("converters", "indexes"):
+        if name in settings:
+            settings[name] = {k: import_converter(v) for k, v in settings[name].items()}
+    if "converters" in settings:  # JSON turned the format numbers into strings
+        settings["converters"] = {int(k): v for k, v in settings["converters"].items()}
+    return settings
+
+
+def main() -> None:
+    """Follow the topic until standard input ends or SIGTERM comes."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=_LOG_FORMAT)
+    signal.signal(signal.SIGTERM, _stop)
+    spec = json.loads(sys.stdin.readline())
+    store = GlobalStore(
+        spec["topic"],
+        spec["bootstrap_servers"],
+        spec["path"],
+        kafka_config=spec["kafka_config"],
+        **settings_of(spec),
+    )
+    try:
+        # No deadline here: the parent's start() decides how long it waits.
+        store.start(wait=False).wait_until_ready()
+        print(READY, flush=True)
+        sys.stdin.read()  # until the parent closes it or dies
+    except GlobalStoreError as exc:  # one line, which the parent's start() raises
+        logging.getLogger(__name__).error("%s: %s", type(exc).__name__, exc)
+        raise SystemExit(1) from None
+    finally:
+        store.close()
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)  # through main()'s finally: the store closes
+
+
+if __name__ == "__main__":
+    main()
