@@ -16,16 +16,16 @@ import logging
 import signal
 import sys
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from globalstore.config import RocksDBOptions
 from globalstore.converters import import_converter
 from globalstore.errors import GlobalStoreError
 from globalstore.stores.global_store import GlobalStore
+from globalstore.stores.writer_process import READY
 
-__all__ = ["READY", "main", "settings_of"]
+__all__ = ["main", "settings_of"]
 
-READY = "ready"
 _LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
@@ -49,24 +49,32 @@ def main() -> None:
     """Follow the topic until standard input ends or SIGTERM comes."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=_LOG_FORMAT)
     signal.signal(signal.SIGTERM, _stop)
-    spec = json.loads(sys.stdin.readline())
-    store = GlobalStore(
-        spec["topic"],
-        spec["bootstrap_servers"],
-        spec["path"],
-        kafka_config=spec["kafka_config"],
-        **settings_of(spec),
-    )
+    try:
+        spec = json.loads(sys.stdin.readline())
+        store = GlobalStore(
+            spec["topic"],
+            spec["bootstrap_servers"],
+            spec["path"],
+            kafka_config=spec["kafka_config"],
+            **settings_of(spec),
+        )
+    except (GlobalStoreError, ValueError) as exc:  # a function that does not import, ...
+        _say(exc)
     try:
         # No deadline here: the parent's start() decides how long it waits.
         store.start(wait=False).wait_until_ready()
         print(READY, flush=True)
         sys.stdin.read()  # until the parent closes it or dies
-    except GlobalStoreError as exc:  # one line, which the parent's start() raises
-        logging.getLogger(__name__).error("%s: %s", type(exc).__name__, exc)
-        raise SystemExit(1) from None
+    except GlobalStoreError as exc:
+        _say(exc)
     finally:
         store.close()
+
+
+def _say(exc: Exception) -> NoReturn:
+    """Exit with `exc` logged in one line, which the parent's start() raises."""
+    logging.getLogger(__name__).error("%s: %s", type(exc).__name__, exc)
+    raise SystemExit(1) from None
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:

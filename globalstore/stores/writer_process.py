@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -30,11 +31,12 @@ from typing import IO, Any
 from globalstore.config import StoreConfig, StoreSettings
 from globalstore.converters import import_name
 from globalstore.errors import StoreFailed
-from globalstore.stores.writer_main import READY
 
-__all__ = ["WriterProcess", "writer_spec"]
+__all__ = ["READY", "WriterProcess", "writer_spec"]
 
 log = logging.getLogger("globalstore.writer")
+
+READY = "ready"  # what the child prints once the store is ready
 
 _KEPT_LINES = 20  # of the child's log, for the error of a child that never got ready
 _STOP_S = 30.0  # a closing child's time to close its store before it is killed
@@ -126,6 +128,7 @@ class WriterProcess:
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,  # Ctrl-C reaches this process, which stops the child
+            env=_child_environment(),
         )
         child.stdin.write(json.dumps(self._spec) + "\n")  # type: ignore[union-attr]
         child.stdin.flush()  # type: ignore[union-attr]
@@ -176,6 +179,13 @@ class WriterProcess:
         with self._lock:
             if not self._stopping.is_set():
                 self._spawn()
+
+
+def _child_environment() -> dict[str, str]:
+    """This process's environment, with its import path: the child imports the functions
+    by name, and the same globalstore, from where this process found them."""
+    path = os.pathsep.join(entry or os.getcwd() for entry in sys.path)
+    return {**os.environ, "PYTHONPATH": path}
 
 
 def _lines_of(stream: IO[str] | None) -> Iterator[str]:

@@ -124,3 +124,19 @@ def test_the_async_face_starts_and_stops_its_writer(
 
     writer = asyncio.run(use())
     assert not process_running(writer) and _writers() == set()
+
+
+def test_a_function_from_this_process_import_path_reaches_the_writer(
+    kafka_bootstrap: str, make_topic, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = make_topic()
+    produce(kafka_bootstrap, topic, [("k", 1)])
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "writer_shapes.py").write_text(
+        "def ten(key, value):\n    return 10 * value\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "lib"))  # on this process's path alone
+    from writer_shapes import ten  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    with SharedStore.with_writer(topic, kafka_bootstrap, tmp_path / "s", transform=ten) as store:
+        assert store.get("k") == 10
