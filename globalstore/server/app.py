@@ -36,7 +36,7 @@ from globalstore.errors import (
 from globalstore.read.protocols import reaches, serving
 from globalstore.server import bodies, openapi, params
 from globalstore.server.bodies import json_response
-from globalstore.server.changes import ChangeSource, sse_chunks
+from globalstore.server.changes import ChangeSource, ChangeStreams, sse_chunks
 from globalstore.server.guard import Guard
 from globalstore.server.metrics import Metrics
 from globalstore.server.params import BadRequest
@@ -102,6 +102,7 @@ class Api:
         # Change streams last as long as their clients: capped like exports, in a pool of
         # their own so that they never keep an export from running.
         self.feeds = Slots("changes", settings.max_exports, 1, streams.labels("changes"))
+        self.change_streams = ChangeStreams()  # ended when the shutdown begins
         self.reports = Reports(served, settings, metrics)
 
     def routes(self) -> list[Route]:
@@ -292,7 +293,9 @@ class Api:
         store, prefix = self.served.store, params.text(request.query_params, "prefix")
         if not isinstance(store, ChangeSource):
             return json_response({"error": f"a {type(store).__name__} has no change feed"}, 501)
-        events = sse_chunks(store, prefix, self.settings.keepalive, self.settings.export_chunk)
+        events = sse_chunks(
+            store, prefix, self.settings.keepalive, self.settings.export_chunk, self.change_streams
+        )
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return await self._stream(request, self.feeds, events, "text/event-stream", headers)
 
@@ -349,6 +352,7 @@ def create_app(served: ServedStore, settings: ServerSettings | None = None) -> G
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        api.change_streams.end_on_exit_signals()
         served.start()
         try:
             yield

@@ -7,18 +7,22 @@ position covers), then one `event: change` per change, its `id` "partition:offse
 for the feed's buffer gets one `event: resync` and must re-read what it cares about; the
 changes after it are complete again. A comment line every `keepalive` seconds while nothing
 changes keeps proxies from closing the stream and shows a client that left. The stream ends
-when the store closes."""
+when the store closes, and as soon as the server begins to shut down (ChangeStreams): a stream
+never ends of itself, so it would otherwise hold every shutdown for its graceful seconds."""
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Generator, Mapping
+from types import FrameType
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
 from globalstore.read.changes import Change, ChangeFeed, Resync
 
-__all__ = ["ChangeSource", "sse_chunks"]
+__all__ = ["ChangeSource", "ChangeStreams", "sse_chunks"]
 
 _KEEPALIVE = b": keepalive\n\n"
 
@@ -34,29 +38,86 @@ class ChangeSource(Protocol):
         """{partition: next offset already applied}."""
 
 
+class ChangeStreams:
+    """The feeds of the open change streams, so that the server's shutdown ends them: each
+    stream sends what its feed holds, then ends."""
+
+    def __init__(self) -> None:
+        # A set and a flag, no lock: end_all() runs in a signal handler, which must never
+        # wait for a lock the thread it interrupted may hold (set calls are atomic).
+        self._feeds: set[ChangeFeed] = set()
+        self._ended = False
+
+    def add(self, feed: ChangeFeed) -> None:
+        """A stream's feed; ended at once if the shutdown has begun."""
+        self._feeds.add(feed)
+        if self._ended:
+            feed.end()
+
+    def discard(self, feed: ChangeFeed) -> None:
+        """A stream that ended."""
+        self._feeds.discard(feed)
+
+    def end_all(self) -> None:
+        """End every stream, now and from now on."""
+        self._ended = True
+        for feed in list(self._feeds):
+            feed.end()
+
+    def end_on_exit_signals(self) -> None:
+        """Call end_all() on SIGTERM and SIGINT, before the handler uvicorn installed (which
+        begins the shutdown). Only in the main thread, where uvicorn handles signals; its
+        own handlers come back when it stops serving."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous = signal.getsignal(signum)
+            if callable(previous):
+                signal.signal(signum, self._chained(previous))
+
+    def _chained(self, previous: Any) -> Any:
+        def handler(signum: int, frame: FrameType | None) -> None:
+            self.end_all()
+            previous(signum, frame)
+
+        return handler
+
+
 def sse_chunks(
-    store: ChangeSource, prefix: str | None, keepalive: float, most: int
+    store: ChangeSource, prefix: str | None, keepalive: float, most: int, streams: ChangeStreams
 ) -> Generator[bytes, None, None]:
     """The event stream of `store`'s changes under `prefix`, in chunks of at most `most`
-    events (what is there already goes in one chunk)."""
+    events (what is there already goes in one chunk), until the store closes or `streams`
+    ends it."""
     with store.changes(prefix=prefix) as feed:
-        position = {str(p): o for p, o in sorted(store.position().items())}
-        yield _event("start", {"position": position})
-        while True:
-            try:
-                item = feed.get(keepalive)
-            except StopIteration:
-                return
-            if item is None:
-                yield _KEEPALIVE
-                continue
-            events = [_item(item)]
-            while len(events) < most:
-                more = _ready(feed)
-                if more is None:
-                    break
-                events.append(_item(more))
-            yield b"".join(events)
+        streams.add(feed)
+        try:
+            yield from _events(store, feed, keepalive, most)
+        finally:
+            streams.discard(feed)
+
+
+def _events(
+    store: ChangeSource, feed: ChangeFeed, keepalive: float, most: int
+) -> Generator[bytes, None, None]:
+    """The start event, then the feed's changes until it ends."""
+    position = {str(p): o for p, o in sorted(store.position().items())}
+    yield _event("start", {"position": position})
+    while True:
+        try:
+            item = feed.get(keepalive)
+        except StopIteration:
+            return
+        if item is None:
+            yield _KEEPALIVE
+            continue
+        events = [_item(item)]
+        while len(events) < most:
+            more = _ready(feed)
+            if more is None:
+                break
+            events.append(_item(more))
+        yield b"".join(events)
 
 
 def _ready(feed: ChangeFeed) -> Change | Resync | None:

@@ -11,11 +11,13 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from globalstore import Change, ChangeFeed, GlobalStore, Resync, SharedStore
 from globalstore.aio import AsyncGlobalStore
@@ -172,18 +174,21 @@ def _event_changes(events: Iterator[tuple[str, Any]], sent: Sent) -> list[Change
     return changes
 
 
-def test_server_sent_events_from_every_worker_of_serve_workers(
-    kafka_bootstrap: str, make_topic, tmp_path: Path
+@pytest.mark.parametrize("workers", [0, 2])
+def test_serve_streams_changes_and_ends_the_streams_when_it_stops(
+    kafka_bootstrap: str, make_topic, tmp_path: Path, workers: int
 ) -> None:
-    """A worker reads the store as a SharedStore, and its change feed reads the topic: with
-    the Kafka settings the serve command was given (the file read again by each worker)."""
+    """With --workers, a worker reads the store as a SharedStore, and its change feed reads
+    the topic with the Kafka settings serve was given (the file read again by each worker).
+    Either way SIGTERM ends open streams at once, not after --graceful-seconds."""
     topic = make_topic(partitions=2)
     produce_known(kafka_bootstrap, topic, stream(20))
     settings_file = tmp_path / "kafka.properties"
-    settings_file.write_text("client.id=globalstore-workers-test\n")
+    settings_file.write_text("client.id=globalstore-serve-test\n")
     command = [str(Path(sys.executable).parent / "globalstore"), "serve", "--topic", topic]
     command += ["--bootstrap-servers", kafka_bootstrap, "--path", str(tmp_path / "s")]
-    command += ["--workers", "2", "--kafka-config-file", str(settings_file)]
+    command += ["--workers", str(workers), "--kafka-config-file", str(settings_file)]
+    command += ["--graceful-seconds", "60"]
     server, base = serving_process(command, dict(os.environ, GLOBALSTORE_TOKEN="tok"))
     auth = {"Authorization": "Bearer tok"}
     try:
@@ -194,16 +199,32 @@ def test_server_sent_events_from_every_worker_of_serve_workers(
             ) as response:  # fmt: skip
                 assert response.status_code == 200, response.read()
                 events = _events(response.iter_lines())
-                name, start = next(events)
-                assert name == "start", (name, start)
-                starts = {int(p): o for p, o in start["position"].items()}
+                starts = _started(events)
                 sent = produce_known(kafka_bootstrap, topic, stream(200))
                 check_exactly(_event_changes(events, sent), sent, starts)
+        with httpx.Client(base_url=base, timeout=30, headers=auth) as client, client.stream(
+            "GET", "/v1/changes"
+        ) as response:  # fmt: skip
+            events = _events(response.iter_lines())
+            _started(events)
+            server.send_signal(signal.SIGTERM)
+            stopping = time.monotonic()
+            assert all(name == "comment" for name, _ in events)  # then the stream ends
+            code = server.wait(30)
+            assert time.monotonic() - stopping < 10  # not the 60 graceful seconds
     finally:
         server.send_signal(signal.SIGTERM)
-        code = server.wait(30)
+        code = server.wait(90)
     errors = server.stderr.read()  # type: ignore[union-attr]
-    assert code == 0 and "Traceback" not in errors, errors
+    # One process ends as SIGTERM asks once it has shut down (uvicorn raises it again).
+    assert code == (0 if workers else -signal.SIGTERM) and "Traceback" not in errors, errors
+
+
+def _started(events: Iterator[tuple[str, Any]]) -> dict[int, int]:
+    """The position of an event stream's start event."""
+    name, start = next(events)
+    assert name == "start", (name, start)
+    return {int(p): o for p, o in start["position"].items()}
 
 
 def _taken(feed: ChangeFeed, reader: SharedStore, wanted: Mapping[int, int]) -> list[object]:

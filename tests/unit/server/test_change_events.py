@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from globalstore import codec
 from globalstore.codec import format_headers
 from globalstore.read.changes import ChangeFeed, Feeds
-from globalstore.server.changes import sse_chunks
+from globalstore.server.changes import ChangeStreams, sse_chunks
 
 
 class Store:
@@ -29,7 +29,7 @@ def publish(store: Store, *offsets: int) -> None:
 
 def test_the_stream_of_a_feed() -> None:
     store = Store()
-    chunks = sse_chunks(store, "k", keepalive=0.01, most=2)
+    chunks = sse_chunks(store, "k", keepalive=0.01, most=2, streams=ChangeStreams())
     assert next(chunks) == b'event: start\ndata: {"position":{"0":5,"1":7}}\n\n'
     publish(store, 5, 6, 7)
     assert next(chunks) == (  # what is there goes in one chunk, up to `most` events
