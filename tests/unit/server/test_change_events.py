@@ -3,6 +3,7 @@ one resync past the buffer, keepalives while idle, the end with the store."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 
 from globalstore import codec
@@ -45,3 +46,15 @@ def test_the_stream_of_a_feed() -> None:
     )
     store.feeds.end()
     assert list(chunks) == []  # the store closed: the stream ends
+
+
+def test_the_shutdown_ends_open_streams_and_those_opened_after_it() -> None:
+    store, streams = Store(), ChangeStreams()
+    chunks = sse_chunks(store, None, keepalive=0.2, most=10, streams=streams)
+    assert next(chunks).startswith(b"event: start")
+    publish(store, 1)
+    streams.end_all()  # what is held still goes out, then the stream ends (no keepalives)
+    assert b"event: change" in next(chunks) and list(itertools.islice(chunks, 3)) == []
+    later = sse_chunks(store, None, keepalive=0.2, most=10, streams=streams)
+    assert next(later).startswith(b"event: start")
+    assert list(itertools.islice(later, 3)) == []
