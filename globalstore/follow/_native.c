@@ -488,9 +488,6 @@ static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObjec
     return rc;
 }
 
-/* Records applied between two offers of the GIL: about 1 ms of puts. */
-#define YIELD_EVERY 512
-
 static int apply_messages(Restorer *r, size_t n, PyObject *put, PyObject *delete,
                           PyObject *nexts, PyObject *events, PyObject *skipped,
                           const fast_path *fast) {
@@ -517,13 +514,6 @@ static int apply_messages(Restorer *r, size_t n, PyObject *put, PyObject *delete
         run_next = m->offset + 1;
         if (apply_record(r, m, put, delete, skipped, fast) < 0)
             return -1;
-        if (i % YIELD_EVERY == YIELD_EVERY - 1) {
-            /* Let a thread that asked for the GIL have it (an event loop, a reader): the
-             * puts are C calls, so the interpreter never offers it during a batch. Alone,
-             * this costs one uncontended mutex. */
-            Py_BEGIN_ALLOW_THREADS
-            Py_END_ALLOW_THREADS
-        }
     }
     return run_next >= 0 ? set_next(nexts, run_partition, run_next) : 0;
 }
