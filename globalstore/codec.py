@@ -34,6 +34,8 @@ __all__ = [
     "TIMESTAMP",
     "TIMESTAMP_AT",
     "UNKNOWN",
+    "UNREADABLE_FORMAT",
+    "UNREADABLE_HEADERS",
     "V1",
     "VALUE_FORMAT_HEADER",
     "VALUE_FORMAT_VERSION",
@@ -53,6 +55,7 @@ __all__ = [
     "record_timestamp",
     "require_compacted",
     "stored_format",
+    "unknown_format",
     "value_format",
 ]
 
@@ -101,18 +104,26 @@ def format_headers(version: int = VALUE_FORMAT_VERSION) -> list[tuple[str, bytes
     return [(VALUE_FORMAT_HEADER, str(version).encode("ascii"))]
 
 
-_MAX_FORMAT = 255  # the on-disk header keeps the format in one byte
+# The value format of a record whose declaration cannot be read; the on-disk header keeps the
+# format in one byte, and no reader reads this one.
+UNREADABLE_FORMAT = 255
+# What a loop hands on as the headers of a record whose header names are not UTF-8:
+# confluent-kafka cannot give such headers, so neither loop reads any of them, and the record
+# declares UNREADABLE_FORMAT (its value is then held or quarantined like any undecodable one).
+UNREADABLE_HEADERS: list[tuple[str, bytes | None]] = [
+    (VALUE_FORMAT_HEADER, b"header names not UTF-8")
+]
 
 
 def value_format(headers: list[tuple[str, bytes | None]] | None) -> int:
     """The value format a record declares in its VALUE_FORMAT_HEADER (the current one when it
-    declares none); an unreadable declaration maps to 255, which no reader understands."""
+    declares none); an unreadable declaration maps to UNREADABLE_FORMAT."""
     for name, raw in headers or ():
         if name == VALUE_FORMAT_HEADER:
             try:
-                return min(max(int(raw or b""), 0), _MAX_FORMAT)
+                return min(max(int(raw or b""), 0), UNREADABLE_FORMAT)
             except ValueError:
-                return _MAX_FORMAT
+                return UNREADABLE_FORMAT
     return VALUE_FORMAT_VERSION
 
 
@@ -200,13 +211,23 @@ def _decode_other(raw: bytes, key: bytes, topic: str) -> Any:
     if raw[:1] == _V1_BYTE:
         if len(raw) < HEADER_SIZE or raw[1] > VALUE_FORMAT_VERSION:
             _, partition, offset = origin(raw)
-            raise InvalidValue(topic, key, partition, offset, "unknown value format")
+            raise InvalidValue(topic, key, partition, offset, unknown_format(raw[1:2]))
         _, partition, offset = origin(raw)
         raise InvalidValue(topic, key, partition, offset, "not valid JSON: empty value")
     try:
         return _loads(raw)
     except orjson.JSONDecodeError as exc:
         raise InvalidValue(topic, key, UNKNOWN, UNKNOWN, f"not valid JSON: {exc}") from None
+
+
+def unknown_format(stored: bytes) -> str:
+    """Why a value of the stored format byte `stored` cannot be read."""
+    if stored == bytes((UNREADABLE_FORMAT,)):
+        return (
+            "unknown value format: the record's format header is unreadable (not a number, "
+            "or header names not UTF-8)"
+        )
+    return "unknown value format"
 
 
 def decode_entry(raw: bytes, key: bytes, topic: str, decoder: Decode = decode) -> Entry:

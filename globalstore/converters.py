@@ -85,6 +85,8 @@ class ValueFormats:
         return codec.HEADER.pack(codec.LAYOUT_VERSION, self.current, ts, partition, offset) + value
 
     def _unreadable(self, version: int) -> str:
+        if version == codec.UNREADABLE_FORMAT:
+            return codec.unknown_format(bytes((version,)))
         known = ", ".join(str(v) for v in sorted(self.converters))
         via = f" (converters from {known})" if known else ""
         return (

@@ -29,6 +29,7 @@
 #define RK_ERR_PARTITION_EOF (-191)
 #define RK_ERR_FATAL (-150)
 #define HEADER_SIZE 22 /* codec.HEADER: layout u8 | format u8 | timestamp i64 | partition i32 | offset i64 */
+#define UNREADABLE_FORMAT 255 /* codec.UNREADABLE_FORMAT */
 
 typedef struct {
     int err;
@@ -346,6 +347,20 @@ static PyObject *header_list(const void *hdrs) {
     return list;
 }
 
+/* Whether every header name is UTF-8: confluent-kafka cannot give the headers of a record
+ * with one that is not, so the Python loop reads none of them, and neither does this one. */
+static int names_utf8(const void *hdrs) {
+    size_t n = rk.header_cnt(hdrs);
+    for (size_t i = 0; i < n; i++) {
+        const char *name;
+        const void *value;
+        size_t size;
+        if (rk.header_get_all(hdrs, i, &name, &value, &size) == 0 && !is_utf8(name, strlen(name)))
+            return 0;
+    }
+    return 1;
+}
+
 /* The value format the record declares (codec.value_format), -1 on error. */
 static int format_of(Restorer *r, const rk_message *m) {
     void *hdrs;
@@ -358,6 +373,8 @@ static int format_of(Restorer *r, const rk_message *m) {
         value != NULL && size == r->declared_value_len && strcmp(name, r->declared_name) == 0 &&
         memcmp(value, r->declared_value, size) == 0)
         return r->current_format;
+    if (!names_utf8(hdrs))
+        return UNREADABLE_FORMAT;
     PyObject *list = header_list(hdrs);
     if (list == NULL)
         return -1;

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
+from globalstore.codec import UNREADABLE_HEADERS
 from globalstore.config import StoreConfig
 from globalstore.follow import native as native_restore
 from globalstore.follow.native import NativeRestorer
@@ -237,10 +238,26 @@ class MessageRecords:
         return len(self._messages)
 
     def __iter__(self) -> Iterator[Record]:
-        return (
-            (m.key(), m.value(), m.headers(), m.partition(), m.offset(), m.timestamp()[1])
-            for m in self._messages
-        )
+        messages = self._messages
+        if not messages:
+            return
+        # On a header name that is not UTF-8, confluent-kafka's Message.headers() returns a list
+        # whose tuple lacks its name, with the UnicodeDecodeError still set. m.headers() in a
+        # loop, once the interpreter specialises the call, takes that list unchecked: the error
+        # surfaces at some later call, or the empty slot crashes the process. map's call is
+        # checked and raises SystemError at once; the message keeps the broken list and is
+        # never asked again.
+        headers_of = type(messages[0]).headers
+        ours, theirs = iter(messages), iter(messages)
+        while True:
+            try:
+                for m, headers in zip(ours, map(headers_of, theirs), strict=True):
+                    yield (m.key(), m.value(), headers, m.partition(), m.offset(), m.timestamp()[1])
+                return
+            except SystemError:  # that header name: both iterators are past its message
+                m = messages[len(messages) - theirs.__length_hint__() - 1]  # type: ignore[attr-defined]
+                yield (m.key(), m.value(), UNREADABLE_HEADERS, m.partition(), m.offset(),
+                       m.timestamp()[1])  # fmt: skip
 
 
 class Seen:

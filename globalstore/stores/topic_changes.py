@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from globalstore import codec
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
+from globalstore.follow.sources import split
 from globalstore.kafka.clients import create_client
 from globalstore.read.changes import ChangeFeed, Feeds
 from globalstore.storage import Record, Storage
@@ -99,16 +100,14 @@ class TopicChanges(threading.Thread):
         consumer.assign([TopicPartition(topic, p, o) for p, o in positions.items()])
 
     def _keep(self, messages: list[Any]) -> None:
-        for m in messages:
-            error = m.error()
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    log.warning("change feed of %s: %s", self.config.topic, error)
-                continue
-            p = m.partition()
-            record = (m.key(), m.value(), m.headers(), p, m.offset(), m.timestamp()[1])
+        records, _, events = split(messages)
+        for event in events:
+            if event.error().code() != KafkaError._PARTITION_EOF:
+                log.warning("change feed of %s: %s", self.config.topic, event.error())
+        for record in records:
+            p = record[3]
             self._pending[p].append(record)
-            self._next[p] = m.offset() + 1
+            self._next[p] = record[4] + 1
 
     def _behind(self, positions: Mapping[int, int]) -> bool:
         """The reader's copy is behind what the feeds were given (a restarted writer lost

@@ -6,8 +6,11 @@ import pytest
 
 from globalstore import InvalidValue
 from globalstore.codec import (
+    HEADER,
     HEADER_SIZE,
     UNKNOWN,
+    UNREADABLE_FORMAT,
+    UNREADABLE_HEADERS,
     VALUE_FORMAT_HEADER,
     VALUE_FORMAT_VERSION,
     decode,
@@ -80,3 +83,11 @@ def test_value_format_comes_from_the_record_header(
     headers: list[tuple[str, bytes | None]] | None, expected: int
 ) -> None:
     assert value_format(headers) == expected
+
+
+def test_headers_no_loop_could_read_declare_an_unreadable_format_that_says_why() -> None:
+    assert value_format(UNREADABLE_HEADERS) == UNREADABLE_FORMAT
+    raw = HEADER.pack(1, UNREADABLE_FORMAT, 1, 0, 7) + b"{}"
+    with pytest.raises(InvalidValue, match="header names not UTF-8") as info:
+        decode(raw, b"k", "t")
+    assert (info.value.partition, info.value.offset) == (0, 7)

@@ -4,13 +4,14 @@ events (errors, partition ends) stay with the thread, and a partition end is an 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
 
-from globalstore.codec import format_headers, origin
+from globalstore.codec import UNREADABLE_HEADERS, format_headers, origin
 from globalstore.config import StoreConfig
 from globalstore.follow.sources import ConsumerSource, split
 from globalstore.storage import Storage
@@ -65,6 +66,31 @@ def test_a_batch_without_events_is_all_records() -> None:
     assert ends == {} and events == []
     records, ends, events = split([])
     assert len(records) == 0 and list(records) == [] and ends == {} and events == []
+
+
+@dataclass
+class _Headed(Msg):
+    """As confluent-kafka's Message; with `bad_name`, a header name that is not UTF-8: a
+    checked call of its headers() raises SystemError (the UnicodeDecodeError is its cause)."""
+
+    bad_name: bool = False
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        if self.bad_name:
+            raise SystemError("<method 'headers'> returned a result with an exception set")
+        return super().headers()
+
+
+def test_a_message_whose_headers_cannot_be_read_declares_an_unreadable_format() -> None:
+    batch = [_Headed(k, b"{}", 0, o, fmt=1, bad_name=k in (b"b", b"d")) for o, k in
+             enumerate([b"a", b"b", b"c", b"d"])]  # fmt: skip
+    records, _, _ = split(batch)
+    assert [(r[0], r[2], r[4]) for r in records] == [
+        (b"a", format_headers(1), 0),
+        (b"b", UNREADABLE_HEADERS, 1),
+        (b"c", format_headers(1), 2),
+        (b"d", UNREADABLE_HEADERS, 3),
+    ]
 
 
 def test_the_source_applies_records_and_hands_the_events_on(
