@@ -108,7 +108,7 @@ def malloc_mb() -> tuple[float, float]:
 def sample(store: GlobalStore, began: float, reads: list[int]) -> dict[str, float]:
     """One row: RSS and its likely fillers, in MB; lag in records."""
     # The benchmark reaches into the live storage for RocksDB's memory properties.
-    db = store._live.current.storage._db  # type: ignore[union-attr]
+    db = store.source.copy().storage._db
     prop = db.property_int_value
     mb = 1 << 20
     in_use, held_free = malloc_mb()

@@ -1,8 +1,9 @@
 """What a ttl costs (docs/store.md, "Time to live"), on real RocksDB and without a broker:
 Storage.apply per record without a ttl, with one in a bulk restore (no time entries: built
 after) and with one indexing as it writes (following, an exact restore); the build after a
-bulk restore per key; a point lookup (what get() reads with, before it decodes) and an
-items() scan per key. Each kind of store is made anew every round, the rounds alternate,
+bulk restore per key; a point lookup (what get() reads with, before it decodes: the copy's
+lookup, which hides an expired value) and an items() scan per key, over a ReadOnlyStore of
+the files written. Each kind of store is made anew every round, the rounds alternate,
 and the minimum and median of each are printed.
 
     python benchmarks/bench_ttl.py --keys 200000 --rounds 5
@@ -20,27 +21,12 @@ from typing import Any
 
 from globalstore.config import StoreConfig
 from globalstore.follow.prepare import define_ttl
-from globalstore.read.queries import StoreQueries
-from globalstore.shaping import ttl
 from globalstore.storage import Record, Storage
+from globalstore.stores.read_only_store import ReadOnlyStore
 
 BATCH = 10_000
 VALUE = b'{"courier": "c-17", "items": ["a", "b"], "total": 12.5, "note": "' + b"x" * 120 + b'"}'
 MODES = {"none": None, "bulk": True, "inline": False}  # {mode: bulk restore, None: no ttl}
-
-
-class _View(StoreQueries):
-    """The query methods over one open Storage, the point lookup as the faces set it."""
-
-    def __init__(self, storage: Storage) -> None:
-        self.storage, self.topic, self.path = storage, "t", storage.path
-        self._lookup = ttl.hiding(storage.reader(), storage.state.ttl_ms)
-
-    def _ready_storage(self) -> Storage:
-        return self.storage
-
-    def close(self) -> None:
-        self.storage.close()
 
 
 def _records(keys: int, start: int, now: int) -> list[list[Record]]:
@@ -77,12 +63,12 @@ def one_round(keys: int, mode: str, where: Path) -> dict[str, float]:
                 purge.step()
 
         out["build"] = _per(keys, build)
-    view = _View(storage)
-    sample = [b"k%09d" % i for i in range(0, keys, 3)]
-    lookup = view._lookup  # what get() reads with, before it decodes
-    out["lookup"] = _per(len(sample), lambda: [lookup(k) for k in sample])
-    out["items"] = _per(keys, lambda: sum(1 for _ in view.items()))
     storage.close()
+    with ReadOnlyStore(where) as view:
+        sample = [b"k%09d" % i for i in range(0, keys, 3)]
+        lookup = view.source.copy().lookup  # what get() reads with, before it decodes
+        out["lookup"] = _per(len(sample), lambda: [lookup(k) for k in sample])
+        out["items"] = _per(keys, lambda: sum(1 for _ in view.items()))
     return out
 
 

@@ -1,9 +1,11 @@
-"""The stores for asyncio (and anyio on its asyncio backend): AsyncGlobalStore and
-AsyncSharedStore, built with the same arguments as GlobalStore and SharedStore.
+"""The stores for asyncio (and anyio on its asyncio backend): AsyncStore, written once over a
+store's source (read/source.py), and AsyncGlobalStore, AsyncSharedStore, AsyncReadOnlyStore
+and AsyncSwitchingStore, built with the same arguments as their sync faces.
 
-What blocks is awaited: start(), wait_until_ready(), wait_for(), count(), checkpoint(),
-changes() (its feed is read with `async for`) and close(). The waits take no thread: the
-store's thread, when it publishes a batch or a new state, wakes the waiting coroutines
+What blocks is awaited: start(), wait_until_ready(), wait_for(), count(), checkpoint() and
+close(); changes() is read with `async for change in store.changes(...)` (it opens on the
+first step; `async with store.changes() as feed` closes it at the end). The waits take no
+thread: the store's thread, when it publishes a batch or a new state, wakes the waiting coroutines
 through their event loop (call_soon_threadsafe), and costs nothing while none waits.
 Opening, closing and counting run in a worker thread.
 
@@ -18,47 +20,68 @@ loop for as long as it runs: run it in a thread,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from globalstore import codec
 from globalstore.config import RocksDBOptions, StoreConfig, StoreSettings
-from globalstore.errors import StoreFailed
 from globalstore.listeners import StoreListener
-from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed
-from globalstore.read.copy import Copy
-from globalstore.read.protocols import StoreStatus
+from globalstore.read.changes import DEFAULT_BUFFER, Change, ChangeFeed, Resync
+from globalstore.read.protocols import StoreStatus, partition_offsets
 from globalstore.read.queries import StoreReads
 from globalstore.stores.global_store import GlobalStore
+from globalstore.stores.read_only_store import ReadOnlyStore
 from globalstore.stores.shared_store import SharedStore
+from globalstore.stores.store import Store
+from globalstore.stores.switching_store import SwitchingStore
 from globalstore.waiting import wait_until_async
 
-__all__ = ["AsyncGlobalStore", "AsyncSharedStore"]
+__all__ = [
+    "AsyncGlobalStore",
+    "AsyncReadOnlyStore",
+    "AsyncSharedStore",
+    "AsyncStore",
+    "AsyncSwitchingStore",
+    "FeedOpening",
+]
 
-_Sync = TypeVar("_Sync", GlobalStore, SharedStore)
+_Sync = TypeVar("_Sync", bound=Store)
 
 
-class _AsyncFace(StoreReads, Generic[_Sync]):
-    """The reads of the sync face `sync`, and its waits as coroutines."""
+class AsyncStore(StoreReads, Generic[_Sync]):
+    """The reads of a store over its source, and its start, waits and close as coroutines."""
 
     def __init__(self, sync: _Sync) -> None:
-        self.sync: _Sync = sync  # the sync face: what reads answer from, for APIs that take one
-        self.path = sync.path
-        self.topic = sync.topic
-        self._decode, self._value_format = sync._decode, sync._value_format
-
-    def _copy(self) -> Copy:
-        copy = self.sync._copy()
-        self.topic = self.sync.topic  # a SharedStore learns it from its writer's copy
-        return copy
+        """`sync` is the sync face over the same source (`store.sync`: for APIs that take
+        one, such as the HTTP API)."""
+        super().__init__(sync.source)
+        self.sync: _Sync = sync
 
     async def start(self, timeout: float = 60.0, *, wait: bool = True) -> Self:
-        raise NotImplementedError
+        """Store.start(): the same errors, the same release of all it took after a failed
+        start. Cancelled, it closes the store."""
+        source = self._source
+        try:
+            await asyncio.to_thread(source.begin, timeout)
+        except asyncio.CancelledError:  # the thread starting the store carries on: stop it
+            await asyncio.to_thread(self.sync.close)
+            raise
+        if not wait:
+            return self
+        try:
+            ready = await self.wait_until_ready(timeout)
+        except BaseException:  # the error that stopped it, a cancel, close(): release it all
+            await asyncio.to_thread(source.abort)
+            raise
+        if not ready:
+            raise await asyncio.to_thread(source.gave_up, timeout)
+        return self
 
-    def _started(self) -> bool:
-        raise NotImplementedError
+    async def wait_until_ready(self, timeout: float | None = None) -> bool:
+        """Store.wait_until_ready(), awaited."""
+        return await wait_until_async(self._source.ready_wait(), timeout)
 
     async def wait_for(
         self, position: Mapping[int, int] | Mapping[str, int], timeout: float | None = None
@@ -66,40 +89,49 @@ class _AsyncFace(StoreReads, Generic[_Sync]):
         """Wait until every partition in `position` ({partition: offset}, a partition as an
         int or a string of digits) is applied at least that far. False on timeout;
         ValueError for a partition the topic does not have."""
-        return await wait_until_async(self.sync._position_wait(position), timeout)
+        wanted = partition_offsets(position)
+        return await wait_until_async(self._source.position_wait(wanted), timeout)
 
     async def count(self) -> int:
-        """The sync face's count(), in a thread (right after a bulk restore it waits for the
-        count, or scans)."""
-        return await asyncio.to_thread(self.sync.count)
+        """Store.count(): awaits a count this process's follower is making, or counts over a
+        scan in a thread."""
+        wait = self._source.count_wait()
+        if wait is not None:
+            await wait_until_async(wait, None)
+        return await asyncio.to_thread(self._stored_count)
 
     async def checkpoint(self, dest: str | Path) -> None:
-        """The sync face's checkpoint(), in a thread."""
+        """Store.checkpoint(), in a thread."""
         await asyncio.to_thread(self.sync.checkpoint, dest)
 
-    async def changes(
+    def changes(
         self, prefix: str | None = None, keys: Iterable[str] | None = None, *,
         buffer: int = DEFAULT_BUFFER,
-    ) -> ChangeFeed:  # fmt: skip
-        """The sync face's changes() (opened in a thread: a store whose C loop follows
-        waits for its consumer to take over); iterate the feed with `async for`."""
-        return await asyncio.to_thread(self.sync.changes, prefix, keys, buffer=buffer)
+    ) -> FeedOpening:  # fmt: skip
+        """Store.changes(), opened in a thread at the first step (a store whose C loop
+        follows waits for its consumer to take over): `async for change in
+        store.changes(...)`, or `async with store.changes(...) as feed`."""
+        return FeedOpening(lambda: self.sync.changes(prefix, keys, buffer=buffer))
 
     def position(self) -> dict[int, int]:
-        """{partition: next offset} this face shows."""
-        return self.sync.position()
+        """{partition: next offset} this store shows."""
+        return self._source.position()
+
+    def lag(self) -> dict[int, int]:
+        """Store.lag()."""
+        return self._source.lag()
 
     def status(self) -> StoreStatus:
-        """The sync face's status()."""
-        return self.sync.status()
+        """Store.status()."""
+        return self._source.status()
 
     async def close(self) -> None:
         """Stop and close, in a thread. Idempotent."""
-        await asyncio.to_thread(self.sync.close)
         self._closed = True
+        await asyncio.to_thread(self.sync.close)
 
     async def __aenter__(self) -> Self:
-        return self if self._started() else await self.start()
+        return self if self._source.started() else await self.start()
 
     async def __aexit__(
         self,
@@ -110,7 +142,38 @@ class _AsyncFace(StoreReads, Generic[_Sync]):
         await self.close()
 
 
-class AsyncGlobalStore(_AsyncFace[GlobalStore]):
+class FeedOpening:
+    """A change feed opened in a thread when first needed: iterate it with `async for`, enter
+    it with `async with` (which closes it), or await it for the ChangeFeed itself."""
+
+    def __init__(self, open_feed: Callable[[], ChangeFeed]) -> None:
+        self._open = open_feed
+        self._feed: ChangeFeed | None = None
+
+    async def opened(self) -> ChangeFeed:
+        """The feed, opened at the first call."""
+        if self._feed is None:
+            self._feed = await asyncio.to_thread(self._open)
+        return self._feed
+
+    def __await__(self) -> Generator[Any, None, ChangeFeed]:
+        return self.opened().__await__()
+
+    def __aiter__(self) -> FeedOpening:
+        return self
+
+    async def __anext__(self) -> Change | Resync:
+        return await (await self.opened()).__anext__()
+
+    async def __aenter__(self) -> ChangeFeed:
+        return await self.opened()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._feed is not None:
+            self._feed.close()
+
+
+class AsyncGlobalStore(AsyncStore[GlobalStore]):
     """GlobalStore for asyncio: `async with AsyncGlobalStore(topic, servers, path) as store:`
     restores without blocking the event loop, then follows the topic in its thread."""
 
@@ -140,42 +203,8 @@ class AsyncGlobalStore(_AsyncFace[GlobalStore]):
             )
         )
 
-    async def start(self, timeout: float = 60.0, *, wait: bool = True) -> Self:
-        """GlobalStore.start(): the same errors, the same release of all it took after a
-        failed start. Cancelled, it closes the store."""
-        store = self.sync
-        try:
-            thread = await asyncio.to_thread(store._begin, timeout)
-        except asyncio.CancelledError:  # the thread opening the store carries on: stop it
-            await asyncio.to_thread(store.close)
-            raise
-        if not wait:
-            return self
-        try:
-            ready = await self.wait_until_ready(timeout)
-        except BaseException:  # the thread's error, a cancel, close(): release it all
-            await asyncio.to_thread(store._shutdown)
-            raise
-        if not ready:
-            raise await asyncio.to_thread(store._gave_up, thread, timeout)
-        return self
 
-    def _started(self) -> bool:
-        return self.sync._live is not None
-
-    async def wait_until_ready(self, timeout: float | None = None) -> bool:
-        """GlobalStore.wait_until_ready(), awaited."""
-        thread = self.sync._live_thread()
-        return await wait_until_async(self.sync._ready_wait(thread), timeout) and (
-            self.sync._ready(thread)
-        )
-
-    def lag(self) -> dict[int, int]:
-        """GlobalStore.lag()."""
-        return self.sync.lag()
-
-
-class AsyncSharedStore(_AsyncFace[SharedStore]):
+class AsyncSharedStore(AsyncStore[SharedStore]):
     """SharedStore for asyncio: the query API over a store another process writes."""
 
     def __init__(
@@ -188,10 +217,12 @@ class AsyncSharedStore(_AsyncFace[SharedStore]):
         max_staleness: float | None = None,
         bootstrap_servers: str | None = None,
         kafka_config: Mapping[str, Any] | None = None,
+        sync: SharedStore | None = None,
     ) -> None:
-        """As SharedStore's."""
+        """As SharedStore's; `sync`, a SharedStore made already, is used as it is."""
         super().__init__(
-            SharedStore(
+            sync
+            or SharedStore(
                 path,
                 rocksdb,
                 value_format=value_format,
@@ -213,33 +244,52 @@ class AsyncSharedStore(_AsyncFace[SharedStore]):
     ) -> AsyncSharedStore:
         """As SharedStore.with_writer(): a store whose start() starts a writer process of its
         own, and whose close() stops it."""
-        face = cls.__new__(cls)
         sync = SharedStore.with_writer(topic, bootstrap_servers, path, kafka_config, **settings)
-        _AsyncFace.__init__(face, sync)
-        return face
-
-    async def start(self, timeout: float = 60.0, *, wait: bool = True) -> Self:
-        """SharedStore.start(), awaited."""
-        store = self.sync
-        await asyncio.to_thread(store._begin)
-        if not wait:
-            return self
-        try:
-            ready = await self.wait_until_ready(timeout)
-        except StoreFailed:  # its own writer failed: start() may be called again
-            await asyncio.to_thread(store._stop_following)
-            raise
-        if not ready:
-            raise await asyncio.to_thread(store._gave_up, timeout)
-        return self
-
-    def _started(self) -> bool:
-        return self.sync._thread is not None
-
-    async def wait_until_ready(self, timeout: float | None = None) -> bool:
-        """SharedStore.wait_until_ready(), awaited."""
-        return await wait_until_async(self.sync._ready_wait(), timeout)
+        return cls(path, sync=sync)
 
     def writer_alive(self) -> bool:
         """SharedStore.writer_alive()."""
         return self.sync.writer_alive()
+
+
+class AsyncReadOnlyStore(AsyncStore[ReadOnlyStore]):
+    """ReadOnlyStore for asyncio: a store directory as last written, opened at once."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        rocksdb: RocksDBOptions | None = None,
+        *,
+        value_format: int = codec.VALUE_FORMAT_VERSION,
+        converters: Mapping[int, Callable[[Any], Any]] | None = None,
+    ) -> None:
+        """As ReadOnlyStore's."""
+        super().__init__(
+            ReadOnlyStore(path, rocksdb, value_format=value_format, converters=converters)
+        )
+
+
+class AsyncSwitchingStore(AsyncStore[SwitchingStore]):
+    """SwitchingStore for asyncio: answers from one store, switches to another."""
+
+    def __init__(self, active: GlobalStore) -> None:
+        """As SwitchingStore's."""
+        super().__init__(SwitchingStore(active))
+
+    @property
+    def active(self) -> Store:
+        """The store that answers queries now."""
+        return self.sync.active
+
+    async def switch_to(
+        self,
+        new: GlobalStore,
+        timeout: float | None = None,
+        *,
+        remove_old: bool = False,
+        started: bool = False,
+    ) -> bool:
+        """SwitchingStore.switch_to(), in a thread."""
+        return await asyncio.to_thread(
+            self.sync.switch_to, new, timeout, remove_old=remove_old, started=started
+        )

@@ -23,7 +23,8 @@
         ├── AuthorizationError    the broker denied the store's principal an operation it
         │                         needs on the topic; names topic, operation and the way on
         ├── OffsetsOutOfRange     while following, the topic stopped holding the store's
-        │                         position (records deleted, topic recreated): restart to rebuild
+        │                         position (records deleted, topic recreated): the store
+        │                         heals by rebuilding beside (out_of_range="rebuild", the default)
         ├── InvalidValue          a stored value is not valid JSON (or has an unknown format);
         │   │                     names topic, partition and offset of the record
         │   └── ConversionFailed  a value format converter raised on the record (names the

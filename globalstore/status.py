@@ -8,8 +8,8 @@
 
 The store thread moves along these arrows and nowhere else (checked by `enter`). Two more
 states are only ever reported, never entered by a thread: "rebuilding" (GlobalStore, while
-a copy is rebuilt beside the live one, which keeps serving) and "offline" (ReadOnlyStore,
-which reads files and follows nothing).
+a copy is rebuilt beside the live one, which keeps serving) and "offline" (a ReadOnlyStore,
+which reads files and follows nothing, and a SharedStore whose writer has gone quiet).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 partition starts and which end offsets mean ready (contract 4), or why the store must be
 rebuilt from the beginning.
 
-Pure: it reads nothing and writes nothing. The store thread performs a rebuild (wipe, then
-plan again) and applies the records with its one poll loop.
+Pure: it reads nothing and writes nothing. The preparation (prepare.py) performs a rebuild
+(wipe, then plan again); the store thread applies the records with its one poll loop.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
-"""A copy of a store open for reads: its storage and its point lookup, which every face's
-get() ends in (the query hot path)."""
+"""A copy of a store open for reads: its storage, its point lookup, which every face's get()
+ends in (the query hot path), and how its values are read (a switch moves a store to a copy
+of another topic, in another value format)."""
 
 from __future__ import annotations
 
+from globalstore import codec
+from globalstore.converters import ValueFormats, decoder
 from globalstore.shaping import ttl
 from globalstore.storage import Storage
 
@@ -10,10 +13,16 @@ __all__ = ["Copy"]
 
 
 class Copy:
-    """A storage open for reads, and its point lookup (the query hot path)."""
+    """A storage open for reads, its point lookup, and how its values decode."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, formats: ValueFormats, topic: str) -> None:
+        """`formats`: the format queries answer in and the converters that lead to it."""
         self.storage = storage
+        self.topic = topic
+        # codec.decode, or one that converts older value formats (converters.decoder).
+        self.decode: codec.Decode = decoder(formats)
+        # The value format queries answer in: stored JSON of this format needs no conversion.
+        self.value_format = formats.current
         self._get = storage.reader()  # RocksDB's own get, valid until the storage closes
 
     def lookup(self, key: bytes) -> bytes | None:

@@ -1,8 +1,8 @@
 """What every store face promises: the StoreReader protocol and the StoreStatus it reports.
 
-GlobalStore (restores and follows), SwitchingStore (answers from one GlobalStore and switches
-to another) and ReadOnlyStore (reads a store directory's files) implement StoreReader; the
-two that follow a topic implement FollowingStore too, which is what the HTTP server serves.
+Every store (stores/store.py: GlobalStore, SharedStore, ReadOnlyStore, SwitchingStore, and
+their asyncio faces' `sync`) implements StoreReader and FollowingStore, which is what the HTTP
+server serves.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The read side of a store: lookups and scans over a Storage, shared by GlobalStore (which
-restores and follows) and ReadOnlyStore (which only opens what a running store has written).
+"""The read side of every store: lookups and scans over the copies of its source (source.py),
+written once for the sync and the async faces.
 
 Keys are str on the API and UTF-8 bytes on disk; values come back as decoded JSON. A scan
 leaves out a value that does not decode and reports it (on_invalid, else a WARNING): one bad
@@ -8,11 +8,11 @@ record never ends a scan of the others; get() of its key raises InvalidValue.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Unpack
 
 from globalstore import codec
@@ -29,6 +29,7 @@ from globalstore.read import arrow
 from globalstore.read.copy import Copy
 from globalstore.read.protocols import ScanFilters
 from globalstore.read.skipped import skipping, warn_once
+from globalstore.read.source import StoreSource
 from globalstore.shaping import ttl
 from globalstore.storage import Storage
 from globalstore.storage import keys as index_keys
@@ -38,7 +39,7 @@ from globalstore.storage.quarantine import Quarantined, held
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["StoreQueries", "StoreReads"]
+__all__ = ["StoreReads"]
 
 _T = TypeVar("_T")
 _Row = TypeVar("_Row")
@@ -48,22 +49,24 @@ log = logging.getLogger(__name__)
 
 
 class StoreReads:
-    """Query methods over `_copy()`; subclasses say which copy answers and when."""
+    """Query methods over a source's copies (source.py); the faces add start, waits, close."""
 
-    topic: str
-    path: Path
-    _closed: bool = False
-    # codec.decode, or one that converts older value formats (converters.decoder).
-    _decode: codec.Decode = staticmethod(codec.decode)
-    # The value format queries answer in: stored JSON of this format needs no conversion.
-    _value_format: int = codec.VALUE_FORMAT_VERSION
+    def __init__(self, source: StoreSource) -> None:
+        self._source = source
+        self._closed = False
 
-    def _copy(self) -> Copy:
-        """The copy that answers now; StoreNotReady or StoreClosed when none may."""
-        raise NotImplementedError
+    @property
+    def topic(self) -> str:
+        """The topic the store holds ("" while a reader has not opened a copy yet)."""
+        return self._source.topic
+
+    @property
+    def path(self) -> Path:
+        """The store's directory."""
+        return self._source.path
 
     def _ready_storage(self) -> Storage:
-        return self._copy().storage
+        return self._source.copy().storage
 
     # -- point lookups -----------------------------------------------------------------------
 
@@ -71,8 +74,12 @@ class StoreReads:
         """The decoded JSON value of `key`, or `default` if absent. InvalidValue if the stored
         value cannot be decoded (it names the record it came from)."""
         k = key.encode()
-        raw = self._fetch(k)
-        return default if raw is None else self._decode(raw, k, self.topic)
+        copy = self._source.copy()
+        try:
+            raw = copy.lookup(k)
+        except Exception as exc:
+            return self._again(exc, copy, lambda: self.get(key, default))
+        return default if raw is None else copy.decode(raw, k, copy.topic)
 
     def __getitem__(self, key: str) -> Any:
         value = self.get(key, _MISSING)
@@ -81,13 +88,19 @@ class StoreReads:
         return value
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._fetch(key.encode()) is not None
+        if not isinstance(key, str):
+            return False
+        return self._on_copy(lambda copy: copy.lookup(key.encode()) is not None)
 
     def get_entry(self, key: str) -> codec.Entry | None:
         """Value plus record timestamp, partition and offset, or None if absent."""
         k = key.encode()
-        raw = self._fetch(k)
-        return None if raw is None else codec.decode_entry(raw, k, self.topic, self._decode)
+
+        def entry(copy: Copy) -> codec.Entry | None:
+            raw = copy.lookup(k)
+            return None if raw is None else codec.decode_entry(raw, k, copy.topic, copy.decode)
+
+        return self._on_copy(entry)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
         """{key: value} for the keys present, in the order asked (a key asked twice is
@@ -98,29 +111,46 @@ class StoreReads:
         (docs/performance.md, "Point reads and get_many")."""
         wanted = list(keys)
         encoded = [key.encode() for key in wanted]
-        storage = self._ready_storage()
-        raws = self._guard(lambda: storage.get_many(encoded))
-        decode, topic = self._decode, self.topic
-        ttl_ms = storage.state.ttl_ms
-        if ttl_ms is not None:
-            cutoff = ttl.cutoff(ttl_ms)
-            raws = [None if r is None or ttl.is_expired(r, cutoff) else r for r in raws]
-        return {
-            key: decode(raw, k, topic)
-            for key, k, raw in zip(wanted, encoded, raws, strict=True)
-            if raw is not None
-        }
+
+        def many(copy: Copy) -> dict[str, Any]:
+            storage, decode, topic = copy.storage, copy.decode, copy.topic
+            raws = storage.get_many(encoded)
+            ttl_ms = storage.state.ttl_ms
+            if ttl_ms is not None:
+                cutoff = ttl.cutoff(ttl_ms)
+                raws = [None if r is None or ttl.is_expired(r, cutoff) else r for r in raws]
+            return {
+                key: decode(raw, k, topic)
+                for key, k, raw in zip(wanted, encoded, raws, strict=True)
+                if raw is not None
+            }
+
+        return self._on_copy(many)
 
     def quarantined(self) -> list[Quarantined]:
         """The records a store with invalid_values="quarantine" did not apply, by key."""
-        storage = self._ready_storage()
-        return self._guard(lambda: list(held(storage.meta_items)))
+        return self._on_copy(lambda copy: list(held(copy.storage.meta_items)))
 
-    def _fetch(self, key: bytes) -> bytes | None:
+    def _on_copy(self, read: Callable[[Copy], _T]) -> _T:
+        """`read` on the copy that answers now; repeated on the next one if a swap closed it
+        meanwhile (a switch closes the old store at once)."""
+        copy = self._source.copy()
         try:
-            return self._copy().lookup(key)
+            return read(copy)
         except Exception as exc:
-            self._reraise(exc)
+            return self._again(exc, copy, lambda: self._on_copy(read))
+
+    def _again(self, exc: Exception, copy: Copy, again: Callable[[], _T]) -> _T:
+        """After a read on `copy` failed with `exc`: `again()` if the store answers from
+        another copy now, else what the failure means to the caller."""
+        if self._moved_from(copy):
+            return again()
+        self._reraise(exc)
+
+    def _moved_from(self, copy: Copy) -> bool:
+        """Whether a read that failed on `copy` should be repeated: the store answers from
+        another copy now."""
+        return not self._closed and self._source.serving() not in (copy, None)
 
     # -- scans -------------------------------------------------------------------------------
 
@@ -137,9 +167,10 @@ class StoreReads:
         exclusive; `limit` counts the keys visited. A value that does not decode is left
         out and reported: on_invalid(InvalidValue), else a WARNING (ScanOptions). Exhaust
         or close the iterator before close()."""
-        scan = self._guarded(self._scan(prefix, start, end, reverse, limit))  # view fixed here
+        copy, scan = self._scan(prefix, start, end, reverse, limit)  # view fixed here
+        report = self._reporter(on_invalid)
         return codec.decode_items(
-            scan, self.topic, self._reporter(on_invalid), self._decode, self._value_format
+            self._guarded(scan), copy.topic, report, copy.decode, copy.value_format
         )
 
     def keys(
@@ -151,7 +182,7 @@ class StoreReads:
         limit: int | None = None,
     ) -> Iterator[str]:
         """Keys with the same filters as items()."""
-        scan = self._scan(prefix, start, end, reverse, limit)
+        _, scan = self._scan(prefix, start, end, reverse, limit)
         return self._guarded(k.decode() for k, _ in scan)
 
     def values(
@@ -177,10 +208,14 @@ class StoreReads:
     ) -> Iterator[codec.Entry]:
         """Entries (key, value, record timestamp, partition, offset), filtered and reported
         like items()."""
-        scan = self._guarded(self._scan(prefix, start, end, reverse, limit))
-        decode, topic = self._decode, self.topic
+        copy, scan = self._scan(prefix, start, end, reverse, limit)
+        decode, topic = copy.decode, copy.topic
         report = self._reporter(on_invalid)
-        return skipping(scan, lambda row: codec.decode_entry(row[1], row[0], topic, decode), report)
+        return skipping(
+            self._guarded(scan),
+            lambda row: codec.decode_entry(row[1], row[0], topic, decode),
+            report,
+        )
 
     def _scan(
         self,
@@ -189,14 +224,23 @@ class StoreReads:
         end: str | None,
         reverse: bool,
         limit: int | None,
-    ) -> Iterator[tuple[bytes, bytes]]:
+    ) -> tuple[Copy, Iterator[tuple[bytes, bytes]]]:
+        """The copy a scan reads, and the scan, which that copy stays open for until it
+        ends."""
         lower, upper = index_keys.key_bounds(prefix, start, end)
-        storage = self._ready_storage()
-        scan = storage.scan(lower, upper, reverse)
-        ttl_ms = storage.state.ttl_ms
-        if ttl_ms is not None:  # expired keys are left out (ttl.py)
-            scan = ttl.unexpired(scan, ttl.cutoff(ttl_ms))
-        return scan if limit is None else itertools.islice(scan, max(0, limit))
+        opened: list[Copy] = []
+
+        def open_scan(copy: Copy) -> Iterator[tuple[bytes, bytes]]:
+            opened.append(copy)
+            storage = copy.storage
+            scan = storage.scan(lower, upper, reverse)
+            ttl_ms = storage.state.ttl_ms
+            if ttl_ms is not None:  # expired keys are left out (ttl.py)
+                scan = ttl.unexpired(scan, ttl.cutoff(ttl_ms))
+            return scan
+
+        scan = self._guard(lambda: self._source.scan(open_scan))
+        return opened[0], scan if limit is None else itertools.islice(scan, max(0, limit))
 
     # -- secondary indexes (indexes.py) ------------------------------------------------------
 
@@ -215,8 +259,8 @@ class StoreReads:
         built. Values that do not decode are left out and reported as items() does, with
         the index value that led to them (InvalidValue.index_value). Exhaust or close the
         iterator before close()."""
-        scan = self._guarded(self._index_scan(index, value, **filters))
-        return ((k, v) for _, k, v in self._matches(scan, on_invalid))
+        copy, scan = self._index_scan(index, value, **filters)
+        return ((k, v) for _, k, v in self._matches(copy, self._guarded(scan), on_invalid))
 
     def find_matches(
         self,
@@ -234,13 +278,13 @@ class StoreReads:
         """As find(), with each key's index value: (index value, key, value). `after`, an
         (index value, key) pair it returned or reported, continues past it (as a page
         cursor does)."""
-        scan = self._index_scan(index, value, prefix, start, end, reverse, limit, after)
-        return self._matches(self._guarded(scan), on_invalid)
+        copy, scan = self._index_scan(index, value, prefix, start, end, reverse, limit, after)
+        return self._matches(copy, self._guarded(scan), on_invalid)
 
     def _matches(
-        self, scan: Iterator[tuple[bytes, bytes, bytes]], on_invalid: OnInvalid | None
+        self, copy: Copy, scan: Iterator[tuple[bytes, bytes, bytes]], on_invalid: OnInvalid | None
     ) -> Iterator[tuple[str, str, Any]]:
-        decode, topic = self._decode, self.topic
+        decode, topic = copy.decode, copy.topic
 
         def read(row: tuple[bytes, bytes, bytes]) -> tuple[str, str, Any]:
             index_value, k, raw = row
@@ -262,29 +306,55 @@ class StoreReads:
         reverse: bool = False,
         limit: int | None = None,
         after: tuple[str, str] | None = None,
-    ) -> Iterator[tuple[bytes, bytes, bytes]]:
+    ) -> tuple[Copy, Iterator[tuple[bytes, bytes, bytes]]]:
         if value is not None and (prefix is not None or start is not None or end is not None):
             raise ValueError("an index is read by either a value, or prefix/start/end, not both")
-        storage, d = self._index_def(index)
-        lower, upper = index_keys.bounds(d.id, value, prefix, start, end)
-        if after is not None:
-            lower, upper = index_keys.past(d.id, after, lower, upper, reverse)
-        # The view is fixed here: the entries' iterator and the data's snapshot are taken now.
-        scan = self._guard(lambda: storage.index_scan(lower, upper, reverse))
-        ttl_ms = storage.state.ttl_ms
-        if ttl_ms is not None:  # expired keys are left out (ttl.py)
-            cutoff = ttl.cutoff(ttl_ms)
-            scan = (found for found in scan if not ttl.is_expired(found[2], cutoff))
-        return scan if limit is None else itertools.islice(scan, max(0, limit))
+
+        opened: list[Copy] = []
+
+        def open_scan(copy: Copy) -> Iterator[tuple[bytes, bytes, bytes]]:
+            opened.append(copy)
+            storage = copy.storage
+            d = self._index_def(storage, index)
+            lower, upper = index_keys.bounds(d.id, value, prefix, start, end)
+            if after is not None:
+                lower, upper = index_keys.past(d.id, after, lower, upper, reverse)
+            # The view is fixed here: the entries' iterator and the data's snapshot are taken.
+            scan = storage.index_scan(lower, upper, reverse)
+            ttl_ms = storage.state.ttl_ms
+            if ttl_ms is not None:  # expired keys are left out (ttl.py)
+                cutoff = ttl.cutoff(ttl_ms)
+                scan = (found for found in scan if not ttl.is_expired(found[2], cutoff))
+            return scan
+
+        scan = self._guard(lambda: self._source.scan(open_scan))  # held until it ends
+        return opened[0], scan if limit is None else itertools.islice(scan, max(0, limit))
 
     def find_count(self, index: str, value: str) -> int:
         """How many keys have index value `value` (counted over the index: one step per key;
         with a ttl, a seek per key too, to leave the expired ones out)."""
-        storage, d = self._index_def(index)
-        if storage.state.ttl_ms is not None:  # the scan leaves expired keys out; nothing decoded
-            return sum(1 for _ in self._guarded(self._index_scan(index, value)))
-        lower, upper = index_keys.bounds(d.id, value)
-        return self._guard(lambda: storage.index_count(lower, upper))
+
+        def count(copy: Copy) -> int | None:
+            storage = copy.storage
+            d = self._index_def(storage, index)
+            if storage.state.ttl_ms is not None:  # a scan leaves expired keys out
+                return None
+            lower, upper = index_keys.bounds(d.id, value)
+            return storage.index_count(lower, upper)
+
+        counted = self._on_copy(count)
+        if counted is None:
+            return sum(1 for _ in self._guarded(self._index_scan(index, value)[1]))
+        return counted
+
+    def _stored_count(self) -> int:
+        """Live keys as the store counted them, less the expired ones; counted over a scan
+        when no count is stored (right after a bulk restore, before it is counted)."""
+        storage = self._ready_storage()
+        count = storage.state.count
+        if count is None:
+            return sum(1 for _ in self.keys())
+        return self._unexpired_count(storage, count)
 
     def _unexpired_count(self, storage: Storage, count: int) -> int:
         """`count`, the stored count of live keys, less the expired ones (ttl.py): those of
@@ -298,8 +368,7 @@ class StoreReads:
         live = self._guard(lambda: storage.time.live_count(ttl.cutoff(ttl_ms)))
         return count if live is None else live
 
-    def _index_def(self, index: str) -> tuple[Storage, IndexDef]:
-        storage = self._ready_storage()
+    def _index_def(self, storage: Storage, index: str) -> IndexDef:
         d = storage.state.indexes.get(index)
         if d is None:
             known = ", ".join(repr(n) for n in sorted(storage.state.indexes)) or "none"
@@ -309,7 +378,7 @@ class StoreReads:
                 f"index {index!r} of the store for {self.topic!r} is being built "
                 f"({d.scanned} keys indexed so far)"
             )
-        return storage, d
+        return d
 
     # -- Apache Arrow (arrow.py) -------------------------------------------------------------
 
@@ -338,17 +407,21 @@ class StoreReads:
         on_invalid collects the errors beside the table. Read or close the reader before
         close(). ImportError without pyarrow."""
         reporter = self._reporter(on_invalid)
-        export = arrow.Export(self.topic, self._decode, self._value_format, reporter, schema,
-                              batch_rows, batch_bytes)  # fmt: skip
+        export = arrow.Export(self.topic, codec.decode, codec.VALUE_FORMAT_VERSION, reporter,
+                              schema, batch_rows, batch_bytes)  # fmt: skip
         if index is None and value is not None:
             raise ValueError("to_arrow() takes a value only with an index")
         # Bad arguments and a missing pyarrow are reported before a scan is opened.
         columns = arrow.schema(export, indexed=index is not None)
+        copy: Copy
         rows: Iterator[tuple[bytes, ...]]
         if index is None:
-            rows = self._scan(prefix, start, end, reverse, limit)
+            copy, rows = self._scan(prefix, start, end, reverse, limit)
         else:
-            rows = self._index_scan(index, value, prefix, start, end, reverse, limit)
+            copy, rows = self._index_scan(index, value, prefix, start, end, reverse, limit)
+        export = dataclasses.replace(
+            export, topic=copy.topic, decode=copy.decode, value_format=copy.value_format
+        )
         return arrow.reader(self._guarded(rows), columns, export)
 
     # -- errors ------------------------------------------------------------------------------
@@ -380,20 +453,3 @@ class StoreReads:
         if isinstance(exc, GlobalStoreError):
             raise exc
         raise StorageError(f"RocksDB read failed in {self.path}: {exc}") from exc
-
-
-class StoreQueries(StoreReads):
-    """The queries of a face that closes as a plain call (`with store:`); the asyncio faces
-    (aio.py) close with an await."""
-
-    def close(self) -> None:
-        """Each store face closes what it holds; NotImplementedError here."""
-        raise NotImplementedError
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -26,16 +26,13 @@ from pathlib import Path
 
 from globalstore.config import StoreConfig
 from globalstore.errors import OffsetsOutOfRange
-from globalstore.follow.thread import StoreThread, ThreadStatus
+from globalstore.follow.thread import StoreThread
 from globalstore.read.copy import Copy
-from globalstore.read.protocols import StoreStatus
-from globalstore.read.report import store_status
 from globalstore.replicas.announce import WriterNote
 from globalstore.replicas.live import Live
-from globalstore.status import State
 from globalstore.storage import Storage
 
-__all__ = ["BESIDE", "Healer", "Replica", "adopt_rebuilt", "report"]
+__all__ = ["BESIDE", "Healer", "Replica", "adopt_rebuilt"]
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +70,7 @@ class Replica(Copy):
     """A copy of the store and the thread filling it."""
 
     def __init__(self, storage: Storage, thread: StoreThread) -> None:
-        super().__init__(storage)
+        super().__init__(storage, thread.config.value_formats(), thread.config.topic)
         self.thread = thread
 
     def note(self, writer: str, home: Path) -> WriterNote:
@@ -192,41 +189,3 @@ class Healer(threading.Thread):
         beside = self.config.path / BESIDE  # the first heal
         shutil.rmtree(beside, ignore_errors=True)
         return Storage(beside, self.config.rocksdb)
-
-
-def report(
-    config: StoreConfig, path: Path, replica: Replica | None, healer: Healer | None
-) -> StoreStatus:
-    """GlobalStore.status(): of the live `replica` (None: not started, or closed) of the
-    store at `path`, and its `healer`."""
-    t = ThreadStatus(state=State.CLOSED) if replica is None else replica.thread.status
-    indexer = None if replica is None else replica.storage.indexes.indexer
-    state = State.REBUILDING if healer is not None and healer.rebuilding else t.state
-    return store_status(
-        config.topic,
-        path if replica is None else replica.storage.path,
-        # position, count and layout from one state, so the report is of one instant
-        None if replica is None else replica.storage.state,
-        state=state,
-        restored=t.state is State.RUNNING,
-        high=t.high,
-        connected=t.connected,
-        staleness=t.staleness,
-        max_staleness=config.max_staleness,
-        failures=None if indexer is None else indexer.failures,
-        purged=t.purged,
-        last_error=t.last_error,
-        rebuild_reason=t.rebuild_reason,
-        skipped_records=t.skipped_records,
-        migration=t.migration,
-        migrated_values=t.migrated_values,
-        conversion_failures=t.conversion_failures,
-        transform_failures=t.transform_failures,
-        self_heals=0 if healer is None else healer.heals,
-        failure=_failure(state, t.error),
-    )
-
-
-def _failure(state: State, error: BaseException | None) -> str | None:
-    """The type of the error that stopped the store, while it is reported failed."""
-    return type(error).__name__ if state is State.FAILED and error is not None else None

@@ -2,14 +2,16 @@
 
 `Live` holds the copy (read/copy.py) that answers and swaps another in at one instant
 (`swap`: a self-heal swaps replicas, a SharedStore the writer's copies, a SwitchingStore
-whole stores). Readers take `Live.current` once per call; a scan holds its copy until it
-ends, and a swap returns only once no scan is open on the copy it replaced.
+whole stores). Readers take `Live.current` once per call. A scan (`scan`) holds its copy: a
+swap never waits for it, and the copy stays open until its last scan ends, however many
+swaps come meanwhile.
 
 Retiring, the one policy: a point read that took the old copy just before a swap may still
 be on it, and a point read is not tracked (that would cost every get a lock). So the copy a
 swap replaces stays open, retired, until the next swap or close(), when nothing can still
-hold it; `take_retired()` hands it to a caller that reuses it (a heal rebuilds in its
-directory) or closes it sooner because its reads retry elsewhere (SwitchingStore).
+hold it (then it closes, or once its last scan ends if one is open); `take_retired()` hands
+it to a caller that reuses it (a heal rebuilds in its directory) or closes it sooner because
+its reads retry elsewhere (SwitchingStore), once no scan is open on it.
 """
 
 from __future__ import annotations
@@ -39,42 +41,46 @@ class Live(Generic[_C]):
     def __init__(self, first: _C) -> None:
         self.current = first  # read once per call: one reference, replaced whole
         self._retired: _C | None = None
-        self._scans = {id(first): 0}  # open scans per copy: a swap waits for zero
+        self._scans: dict[int, int] = {}  # open scans per copy (by id), while any is open
+        self._draining: dict[int, _C] = {}  # copies past retiring, closed at their last scan
         self._changed = threading.Condition()
 
     def swap(self, new: _C) -> None:
-        """Answer from `new` from now on; return once no scan is open on the old copy, which
-        retires (and the copy retired before it closes)."""
+        """Answer from `new` from now on; the old copy retires, and the copy retired before
+        it closes (once its last scan ends, if one is open)."""
         with self._changed:
-            old, self.current = self.current, new
-            self._scans.setdefault(id(new), 0)
-            while self._scans.get(id(old), 0) > 0:
-                self._changed.wait()
-            self._scans.pop(id(old), None)
-            before, self._retired = self._retired, old
+            before, self._retired, self.current = self._retired, self.current, new
+            if before is not None and self._scans.get(id(before)):
+                self._draining[id(before)], before = before, None
         if before is not None:
             before.close()
 
     def take_retired(self) -> _C | None:
-        """The retired copy, now the caller's to reuse or close; None if there is none."""
+        """The retired copy, once no scan is open on it, now the caller's to reuse or close;
+        None if there is none."""
         with self._changed:
+            while self._retired is not None and self._scans.get(id(self._retired)):
+                self._changed.wait()
             retired, self._retired = self._retired, None
         return retired
 
     def close(self) -> None:
-        """Close the current copy and the retired one."""
-        retired = self.take_retired()
+        """Close every copy: the current one, the retired one and those scans still hold."""
+        with self._changed:
+            others = [self._retired, *self._draining.values()]
+            self._retired, self._draining = None, {}
         try:
             self.current.close()
         finally:
-            if retired is not None:
-                retired.close()
+            for copy in others:
+                if copy is not None:
+                    copy.close()
 
     def scan(self, open_scan: Callable[[_C], Iterator[_Item]]) -> Iterator[_Item]:
-        """A scan of the current copy, which stays held until the scan ends."""
+        """A scan of the current copy, which stays open until the scan ends."""
         with self._changed:
             copy = self.current
-            self._scans[id(copy)] += 1
+            self._scans[id(copy)] = self._scans.get(id(copy), 0) + 1
         try:
             scan = open_scan(copy)  # the point-in-time view is taken here
         except BaseException:
@@ -84,8 +90,15 @@ class Live(Generic[_C]):
 
     def _scan_ended(self, copy: _C) -> None:
         with self._changed:
-            self._scans[id(copy)] -= 1
+            left = self._scans[id(copy)] - 1
+            if left:
+                self._scans[id(copy)] = left
+                return
+            del self._scans[id(copy)]
+            drained = self._draining.pop(id(copy), None)
             self._changed.notify_all()
+        if drained is not None:
+            drained.close()
 
 
 class _HeldScan(Iterator[_Item]):

@@ -83,7 +83,7 @@ class Indexer:
     ) -> dict[str, list[frozenset[bytes]]]:
         """The index values each key of a batch ({key: stored bytes, None if deleted}) has
         after it, in the order of `staged`, for each index of `defs` this store has a
-        function for (storage.index_family.IndexValues)."""
+        function for (storage.index_defs.IndexValues)."""
         failures = _Failures(self.topic, self.failures)
         decoded = self._decoded(staged, failures)
         keys = list(staged)

@@ -1,6 +1,6 @@
-"""The keys of the index column family: the secondary indexes' entries (shaping/indexes.py
-says what an index holds) and the ttl's time index (shaping/ttl.py), and what a batch's keys
-change in them.
+"""The byte layout of keys: the bounds of a data scan (key_bounds), and the keys of the index
+column family: the secondary indexes' entries (shaping/indexes.py says what an index holds)
+and the ttl's time index (shaping/ttl.py), and what a batch's keys change in them.
 
 Secondary indexes (<id> is the index's id, 4 bytes big-endian):
     e<id><value>\\x00<key>   an entry: `key` has index value `value` (empty bytes); in value

@@ -1,2 +1,3 @@
-"""The faces users construct, one per file: GlobalStore, SharedStore, ReadOnlyStore and
-SwitchingStore."""
+"""The stores users construct: Store written once over a source (store.py), the sources (in
+this process, another process's writer, files, a switch), and the public faces over them:
+GlobalStore, SharedStore, ReadOnlyStore and SwitchingStore."""

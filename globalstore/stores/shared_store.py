@@ -1,67 +1,24 @@
-"""SharedStore: the query API in a process that does not write the store, beside the one that
-does (a GlobalStore, `globalstore serve` or `globalstore follow`): one copy on disk for
-every worker process of a service.
-
-It opens the writer's live copy as a RocksDB secondary instance, and catches up each time
-the writer has applied a batch (announce.py): the query that first sees the writer's batch
-counter move catches up before it reads, and a thread woken by the writer's note does it when
-no query comes. Either way a few milliseconds behind the writer, also under heavy reads.
-When the writer swaps in a rebuilt copy (a self-heal) or restarts, the reader opens the copy
-the writer now calls live, once that is ready, and answers from it from then on; until then
-it answers from the copy it has. When the writer stops or dies, the reader keeps answering
-from its last state, and status() says it is stale and since when.
-"""
+"""SharedStore: a store read in a process that does not write it, beside the one that does
+(stores/secondary.py); with_writer() gives it a writer process of its own."""
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
-import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Unpack
 
 from globalstore import codec
-from globalstore.config import RocksDBOptions, StoreSettings, check_seconds
-from globalstore.converters import ValueFormats, decoder
-from globalstore.errors import (
-    GlobalStoreError,
-    StartTimeout,
-    StorageError,
-    StoreAlreadyStarted,
-    StoreClosed,
-    StoreFailed,
-    StoreNotReady,
-)
-from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed
-from globalstore.read.protocols import (
-    StoreStatus,
-    behind,
-    check_partitions,
-    partition_offsets,
-    reaches,
-)
-from globalstore.read.queries import StoreQueries
-from globalstore.read.report import store_status
-from globalstore.replicas.announce import HEARTBEAT_S, BatchCounter, WakeSocket, WriterNote
-from globalstore.replicas.live import Live
-from globalstore.status import State
+from globalstore.config import RocksDBOptions, StoreSettings
+from globalstore.converters import ValueFormats
+from globalstore.stores.secondary import SecondarySource
+from globalstore.stores.store import Store
 from globalstore.stores.topic_changes import ReaderFeeds
-from globalstore.stores.writer_copy import WriterCopy
 from globalstore.stores.writer_process import WriterProcess, writer_spec
-from globalstore.waiting import Changes, Wait, wait_until
 
-__all__ = ["WRITER_SILENT_S", "SharedStore"]
-
-log = logging.getLogger(__name__)
-
-WRITER_SILENT_S = 3 * HEARTBEAT_S  # no note for this long: the writer is gone
-_RECEIVE_S = 0.25  # longest wait for a note, so close() is noticed soon
-_QUERY_GRACE_S = 0.001  # after a note, the time left to queries to catch up themselves
+__all__ = ["SharedStore"]
 
 
-class SharedStore(StoreQueries):
+class SharedStore(Store):
     """The query API over a store directory another process writes, kept current as that
     writer applies batches. Call start(); queries answer once the writer's copy is open."""
 
@@ -75,32 +32,17 @@ class SharedStore(StoreQueries):
         max_staleness: float | None = None,
         bootstrap_servers: str | None = None,
         kafka_config: Mapping[str, Any] | None = None,
+        writer: WriterProcess | None = None,
     ) -> None:
         """value_format and converters as for GlobalStore: the format queries answer in;
         max_staleness as for GlobalStore, of what this reader shows; bootstrap_servers and
-        kafka_config as for GlobalStore, for changes() alone (it reads the topic)."""
-        check_seconds("max_staleness", max_staleness)
-        self.path = Path(path)
-        self._max_staleness = max_staleness
-        self.topic = ""  # the writer's, once its copy is open
-        self._rocksdb = rocksdb
+        kafka_config as for GlobalStore, for changes() alone (it reads the topic); `writer`
+        is a writer process of this store's own (with_writer())."""
+        path = Path(path)
+        feeds = ReaderFeeds(path, bootstrap_servers, kafka_config or {})
         formats = ValueFormats(value_format, dict(converters or {}))
-        self._decode, self._value_format = decoder(formats), formats.current
-        self._live: Live[WriterCopy] | None = None
-        self._note: WriterNote | None = None
-        self._heard_at = 0.0  # monotonic time of the last note
-        self._in_sync_at: float | None = None
-        self._last_error: str | None = None
-        self._changed = Changes()  # notified after each catch-up, a copy opened, close()
-        self._stopped = threading.Event()
-        self._wake: WakeSocket | None = None
-        self._thread: threading.Thread | None = None
-        self._copies = 0
-        self._batches: BatchCounter | None = None  # the writer's, once a copy is open
-        self._caught_up_to = -1  # its value before the last catch-up
-        self._catching_up = threading.Lock()
-        self._feeds = ReaderFeeds(self.path, bootstrap_servers, kafka_config or {})
-        self._writer: WriterProcess | None = None  # with_writer(): the child that writes
+        self._reader = SecondarySource(path, rocksdb, formats, max_staleness, feeds, writer)
+        super().__init__(self._reader)
 
     @classmethod
     def with_writer(
@@ -118,7 +60,7 @@ class SharedStore(StoreQueries):
         threads keep the GIL. Functions (transform, indexes, converters) must be module-level
         functions the writer process can import: ConfigurationError otherwise."""
         spec = writer_spec(topic, bootstrap_servers, path, kafka_config, settings)
-        store = cls(
+        return cls(
             path,
             settings.get("rocksdb"),
             value_format=settings.get("value_format", codec.VALUE_FORMAT_VERSION),
@@ -126,310 +68,10 @@ class SharedStore(StoreQueries):
             max_staleness=settings.get("max_staleness"),
             bootstrap_servers=bootstrap_servers,
             kafka_config=kafka_config,
-        )
-        store._writer = WriterProcess(spec)
-        return store
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    def start(self, timeout: float = 60.0, *, wait: bool = True) -> SharedStore:
-        """Register with the writer and open its live copy once it is ready. StartTimeout
-        if no writer has made the store ready within `timeout` (wait=False returns at once;
-        queries raise StoreNotReady until then). With a writer of its own (with_writer()),
-        start that too: StoreFailed if it exits before the store is ready."""
-        self._begin()
-        if not wait:
-            return self
-        try:
-            if self.wait_until_ready(timeout):
-                return self
-        except StoreFailed:  # its writer failed: start() may be called again
-            self._stop_following()
-            raise
-        raise self._gave_up(timeout)
-
-    def _begin(self) -> None:
-        """start() up to the wait: register, follow the writer in a thread, and start the
-        writer if it is this store's own."""
-        if self._closed:
-            raise StoreClosed(f"shared store at {self.path} was closed; create a new one")
-        if self._thread is not None:
-            raise StoreAlreadyStarted("start() was already called")
-        self._stopped.clear()
-        self._wake = WakeSocket(self.path, uuid.uuid4().hex[:12])
-        self._thread = threading.Thread(
-            target=self._follow, name=f"globalstore-reader-{self.path.name}", daemon=True
-        )
-        self._thread.start()
-        if self._writer is not None:
-            self._writer.start(self._changed.notify_waiters)
-
-    def _gave_up(self, timeout: float) -> StartTimeout:
-        """After a start() that found no ready writer within `timeout`: stop following (so
-        start() may be called again); the error to raise."""
-        self._stop_following()
-        if self._writer is not None:
-            return StartTimeout(
-                f"the writer process has not made the store at {self.path} ready within "
-                f"{timeout}s (it goes on; its log is the logger globalstore.writer)"
-            )
-        return StartTimeout(
-            f"no writer made the store at {self.path} ready within {timeout}s: run a "
-            "GlobalStore, `globalstore serve` or `globalstore follow` on it"
-        )
-
-    def wait_until_ready(self, timeout: float | None = None) -> bool:
-        """True once the writer's copy is open here; False on timeout."""
-        return wait_until(self._ready_wait(), timeout)
-
-    def _ready_wait(self) -> Wait:
-        return Wait(self._changed, lambda: self._live is not None, self._check_open)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosed(f"shared store at {self.path} is closed")
-        if self._writer is not None:
-            self._writer.check()
-
-    def close(self) -> None:
-        """Stop catching up and close the copy. Idempotent."""
-        self._closed = True
-        self._stop_following()
-        self._feeds.end()
-        live, self._live = self._live, None
-        if live is not None:
-            live.close()
-        batches, self._batches = self._batches, None
-        if batches is not None:
-            batches.close()
-        self._changed.notify_waiters()
-        if self._writer is not None:
-            self._writer.stop()
-
-    def _stop_following(self) -> None:
-        self._stopped.set()
-        self._feeds.stop()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
-        wake, self._wake = self._wake, None
-        if wake is not None:
-            wake.close()
-
-    def __enter__(self) -> SharedStore:
-        return self if self._thread is not None else self.start()
-
-    # -- following the writer ----------------------------------------------------------------
-
-    def _follow(self) -> None:
-        wake = self._wake
-        assert wake is not None  # made before the thread starts
-        while not self._stopped.is_set():
-            note = self._next_note(wake)
-            if note is None or self._stopped.is_set():
-                continue
-            self._note, self._heard_at = note, time.monotonic()
-            try:
-                self._catch_up(note)
-                self._last_error = None
-            except GlobalStoreError as exc:
-                self._last_error = str(exc)
-                log.warning("shared store at %s: %s", self.path, exc)
-            except Exception as exc:  # this thread must go on: the next note may fix it
-                self._last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("shared store at %s: catching up failed", self.path)
-            self._changed.notify_waiters()
-
-    def _next_note(self, wake: WakeSocket) -> WriterNote | None:
-        try:
-            return wake.receive(_RECEIVE_S)
-        except Exception as exc:  # this thread must go on following, whatever the socket did
-            self._last_error = f"receiving the writer's note failed: {type(exc).__name__}"
-            log.exception("shared store at %s: receiving the writer's note failed", self.path)
-            self._stopped.wait(_RECEIVE_S)  # not a busy loop if the socket keeps failing
-            return None
-
-    def _catch_up(self, note: WriterNote) -> None:
-        live = self._live
-        current = None if live is None else live.current
-        if current is not None and (current.writer, current.live) == (note.writer, note.live):
-            # Queries catch up themselves. This thread does it only for a process that does
-            # not query (wait_for callers wait on it): were it to hold the catch-up while
-            # waiting for the GIL among busy readers, their queries would read the old view.
-            time.sleep(_QUERY_GRACE_S)
-            self._catch_up_copy(wait=True)
-        elif note.ready:
-            self._open(note)  # the first copy, a heal's new one, or a restarted writer's
-        else:
-            return  # a writer restoring: answer from what we have until it is ready
-        self._track_sync(note)
-
-    def _catch_up_copy(self, wait: bool) -> None:
-        """Bring the open copy up to what the writer has applied, unless another thread is at
-        it (wait=False: a query then reads the view it has). Only while the writer's note
-        names this copy: a copy the writer has left is not caught up again."""
-        if not self._catching_up.acquire(blocking=wait):
-            return
-        try:
-            live, note, batches = self._live, self._note, self._batches
-            if live is None or note is None or batches is None:
-                return
-            copy, before = live.current, batches.value
-            if (copy.writer, copy.live) != (note.writer, note.live):
-                return
-            if before == self._caught_up_to:
-                return  # a query caught up meanwhile
-            copy.storage.catch_up()
-            self._caught_up_to = before
-        finally:
-            self._catching_up.release()
-        self._changed.notify_waiters()
-
-    def _fresh(self) -> None:
-        """On every query: catch up first if the writer has applied a batch since."""
-        batches = self._batches
-        if batches is not None and batches.value != self._caught_up_to:
-            try:
-                self._catch_up_copy(wait=False)
-            except GlobalStoreError as exc:  # answer from the view we have; status tells
-                self._last_error = str(exc)
-
-    def _open(self, note: WriterNote) -> None:
-        wake = self._wake
-        assert wake is not None  # the thread that calls this stops before it goes
-        self._copies += 1
-        work = wake.directory / f"copy-{self._copies}"
-        copy = WriterCopy.open(self.path, note, self._rocksdb, work)
-        self.topic = copy.topic or self.topic
-        if self._live is None:
-            self._batches = BatchCounter(self.path, create=False)  # the writer made it
-            self._live = Live(copy)
-        else:
-            self._live.swap(copy)  # the old copy retires (live.py)
-        log.info("shared store at %s: reading the copy in %s", self.path, copy.storage.path)
-
-    def _track_sync(self, note: WriterNote) -> None:
-        positions = self.position()
-        if reaches(positions, note.high):
-            self._in_sync_at = time.monotonic()
-
-    # -- queries (the methods are StoreQueries') ---------------------------------------------
-
-    def _copy(self) -> WriterCopy:
-        """The writer's live copy, caught up first if the writer has applied a batch since."""
-        self._fresh()
-        live = self._live
-        if live is None:
-            if self._closed:
-                raise StoreClosed(f"shared store at {self.path} is closed")
-            raise StoreNotReady(f"shared store at {self.path} has no ready copy from a writer")
-        return live.current
-
-    def count(self) -> int:
-        """Live keys as the writer last counted them; counted here, over the view, right
-        after a bulk restore the writer has not counted yet."""
-        storage = self._ready_storage()
-        count = storage.state.count
-        return (
-            sum(1 for _ in self.keys()) if count is None else self._unexpired_count(storage, count)
-        )
-
-    def position(self) -> dict[int, int]:
-        """{partition: next offset already applied}, in the copy this reader shows."""
-        live = self._live
-        return {} if live is None else dict(live.current.storage.state.positions)
-
-    def wait_for(
-        self, position: Mapping[int, int] | Mapping[str, int], timeout: float | None = None
-    ) -> bool:
-        """Block until this reader shows every partition in `position` at least that far
-        (partitions as GlobalStore.wait_for takes them). Returns False on timeout;
-        ValueError for a partition the topic does not have."""
-        return wait_until(self._position_wait(position), timeout)
-
-    def _position_wait(self, position: Mapping[int, int] | Mapping[str, int]) -> Wait:
-        wanted = partition_offsets(position)
-
-        def check() -> None:
-            self._check_open()
-            note = self._note
-            known = self.position().keys() | ({} if note is None else note.high).keys()
-            check_partitions(wanted, known, self.topic)
-
-        return Wait(self._changed, lambda: reaches(self.position(), wanted), check)
-
-    def changes(
-        self, prefix: str | None = None, keys: Iterable[str] | None = None, *,
-        buffer: int = DEFAULT_BUFFER,
-    ) -> ChangeFeed:  # fmt: skip
-        """As GlobalStore.changes(), each change once this reader shows it; read from the
-        topic (stores/topic_changes.py), so it needs the bootstrap_servers (and kafka_config)
-        given to this SharedStore. ConfigurationError without them, or for a store with a
-        transform (the topic's values are not the stored ones: take the writer's feed). A
-        move to another copy of the store (a writer's restart or rebuild) is a Resync."""
-        copy = self._copy()
-        with self._catching_up:
-            self._feeds.read_topic(copy.storage, self.topic, self._reading)
-        return self._feeds.subscribe(self.topic, self._decode, prefix, keys, buffer)
-
-    def _reading(self) -> tuple[object, Mapping[int, int]]:
-        """The copy this reader reads and its positions (the feed's reading of the topic)."""
-        live = self._live
-        if live is None:
-            return None, {}
-        copy = live.current
-        return copy, dict(copy.storage.state.positions)
-
-    def checkpoint(self, dest: str | Path) -> None:
-        """Refused: a secondary instance cannot write a complete checkpoint."""
-        raise StorageError(
-            f"a shared reader of {self.path} cannot take a checkpoint: take it from the "
-            "writer (GlobalStore.checkpoint, or GET /v1/snapshot of the process that writes)"
+            writer=WriterProcess(spec),
         )
 
     def writer_alive(self) -> bool:
         """True while the writer speaks: a note within the last few heartbeats, and it has
         not said it stopped."""
-        note = self._note
-        return (
-            note is not None
-            and time.monotonic() - self._heard_at < WRITER_SILENT_S
-            and note.state not in (State.CLOSED, State.FAILED)
-        )
-
-    def status(self) -> StoreStatus:
-        """The writer's state while it speaks, else "offline" (stale: staleness grows);
-        `behind_writer` is what the writer applied that this reader does not show yet."""
-        note, alive, live, wake = self._note, self.writer_alive(), self._live, self._wake
-        held = None if live is None else live.current.storage.state
-        since = self._in_sync_at
-
-        def staleness(lag: Mapping[int, int]) -> float | None:
-            if alive and held is not None and not any(lag.values()):
-                return 0.0
-            return None if since is None else time.monotonic() - since
-
-        position = {} if held is None else held.positions
-        return store_status(
-            self.topic,
-            self.path if live is None else live.current.storage.path,
-            held,
-            state=State(note.state) if alive and note is not None else State.OFFLINE,
-            restored=alive and held is not None and note is not None and note.ready,
-            high={} if note is None else note.high,
-            connected=alive,
-            staleness=staleness,
-            max_staleness=self._max_staleness,
-            last_error=self._last_error or self._silence(),
-            behind_writer=None if note is None else behind(note.positions, position),
-            refused_notes=0 if wake is None else wake.refused,
-        )
-
-    def _silence(self) -> str | None:
-        note = self._note
-        if note is None or self.writer_alive():
-            return None
-        if note.state in (State.CLOSED, State.FAILED):
-            return f"the writer ({note.writer}) stopped ({note.state}); answers are its last state"
-        silent = time.monotonic() - self._heard_at
-        return f"the writer ({note.writer}) has not been heard from for {silent:.0f} s"
+        return self._reader.writer_alive()

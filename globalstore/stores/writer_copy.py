@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from globalstore.config import RocksDBOptions
+from globalstore.converters import ValueFormats
 from globalstore.read.copy import Copy
 from globalstore.replicas.announce import WriterNote
 from globalstore.storage import Storage
@@ -16,14 +17,21 @@ __all__ = ["WriterCopy"]
 class WriterCopy(Copy):
     """A secondary instance on one writer's live copy."""
 
-    def __init__(self, storage: Storage, writer: str, live: str, topic: str | None) -> None:
+    def __init__(
+        self, storage: Storage, formats: ValueFormats, writer: str, live: str, topic: str
+    ) -> None:
         """`writer` and `live` as the writer's note names them; `topic` as the copy says."""
-        super().__init__(storage)
-        self.writer, self.live, self.topic = writer, live, topic
+        super().__init__(storage, formats, topic)
+        self.writer, self.live = writer, live
 
     @classmethod
     def open(
-        cls, path: Path, note: WriterNote, rocksdb: RocksDBOptions | None, work: Path
+        cls,
+        path: Path,
+        note: WriterNote,
+        rocksdb: RocksDBOptions | None,
+        formats: ValueFormats,
+        work: Path,
     ) -> WriterCopy:
         """Open the copy `note` calls live in the store at `path`, the secondary instance's
         own files in `work`, and load its state."""
@@ -34,4 +42,4 @@ class WriterCopy(Copy):
             storage.close()
             raise
         storage.load(meta)
-        return cls(storage, note.writer, note.live, meta.topic)
+        return cls(storage, formats, note.writer, note.live, meta.topic or "")

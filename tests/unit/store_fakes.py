@@ -5,6 +5,7 @@ for a RocksDB handle on a full disk."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -12,7 +13,9 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from globalstore.codec import format_headers
-from globalstore.storage import Applied, Record
+from globalstore.converters import ValueFormats
+from globalstore.read.copy import Copy
+from globalstore.storage import Applied, Record, Storage
 from globalstore.storage.records import fill
 
 PARTITION_EOF = KafkaError._PARTITION_EOF
@@ -171,3 +174,33 @@ class LikeTheCLoop:
         # values it is unsure of do.
         fill(put, delete, self.records, Applied(skipped=skipped), nexts, False)
         return len(self.records)
+
+
+class OneCopy:
+    """A store source over one Storage open already (read/source.py), for unit tests of the
+    queries: what a ready store reads from, nothing that starts, follows or waits."""
+
+    def __init__(self, storage: Storage, topic: str) -> None:
+        self.topic, self.path = topic, storage.path
+        self._copy = Copy(storage, ValueFormats(), topic)
+
+    def copy(self) -> Copy:
+        return self._copy
+
+    def serving(self) -> Copy:
+        return self._copy
+
+    def scan(self, open_scan: Callable[[Copy], Iterator[Any]]) -> Iterator[Any]:
+        return open_scan(self._copy)
+
+    def started(self) -> bool:
+        return True
+
+    def count_wait(self) -> None:
+        return None
+
+    def position(self) -> dict[int, int]:
+        return dict(self._copy.storage.state.positions)
+
+    def close(self) -> None:
+        self._copy.close()

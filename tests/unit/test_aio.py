@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from globalstore import BrokerUnavailable, StartTimeout
-from globalstore.aio import AsyncGlobalStore, AsyncSharedStore
+from globalstore import BrokerUnavailable, StartTimeout, codec
+from globalstore.aio import AsyncGlobalStore, AsyncSharedStore, FeedOpening
+from globalstore.read.changes import Change, ChangeFeed, Feeds, Resync
 from globalstore.storage import Storage
 from tests.unit.stores.test_shared_store_parts import Writer
 
@@ -75,3 +76,30 @@ def test_a_failed_start_releases_the_store(tmp_path: Path) -> None:
         assert store.status().state == "closed"
 
     asyncio.run(main())
+
+
+def test_changes_are_read_with_async_for_without_an_await_first() -> None:
+    """`async for change in store.changes()`, as with aiokafka or websockets: the feed opens
+    (in a thread) at the first step; `async with` closes it; `await` gives the feed."""
+    feeds = Feeds()
+    opened: list[threading.Thread] = []
+
+    def open_feed() -> ChangeFeed:
+        opened.append(threading.current_thread())
+        return feeds.subscribe("t", codec.decode)
+
+    async def main() -> tuple[list[Change | Resync], ChangeFeed]:
+        changes = FeedOpening(open_feed)
+        assert opened == []  # nothing opened until the first step
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.05, feeds.publish, None, [(b"a", b"1", None, 0, 7, 1)])
+        loop.call_later(0.10, feeds.end)
+        got = [change async for change in changes]
+        async with FeedOpening(open_feed) as feed:
+            assert isinstance(feed, ChangeFeed)
+        return got, await FeedOpening(open_feed)
+
+    got, awaited = asyncio.run(main())
+    assert got == [Change("a", 1, 0, 7)]
+    assert len(opened) == 3 and threading.main_thread() not in opened  # never on the loop
+    assert isinstance(awaited, ChangeFeed)

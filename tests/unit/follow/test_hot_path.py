@@ -29,7 +29,7 @@ from globalstore.read.changes import Change, Feeds
 from globalstore.replicas.announce import Announcer
 from globalstore.shaping.migrate import Migration
 from globalstore.storage import Storage
-from globalstore.stores.global_store import GlobalStore
+from globalstore.stores.in_process import InProcessSource
 from globalstore.waiting import Wait, wait_until_async
 from tests.unit.follow.test_thread import TOPIC, _eventually
 from tests.unit.store_fakes import FakeConsumer, Msg, messages
@@ -102,16 +102,16 @@ class CountingConsumer(FakeConsumer):
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[GlobalStore]:
-    """A GlobalStore, not started: its notifier (condition, announcer) is what is tested."""
-    gs = GlobalStore(TOPIC, "fake:1", tmp_path / "store")
+def store(tmp_path: Path) -> Iterator[InProcessSource]:
+    """A store's source, not started: its notifier (condition, announcer) is what is tested."""
+    gs = InProcessSource(StoreConfig(TOPIC, "fake:1", tmp_path / "store"))
     gs._announcer = Announcer(tmp_path / "store", lambda: None)
     yield gs
     gs._announcer.close()
 
 
 def _follow(
-    store: GlobalStore,
+    store: InProcessSource,
     consumer: CountingConsumer,
     config: StoreConfig,
     tally: Tally,
@@ -168,7 +168,7 @@ def _config(path: Path, **settings: Any) -> StoreConfig:
 
 
 def test_a_batch_makes_one_consumer_call_and_hands_nothing_else_over(
-    store: GlobalStore, tmp_path: Path
+    store: InProcessSource, tmp_path: Path
 ) -> None:
     tally = Tally()
     consumer = CountingConsumer(tally, {0: messages(("a", "1"))})
@@ -179,7 +179,7 @@ def test_a_batch_makes_one_consumer_call_and_hands_nothing_else_over(
 
 
 def test_a_change_feed_adds_no_call_that_hands_the_gil_over(
-    store: GlobalStore, tmp_path: Path
+    store: InProcessSource, tmp_path: Path
 ) -> None:
     """A feed whose consumer sleeps between batches is woken by releasing a lock (which never
     waits), and its buffer takes each batch by an append."""
@@ -201,7 +201,7 @@ def test_a_change_feed_adds_no_call_that_hands_the_gil_over(
     assert got[1:] == [Change(f"k{i}", "v", 0, 1 + i) for i in range(BACKLOG)]
 
 
-def test_a_waiter_is_still_woken(store: GlobalStore) -> None:
+def test_a_waiter_is_still_woken(store: InProcessSource) -> None:
     """The notify skipped while nobody waits is made while someone does."""
     woken = threading.Event()
 
@@ -218,7 +218,7 @@ def test_a_waiter_is_still_woken(store: GlobalStore) -> None:
     assert woken.is_set()
 
 
-def test_a_coroutine_waiting_is_woken_too(store: GlobalStore) -> None:
+def test_a_coroutine_waiting_is_woken_too(store: InProcessSource) -> None:
     """An asyncio waiter (aio.py) is woken through its loop by the same notify, and takes
     its bell down after: the notify costs nothing again."""
     applied = False
@@ -241,7 +241,9 @@ def test_a_coroutine_waiting_is_woken_too(store: GlobalStore) -> None:
     assert not store._applied._bells
 
 
-def test_the_batch_doubles_while_full_up_to_its_bound(store: GlobalStore, tmp_path: Path) -> None:
+def test_the_batch_doubles_while_full_up_to_its_bound(
+    store: InProcessSource, tmp_path: Path
+) -> None:
     consumer = CountingConsumer(Tally(), {0: messages(("a", "1"))})
     config = _config(tmp_path / "store", follow_batch_size=50, follow_batch_max=400)
     _follow(store, consumer, config, Tally())

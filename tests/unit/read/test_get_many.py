@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from globalstore import ReadOnlyStore, StoreClosed
-from globalstore.read.queries import StoreQueries
 from globalstore.storage import Storage
-from tests.unit.store_fakes import batch
+from globalstore.stores.store import Store
+from tests.unit.store_fakes import OneCopy, batch
 
 
 @pytest.fixture
@@ -56,18 +56,9 @@ def test_a_closed_store_says_so(view: ReadOnlyStore) -> None:
         view.get_many(["a"])
 
 
-class _Reads(StoreQueries):
+def _reads(storage: Storage) -> Store:
     """The queries over a storage another thread keeps writing to, as a running store's."""
-
-    def __init__(self, storage: Storage) -> None:
-        self.topic, self.path, self._storage = "t", storage.path, storage
-        self._lookup = storage.reader()
-
-    def _ready_storage(self) -> Storage:
-        return self._storage
-
-    def close(self) -> None:
-        self._storage.close()
+    return Store(OneCopy(storage, "t"))  # type: ignore[arg-type]  # the reads' part only
 
 
 def test_all_keys_are_read_at_one_sequence_number(tmp_path: Path) -> None:
@@ -77,7 +68,7 @@ def test_all_keys_are_read_at_one_sequence_number(tmp_path: Path) -> None:
     storage.initialise("t", None, 1)
     keys = [f"k{i:04d}" for i in range(500)]
     storage.apply(batch(*[(k, "0") for k in keys]), {}, True, 1)
-    reads = _Reads(storage)
+    reads = _reads(storage)
     stop = threading.Event()
     versions: list[int] = []
 

@@ -5,6 +5,7 @@ the one whose restore completed last is kept; an incomplete rebuild never replac
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +119,8 @@ def test_a_lost_position_is_rebuilt_beside_and_swapped_in_at_one_instant(tmp_pat
         assert made == [tmp_path / BESIDE] and live.current.storage.path == tmp_path / BESIDE
         assert live.current.lookup(b"gone") is None and live.current.lookup(b"k") is not None
         assert live.current.thread.status.state is State.RUNNING
-        assert not swapped.wait(0.3)  # the swap returns once no scan is open on the old copy
-        assert [key for key, _ in held] == [b"k"]  # which the scan still sees as it was
-        assert swapped.wait(10) and healer.heals == 1
+        assert swapped.wait(10) and healer.heals == 1  # a swap never waits for a scan
+        assert [key for key, _ in held] == [b"k"]  # which still sees its copy as it was
         assert served.lookup(b"gone") is not None  # retired: open until the next swap or close
     finally:
         held.close()
@@ -129,3 +129,42 @@ def test_a_lost_position_is_rebuilt_beside_and_swapped_in_at_one_instant(tmp_pat
         live.close()
     with pytest.raises(DbClosedError):  # the retired copy closed with the live one
         served.lookup(b"gone")
+
+
+def test_a_scan_reads_its_copy_to_the_end_while_two_heals_are_asked_for(tmp_path: Path) -> None:
+    """The first heal swaps under the scan; the second needs the directory the scan reads
+    (heals take turns between two places), so it waits for the scan to end, then runs."""
+    config = StoreConfig("t", "fake:1", tmp_path, poll_timeout=0.005, native_restore=False)
+    keys = [f"k{i:05d}" for i in range(20_000)]
+    topics = [FakeConsumer("t", {0: messages(*((k, f"gen{g}") for k in keys))}) for g in range(3)]
+    first = Storage(tmp_path)
+    live = Live(Replica(first, _thread_over(topics[0], config, first)))
+    rebuilds = iter(topics[1:])
+    swaps: list[Path] = []
+    healer = Healer(config, live, lambda cfg, storage: _thread_over(next(rebuilds), cfg, storage),
+                    lambda: swaps.append(live.current.storage.path))  # fmt: skip
+    live.current.thread.start()
+    healer.start()
+    held = None
+    try:
+        assert live.current.thread.ready.wait(10)
+        held = live.scan(lambda replica: replica.storage.scan(None, None, False))
+        began = [next(held) for _ in range(10)]
+        topics[0].out_of_range = 0  # the first heal: rebuilt beside, swapped in
+        _eventually(lambda: len(swaps) == 1, "the first heal")
+        _eventually(lambda: live.current.thread.status.state is State.RUNNING, "following")
+        topics[1].out_of_range = 0  # the second: it rebuilds where the scan reads
+        _eventually(lambda: not live.current.thread.is_alive(), "the second heal asked for")
+        time.sleep(0.3)  # the healer is at the second rebuild's directory by now
+        rest = list(held)
+        assert [k for k, _ in began + rest] == [k.encode() for k in keys]
+        assert {v[-4:] for _, v in began + rest} == {b"gen0"}  # exact, all of its own copy
+        _eventually(lambda: len(swaps) == 2, "the second heal, once the scan ended")
+        assert swaps == [tmp_path / BESIDE, tmp_path]
+        _eventually(lambda: (live.current.lookup(b"k00007") or b"").endswith(b"gen2"), "gen2")
+    finally:
+        if held is not None:
+            held.close()
+        healer.stop()
+        healer.join()
+        live.close()

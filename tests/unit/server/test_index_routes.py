@@ -13,14 +13,13 @@ import pytest
 
 from globalstore.config import StoreConfig
 from globalstore.follow.prepare import define_indexes
-from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus
-from globalstore.read.queries import StoreQueries
 from globalstore.read.report import index_statuses
 from globalstore.server import ServedStore, ServerSettings, create_app
 from globalstore.status import State
 from globalstore.storage import Storage
-from tests.unit.store_fakes import batch
+from globalstore.stores.store import Store
+from tests.unit.store_fakes import OneCopy, batch
 
 with warnings.catch_warnings():  # starlette's notice about the httpx it uses
     warnings.simplefilter("ignore")
@@ -33,15 +32,12 @@ def by_courier(key: str, value: Any) -> str:
     return str(value["courier"])
 
 
-class _Served(StoreQueries):
+class _Served(Store):
     """A running store as the API sees it: the real query code over one open Storage."""
 
     def __init__(self, storage: Storage) -> None:
-        self.storage, self.topic, self.path = storage, TOPIC, storage.path
-        self._view = Copy(storage)
-
-    def _copy(self) -> Copy:
-        return self._view
+        self.storage = storage
+        super().__init__(OneCopy(storage, TOPIC))  # type: ignore[arg-type]  # reads only
 
     def status(self) -> StoreStatus:
         state = self.storage.state

@@ -22,13 +22,12 @@ from globalstore.errors import ConfigurationError
 from globalstore.follow.plan import Plan
 from globalstore.follow.prepare import Prepared, define_indexes
 from globalstore.follow.thread import StoreThread
-from globalstore.read.copy import Copy
-from globalstore.read.queries import StoreQueries
 from globalstore.shaping.indexes import IndexBuild
 from globalstore.shaping.migrate import Migration
 from globalstore.storage import Storage
 from globalstore.storage.keys import id_ranges
-from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, batch, messages
+from globalstore.stores.store import Store
+from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, OneCopy, batch, messages
 from tests.unit.stores.test_shared_store_parts import Writer
 
 TOPIC = "t"
@@ -53,18 +52,12 @@ def _v(courier: str | None = None, *tags: str) -> str:
     return orjson.dumps(body).decode()
 
 
-class _View(StoreQueries):
+class _View(Store):
     """The query methods over one open Storage (as GlobalStore has them once ready)."""
 
     def __init__(self, storage: Storage) -> None:
-        self.storage, self.topic, self.path = storage, TOPIC, storage.path
-        self._view = Copy(storage)
-
-    def _copy(self) -> Copy:
-        return self._view
-
-    def close(self) -> None:
-        self.storage.close()
+        self.storage = storage
+        super().__init__(OneCopy(storage, TOPIC))  # type: ignore[arg-type]  # reads only
 
 
 def _open(
@@ -112,7 +105,7 @@ def _keys(found: Iterator[tuple[str, Any]]) -> list[str]:
     return [k for k, _ in found]
 
 
-def _entries_hold_the_model(view: StoreQueries, model: _Model) -> None:
+def _entries_hold_the_model(view: Store, model: _Model) -> None:
     for name in FNS:
         for value in model.index_values(name) | {"nobody"}:
             assert _keys(view.find(name, value)) == model.find(name, value), (name, value)

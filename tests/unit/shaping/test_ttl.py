@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from globalstore import GlobalStore, ReadOnlyStore, SharedStore
+from globalstore import ReadOnlyStore, SharedStore
 from globalstore.codec import pack, record_timestamp
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
@@ -25,6 +25,8 @@ from globalstore.shaping import ttl
 from globalstore.shaping.migrate import Migration
 from globalstore.storage import Record, Storage
 from globalstore.storage.keys import expired_range, split_time_key, time_key
+from globalstore.stores.in_process import InProcessSource
+from globalstore.stores.store import Store
 from tests.unit.shaping.test_indexes import FNS, TOPIC, _v, _View
 from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, Msg
 from tests.unit.stores.test_shared_store_parts import Writer
@@ -120,7 +122,6 @@ def _filled(path: Path) -> tuple[Storage, Any, _View]:
         _rec("legacy", _v("c-1"), -1, 4),
     )
     view = _View(storage)
-    view._lookup = ttl.hiding(storage.reader(), storage.state.ttl_ms)  # as the faces do
     return storage, purge, view
 
 
@@ -231,7 +232,6 @@ def test_turning_the_ttl_on_builds_the_time_index_and_off_drops_it(tmp_path: Pat
     storage, purge = _open(tmp_path / "s")  # given a ttl: built from the stored values
     assert storage.state.time_cursor == b"" and storage.state.ttl_ms == 60_000
     view = _View(storage)
-    view._lookup = ttl.hiding(storage.reader(), storage.state.ttl_ms)
     assert list(view.keys()) == ["fresh"]  # hidden at once, built or not
     assert view._unexpired_count(storage, 8) == 1  # counted over a scan while building
     _apply(storage, _rec("k0", _v("c-1"), NOW, 8))  # ahead of the cursor: left to the build
@@ -341,22 +341,12 @@ def test_the_store_thread_purges_while_it_follows(tmp_path: Path) -> None:
         thread.join()
 
 
-class _Faked(GlobalStore):
-    """A GlobalStore whose thread reads a fake consumer and is prepared as `prepare` says."""
-
-    def __init__(self, consumer: FakeConsumer, prepare: Any, **settings: Any) -> None:
-        super().__init__(**settings)
-        self._consumer, self._prepare = consumer, prepare
-
-    def _make_thread(self, config: StoreConfig, storage: Storage, *_args: Any) -> StoreThread:
-        return StoreThread(
-            config,
-            storage,
-            (),
-            self._notify_applied,
-            consumer_factory=lambda _c: self._consumer,
-            prepare=functools.partial(self._prepare, storage, config),
-        )
+def _faked(consumer: FakeConsumer, prepare: Any, **settings: Any) -> Store:
+    """A store whose thread reads a fake consumer and is prepared as `prepare` says."""
+    return Store(InProcessSource(
+        StoreConfig(**settings), consumer_factory=lambda _c: consumer,
+        prepare=lambda config, storage: functools.partial(prepare, storage, config),
+    ))  # fmt: skip
 
 
 def test_count_waits_for_the_time_index_build_and_scans_once_the_store_failed(
@@ -372,7 +362,7 @@ def test_count_waits_for_the_time_index_build_and_scans_once_the_store_failed(
 
     produced = [Msg(b"a", b"1", 0, 0, OLD), Msg(b"b", b"2", 0, 1, NOW), Msg(b"c", b"3", 0, 2, NOW)]
     consumer = FakeConsumer(TOPIC, {0: produced})
-    store = _Faked(
+    store = _faked(
         consumer, prepare, topic=TOPIC, bootstrap_servers="f:1", path=tmp_path, ttl=TTL,
         poll_timeout=0.005, out_of_range="stop", check_topic_config=False,
     )  # fmt: skip

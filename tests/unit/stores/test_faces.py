@@ -17,6 +17,7 @@ _CALLER = """
 from globalstore import (
     FollowingStore, GlobalStore, ReadOnlyStore, SharedStore, StoreReader, SwitchingStore,
 )
+from globalstore.aio import AsyncStore
 from globalstore.server.changes import ChangeSource
 
 def read(store: StoreReader) -> None: ...
@@ -24,20 +25,17 @@ def serve(store: FollowingStore) -> None: ...
 def stream(store: ChangeSource) -> None: ...
 
 def check(
-    live: GlobalStore, switching: SwitchingStore, view: ReadOnlyStore, shared: SharedStore
+    live: GlobalStore, switching: SwitchingStore, view: ReadOnlyStore, shared: SharedStore,
+    awaited: AsyncStore[GlobalStore], reader: StoreReader,
 ) -> None:
-    read(live)
-    read(switching)
-    read(view)
-    serve(live)
-    serve(switching)
-    stream(live)  # GET /v1/changes
-    stream(switching)
-    stream(shared)
+    for store in (live, switching, view, shared, awaited.sync):
+        read(store)
+        serve(store)
+        stream(store)  # GET /v1/changes
 """
 
 
-def test_the_three_faces_implement_the_protocols(tmp_path: Path) -> None:
+def test_every_face_implements_the_protocols(tmp_path: Path) -> None:
     caller = tmp_path / "caller.py"
     caller.write_text(_CALLER)
     out, err, status = api.run(
@@ -46,10 +44,10 @@ def test_the_three_faces_implement_the_protocols(tmp_path: Path) -> None:
     assert status == 0, out + err
 
 
-def test_a_read_only_view_is_not_served(tmp_path: Path) -> None:
-    # Not vacuous: the same check fails where a face lacks what the protocol asks.
+def test_a_reader_that_only_reads_is_not_served(tmp_path: Path) -> None:
+    # Not vacuous: the same check fails where a store lacks what the protocol asks.
     caller = tmp_path / "caller.py"
-    caller.write_text(_CALLER + "    serve(view)\n")
+    caller.write_text(_CALLER + "    serve(reader)\n")
     out, _, status = api.run(
         ["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"), str(caller)]
     )

@@ -20,13 +20,13 @@ from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
 from globalstore.follow.plan import Plan
 from globalstore.follow.prepare import Prepared
-from globalstore.follow.thread import StoreThread
 from globalstore.listeners import StoreListener
 from globalstore.read.protocols import freshness
 from globalstore.shaping.migrate import Migration
 from globalstore.status import State
 from globalstore.storage import Storage
-from globalstore.stores.global_store import GlobalStore
+from globalstore.stores.in_process import InProcessSource
+from globalstore.stores.store import Store
 from tests.unit.follow.test_thread import TOPIC, _eventually
 from tests.unit.store_fakes import FakeConsumer, Msg, messages
 
@@ -88,15 +88,21 @@ class StatsConsumer(FakeConsumer):
         return super().consume(num_messages, timeout)
 
 
-class FakeBrokerStore(GlobalStore):
-    """A GlobalStore whose thread reads a StatsConsumer over `partitions` (no broker)."""
+class FakeBrokerStore(Store):
+    """A store whose thread reads a StatsConsumer over `partitions` (no broker)."""
 
-    partitions: dict[int, list[Msg]]
-    consumer: StatsConsumer
+    consumer: StatsConsumer  # once the thread has made it
 
-    def _make_thread(
-        self, config: StoreConfig, storage: Storage, rpc_timeout: float = 5.0, _from: Any = None
-    ) -> StoreThread:
+    def __init__(self, config: StoreConfig, listeners: tuple[StoreListener, ...]) -> None:
+        self.partitions: dict[int, list[Msg]] = {0: messages(("a", "1"))}
+        super().__init__(InProcessSource(
+            config, listeners, consumer_factory=self._consumer, prepare=self._prepare))  # fmt: skip
+
+    def _consumer(self, conf: dict[str, Any]) -> StatsConsumer:
+        self.consumer = StatsConsumer(conf, self.partitions)
+        return self.consumer
+
+    def _prepare(self, config: StoreConfig, storage: Storage) -> Any:
         def prepare(_consumer: Any, _stopped: threading.Event, _retry: object) -> Prepared:
             storage.initialise(TOPIC, None, 0)
             storage.load(storage.read_meta())
@@ -105,25 +111,15 @@ class FakeBrokerStore(GlobalStore):
             ends = {p: len(records) for p, records in self.partitions.items()}
             return Prepared(Plan(dict.fromkeys(ends, 0), ends, True), migration)
 
-        def consumer(conf: dict[str, Any]) -> StatsConsumer:
-            self.consumer = StatsConsumer(conf, self.partitions)
-            return self.consumer
-
-        return StoreThread(
-            config, storage, self._listeners, self._notify_applied,
-            consumer_factory=consumer, prepare=prepare,
-        )  # fmt: skip
+        return prepare
 
 
 def _store(
     tmp_path: Path, listeners: tuple[StoreListener, ...] = (), **settings: Any
 ) -> FakeBrokerStore:
-    store = FakeBrokerStore(
-        TOPIC, "fake:1", tmp_path, listeners=listeners, native_restore=False, poll_timeout=0.005,
-        **settings,
-    )  # fmt: skip
-    store.partitions = {0: messages(("a", "1"))}
-    return store.start(10)
+    config = StoreConfig(TOPIC, "fake:1", tmp_path, native_restore=False, poll_timeout=0.005,
+                         **settings)  # fmt: skip
+    return FakeBrokerStore(config, listeners).start(10)
 
 
 def test_a_store_behind_longer_than_max_staleness_is_not_ready_until_it_catches_up(

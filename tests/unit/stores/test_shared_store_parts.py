@@ -69,7 +69,7 @@ def test_a_query_catches_up_before_it_reads(writer: Writer) -> None:
     writer.write(("a", "1"), start=0)
     with SharedStore(writer.home).start(timeout=5) as shared:
         assert shared["a"] == 1
-        shared._stop_following()  # no note thread: only the query itself can catch up
+        shared.source.abort()  # no note thread: only the query itself can catch up
         writer.write(("a", "2"), ("b", "3"), start=1)
         assert shared["a"] == 2 and shared.get("b") == 3  # no waiting, no retry
         assert shared.position() == {0: 3}
@@ -97,7 +97,7 @@ def test_a_silent_writer_makes_the_reader_stale(
     writer.write(("a", "1"), start=0)
     shared = SharedStore(writer.home).start(timeout=5)
     assert shared.status().ready and shared.status().staleness_seconds == 0.0
-    monkeypatch.setattr("globalstore.stores.shared_store.WRITER_SILENT_S", 0.05)
+    monkeypatch.setattr("globalstore.stores.secondary.WRITER_SILENT_S", 0.05)
     writer.announcer.close()  # no farewell, no heartbeat: as a killed writer
     writer.announcer = Announcer(writer.home, lambda: None)  # for the fixture to close
     time.sleep(0.1)
@@ -124,12 +124,12 @@ def test_a_restarted_writer_that_is_restoring_leaves_readers_where_they_are(
 def _forge(shared: SharedStore, **fields: object) -> None:
     """Send the reader a datagram of this user's (it passes the file modes): the writer's
     last note with `fields` changed, or raw bytes for fields={"raw": ...}."""
-    note = shared._note
-    assert note is not None and shared._wake is not None
+    note = shared.source._note
+    assert note is not None and shared.source._wake is not None
     body = {**json.loads(note.encode()), **fields}
     data = body["raw"] if "raw" in body else json.dumps(body).encode()
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
-        sender.sendto(data, str(shared._wake.directory / WAKE_SOCKET))
+        sender.sendto(data, str(shared.source._wake.directory / WAKE_SOCKET))
 
 
 def test_forged_notes_leave_the_reader_on_its_copy_and_following(
@@ -159,7 +159,11 @@ def test_forged_notes_leave_the_reader_on_its_copy_and_following(
             assert shared["a"] == 1, fields
         writer.write(("a", "2"), start=1)
         assert shared.wait_for({0: 2}, timeout=5)  # the note thread still follows
-        assert shared["a"] == 2 and shared._thread is not None and shared._thread.is_alive()
+        assert (
+            shared["a"] == 2
+            and shared.source._thread is not None
+            and shared.source._thread.is_alive()
+        )
     finally:
         shared.close()
 
@@ -201,3 +205,30 @@ def test_a_reader_behind_longer_than_its_max_staleness_is_not_ready(writer: Writ
     assert status.state is State.RUNNING and not status.ready and not status.fresh
     assert "9 records behind" in (status.stale or "") and shared["a"] == 1
     shared.close()
+
+
+def test_a_scan_holds_its_copy_while_the_writer_moves_twice(writer: Writer) -> None:
+    """Two moves of the writer (a heal, a restart) while a scan is open: the scan reads its
+    copy to the end, exact, and the reader moves on once it has ended."""
+    first = {f"k{i:04d}": i for i in range(3000)}
+    writer.write(*((k, str(v)) for k, v in first.items()), start=0)
+    shared = SharedStore(writer.home).start(timeout=5)
+    try:
+        scan = shared.items()
+        began = [next(scan) for _ in range(10)]
+        copies = []
+        for name in ("rebuild", "again"):
+            copy = Storage(writer.home / name)
+            copy.initialise("t", None, 0)
+            copy.apply(batch((f"{name}-key", "1"), start=0), {}, True, 0)
+            copies.append(copy)
+            writer.storage, writer.live = copy, name
+            writer.announcer.wake()
+            eventually(lambda n=name: shared.get(f"{n}-key") == 1, 5, lambda: "no move", 0.005)
+        assert dict(began + list(scan)) == first  # exact, on the copy it began on
+        eventually(lambda: shared.status().path.endswith("again"), 5, lambda: "stuck", 0.005)
+        assert shared.get("k0001") is None and shared.get("again-key") == 1
+    finally:
+        shared.close()
+        for copy in copies:
+            copy.close()
