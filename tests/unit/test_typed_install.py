@@ -1,12 +1,16 @@
 """A type checker in a user's project sees globalstore's types through the install `make`
-makes (an editable one), not Any: a misspelled setting, a wrong argument to wait_for, a
+makes (an editable one), and through the editable install the README tells a user to make
+in their own environment, not Any: a misspelled setting, a wrong argument to wait_for, a
 wrong key type are errors, on the sync faces and the asyncio ones alike."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import site
 import subprocess
 import sys
+import venv
 from pathlib import Path
 
 MYPY = Path(sys.executable).with_name("mypy")
@@ -74,3 +78,36 @@ def test_a_user_project_type_checks_against_the_library(tmp_path: Path) -> None:
     # rocksdict's own types: the stub of the rocksdict calls storage/ makes (stubs/) is for
     # this repository's type checking and ships nowhere a user's type checker looks.
     assert "RdictKeys" in revealed[5], out
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_editable_install_the_readme_gives_is_seen_by_mypy(tmp_path: Path) -> None:
+    """A user's own environment: a new venv, this checkout installed as the README says (its
+    dependencies come from this one's site-packages, so nothing else is downloaded but
+    the build backend)."""
+    checkout = tmp_path / "checkout"  # a copy: the install builds the C loop in place
+    shutil.copytree(ROOT / "globalstore", checkout / "globalstore")
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, checkout / name)
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=True)
+    python = env / "bin" / "python"
+    where = "import site; print(site.getsitepackages()[0])"
+    packages = subprocess.run([str(python), "-c", where], check=True, capture_output=True,
+                              text=True).stdout.strip()  # fmt: skip
+    Path(packages, "deps.pth").write_text(site.getsitepackages()[0] + "\n")
+    command = "pip install -e path/to/globalstore --config-settings editable_mode=compat"
+    assert command in (ROOT / "README.md").read_text()
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e",
+                    str(checkout), "--config-settings", "editable_mode=compat"],
+                   check=True, capture_output=True)  # fmt: skip
+    app = tmp_path / "app.py"
+    app.write_text(
+        'from globalstore import GlobalStore\nreveal_type(GlobalStore("t", "b", "p").get)\n'
+    )
+    result = subprocess.run([str(MYPY), "--strict", "--python-executable", str(python), str(app)],
+                            check=False, cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert 'Revealed type is "def (key: str' in result.stdout, result.stdout
+    assert result.returncode == 0, result.stdout
