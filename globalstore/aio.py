@@ -26,12 +26,12 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from globalstore import codec
-from globalstore.config import RocksDBOptions, StoreConfig, StoreSettings
+from globalstore.config import RocksDBOptions, StoreConfig, StoreSettings, check_setting_names
 from globalstore.listeners import StoreListener
 from globalstore.read.changes import DEFAULT_BUFFER, Change, ChangeFeed, Resync
 from globalstore.read.protocols import StoreStatus, partition_offsets
 from globalstore.read.queries import StoreReads
-from globalstore.stores.global_store import GlobalStore
+from globalstore.stores.global_store import Follower, GlobalStore
 from globalstore.stores.read_only_store import ReadOnlyStore
 from globalstore.stores.shared_store import SharedStore
 from globalstore.stores.store import Store
@@ -187,9 +187,11 @@ class AsyncGlobalStore(AsyncStore[GlobalStore]):
         config: StoreConfig | None = None,
         listeners: Sequence[StoreListener] = (),
         bootstrap_from: str | Path | None = None,
+        follower: Follower = "thread",
         **settings: Unpack[StoreSettings],
     ) -> None:
         """As GlobalStore's."""
+        check_setting_names(type(self).__name__, settings)
         super().__init__(
             GlobalStore(
                 topic,
@@ -199,6 +201,7 @@ class AsyncGlobalStore(AsyncStore[GlobalStore]):
                 config=config,
                 listeners=listeners,
                 bootstrap_from=bootstrap_from,
+                follower=follower,
                 **settings,
             )
         )
@@ -244,6 +247,7 @@ class AsyncSharedStore(AsyncStore[SharedStore]):
     ) -> AsyncSharedStore:
         """As SharedStore.with_writer(): a store whose start() starts a writer process of its
         own, and whose close() stops it."""
+        check_setting_names(f"{cls.__name__}.with_writer", settings)
         sync = SharedStore.with_writer(topic, bootstrap_servers, path, kafka_config, **settings)
         return cls(path, sync=sync)
 

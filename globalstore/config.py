@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import enum
 import math
 import re
@@ -9,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from globalstore.codec import VALUE_FORMAT_VERSION
 from globalstore.converters import ValueFormats
@@ -29,6 +31,7 @@ __all__ = [
     "check_follow_batch",
     "check_indexes",
     "check_seconds",
+    "check_setting_names",
 ]
 
 # Where every command and the examples look for Kafka unless told otherwise: the local
@@ -194,6 +197,16 @@ class StoreConfig:
                     f"kafka_config may not set {name!r}: the store relies on its own value "
                     f"({why}). Remove it; connection and security settings are fine."
                 )
+
+    def named_settings(self) -> StoreSettings:
+        """The settings past the first four that differ from their defaults, by name (what
+        GlobalStore(topic, bootstrap_servers, path, kafka_config, **settings) was given)."""
+        named = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)[4:]
+            if getattr(self, f.name) != getattr(_DEFAULTS, f.name)
+        }
+        return cast(StoreSettings, named)
 
     def index_definitions(self) -> dict[str, int]:
         """{index name: version} of every index."""
@@ -373,3 +386,18 @@ def check_indexes(indexes: Mapping[str, Any], versions: Mapping[str, Any]) -> No
             raise ConfigurationError(
                 f"index_versions[{name!r}] must be an int >= 1, not {version!r}"
             )
+
+
+_DEFAULTS = StoreConfig("", "", Path())  # what named_settings() leaves out
+_SETTINGS = [f.name for f in dataclasses.fields(StoreConfig)[4:]]
+
+
+def check_setting_names(face: str, settings: Iterable[str]) -> None:
+    """TypeError naming `face` and the nearest setting, as a type checker would, for a name
+    that is no setting (GlobalStore(..., tll=60)): the dataclass's own error names
+    StoreConfig.__init__ and suggests nothing."""
+    for name in settings:
+        if name not in _SETTINGS:
+            near = difflib.get_close_matches(name, _SETTINGS, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TypeError(f"{face}() got an unexpected keyword argument {name!r}{hint}")

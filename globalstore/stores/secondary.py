@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from globalstore.config import RocksDBOptions, check_seconds
+from globalstore.config import RocksDBOptions, StoreConfig, check_seconds
 from globalstore.converters import ValueFormats
 from globalstore.errors import (
     GlobalStoreError,
@@ -41,10 +41,10 @@ from globalstore.replicas.live import Live
 from globalstore.status import State
 from globalstore.stores.topic_changes import ReaderFeeds
 from globalstore.stores.writer_copy import WriterCopy
-from globalstore.stores.writer_process import WriterProcess
+from globalstore.stores.writer_process import WriterProcess, writer_spec
 from globalstore.waiting import Changes, Wait
 
-__all__ = ["WRITER_SILENT_S", "SecondarySource"]
+__all__ = ["WRITER_SILENT_S", "SecondarySource", "with_writer_process"]
 
 log = logging.getLogger(__name__)
 
@@ -384,3 +384,15 @@ class SecondarySource:
             return f"the writer ({note.writer}) stopped ({note.state}); answers are its last state"
         silent = time.monotonic() - self._heard_at
         return f"the writer ({note.writer}) has not been heard from for {silent:.0f} s"
+
+
+def with_writer_process(config: StoreConfig) -> SecondarySource:
+    """A reader of the store at config.path with a writer process of its own, which follows
+    as GlobalStore(config=config) would. ConfigurationError for a function that process
+    cannot import by name."""
+    spec = writer_spec(config.topic, config.bootstrap_servers, config.path,
+                       config.kafka_config, config.named_settings())  # fmt: skip
+    feeds = ReaderFeeds(config.path, config.bootstrap_servers, config.kafka_config)
+    writer = WriterProcess(spec)
+    return SecondarySource(config.path, config.rocksdb, config.value_formats(),
+                           config.max_staleness, feeds, writer)  # fmt: skip

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from globalstore import codec
-from globalstore.config import RocksDBOptions, StoreSettings
+from globalstore.config import RocksDBOptions, StoreSettings, check_setting_names
 from globalstore.converters import ValueFormats
 from globalstore.stores.secondary import SecondarySource
 from globalstore.stores.store import Store
@@ -59,6 +59,7 @@ class SharedStore(Store):
         are GlobalStore's, and the store keeps up with the topic however busy this process's
         threads keep the GIL. Functions (transform, indexes, converters) must be module-level
         functions the writer process can import: ConfigurationError otherwise."""
+        check_setting_names(f"{cls.__name__}.with_writer", settings)
         spec = writer_spec(topic, bootstrap_servers, path, kafka_config, settings)
         return cls(
             path,

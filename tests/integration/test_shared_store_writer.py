@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from globalstore import SharedStore, StoreFailed
+from globalstore import GlobalStore, SharedStore, StoreFailed
 from globalstore.aio import AsyncSharedStore
+from globalstore.stores.store import Store
 from tests.integration.store_support import process_running, produce
 from tests.waiting import eventually
 
@@ -36,12 +37,18 @@ def _writers() -> set[int]:
     return found
 
 
+@pytest.mark.parametrize("spelling", ["follower='process'", "with_writer"])
 def test_its_own_writer_restores_follows_and_stops_with_it(
-    kafka_bootstrap: str, make_topic, tmp_path: Path
+    kafka_bootstrap: str, make_topic, tmp_path: Path, spelling: str
 ) -> None:
     topic = make_topic(partitions=3)
     produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(500)])
-    store = SharedStore.with_writer(topic, kafka_bootstrap, tmp_path / "s", transform=tagged)
+    store: Store
+    if spelling == "with_writer":
+        store = SharedStore.with_writer(topic, kafka_bootstrap, tmp_path / "s", transform=tagged)
+    else:
+        store = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", transform=tagged,
+                            follower="process")  # fmt: skip
     assert _writers() == set()  # nothing runs before start()
     with store.start(timeout=60):
         assert store.count() == 500 and store.get("k7") == {"tagged": 7}

@@ -10,7 +10,8 @@ import pytest
 import rocksdict
 from confluent_kafka.admin import AdminClient
 
-from globalstore import ConfigurationError, GlobalStore, RocksDBOptions, StoreConfig
+from globalstore import ConfigurationError, GlobalStore, RocksDBOptions, SharedStore, StoreConfig
+from globalstore.aio import AsyncGlobalStore
 from globalstore.config import OnOutOfRange, OnUnreadable, StoreSettings
 from globalstore.storage import rocksdb_options
 
@@ -157,3 +158,29 @@ def test_a_path_that_is_a_file_is_named_as_such(tmp_path: Path) -> None:
     store = GlobalStore("t", "127.0.0.1:1", tmp_path / "orders")
     with pytest.raises(ConfigurationError, match=r"path .*orders is a file: it must name a dir"):
         store.start(timeout=1)
+
+
+def test_a_misspelled_setting_names_the_store_and_the_near_setting(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"^GlobalStore\(\) .* 'tll' \(did you mean 'ttl'\?\)$"):
+        GlobalStore("t", "b:1", tmp_path, tll=60)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"^AsyncGlobalStore\(\) .* 'zzz'$"):  # nothing near
+        AsyncGlobalStore("t", "b:1", tmp_path, zzz=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"SharedStore\.with_writer\(\) .*'indices'"):
+        SharedStore.with_writer("t", "b:1", tmp_path, indices={})  # type: ignore[call-arg]
+
+
+def test_named_settings_are_those_given_past_the_first_four(tmp_path: Path) -> None:
+    config = StoreConfig("t", "b:1", tmp_path, {"client.id": "x"}, ttl=60, out_of_range="stop")
+    assert config.named_settings() == {"ttl": 60, "out_of_range": "stop"}
+    assert StoreConfig("t", "b:1", tmp_path, **config.named_settings()) == dataclasses.replace(
+        config, kafka_config={}
+    )
+
+
+def test_where_the_follower_runs_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="follower must be 'thread' or 'process'"):
+        GlobalStore("t", "b:1", tmp_path, follower="fork")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="no listeners and no bootstrap_from"):
+        GlobalStore("t", "b:1", tmp_path, follower="process", bootstrap_from=tmp_path / "p")
+    with pytest.raises(ConfigurationError, match="transform"):  # it must be importable there
+        GlobalStore("t", "b:1", tmp_path, follower="process", transform=lambda k, v: v)
