@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from globalstore.codec import HEADER_SIZE, TIMESTAMP, TIMESTAMP_AT, V1, record_timestamp
 from globalstore.storage.timeindex import TimeIndex
 
-__all__ = ["Lookup", "Purge", "cutoff", "hiding", "is_expired", "to_ms", "unexpired", "visible"]
+__all__ = ["Purge", "cutoff", "is_expired", "to_ms", "unexpired", "visible"]
 
 log = logging.getLogger(__name__)
 
@@ -51,27 +51,6 @@ def is_expired(raw: bytes, cutoff_ms: int) -> bool:
     """Whether a stored value is older than the cutoff; never for one without a timestamp."""
     ts = record_timestamp(raw)
     return ts is not None and ts < cutoff_ms
-
-
-Lookup = Callable[[bytes], "bytes | None"]
-
-
-def hiding(lookup: Lookup, ttl_ms: int | None) -> Lookup:
-    """`lookup` itself without a ttl (the hot path stays RocksDB's get); with one, a lookup
-    that answers None for an expired value."""
-    if ttl_ms is None:
-        return lookup
-    unpack, now = TIMESTAMP.unpack_from, time.time
-
-    def live(key: bytes) -> bytes | None:
-        raw = lookup(key)
-        if raw is not None and len(raw) >= HEADER_SIZE and raw[0] == V1:
-            ts = unpack(raw, TIMESTAMP_AT)[0]
-            if 0 <= ts < now() * 1000 - ttl_ms:
-                return None
-        return raw
-
-    return live
 
 
 def visible(raw: bytes | None, ttl_ms: int | None) -> bytes | None:
