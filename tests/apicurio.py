@@ -74,13 +74,15 @@ def app_directory(cache_dir: Path | None = None) -> Path:
     archive = base / _ARCHIVE
     if not archive.exists():
         _download(_archive_url(), archive)
-    with tempfile.TemporaryDirectory(prefix="unpack-", dir=base) as scratch:
-        with tarfile.open(archive) as packed:
+    scratch = Path(tempfile.mkdtemp(prefix="unpack-", dir=base))
+    try:
+        with tarfile.open(archive) as packed:  # the app's files at the archive's top
             packed.extractall(scratch, filter="data")
-        jars = list(Path(scratch).rglob("quarkus-run.jar"))
-        if not jars:
-            raise RuntimeError(f"{archive} holds no quarkus-run.jar")
-        jars[0].parent.rename(target)
+        if not (scratch / "quarkus-run.jar").exists():
+            raise RuntimeError(f"{archive} holds no quarkus-run.jar at its top")
+        scratch.rename(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 
