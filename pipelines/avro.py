@@ -11,10 +11,11 @@ settled once per schema when the run starts: a schema without a field, or with a
 the field's kind cannot take, is refused then (ConfigurationError).
 
 A run that can look its subject up again (a registry) stops a micro-batch that meets a
-schema id newer than every one it decodes, before the batch writes anything (the check
-runs before the exchange, the Kafka sink after it): the run looks the subject up and starts
-the query again from its checkpoint (skeleton.PipelineRun). An id the subject turned out
-not to hold is then a dead letter like any unknown id.
+schema id it does not know, before the batch writes anything (the check runs before the
+exchange, the Kafka sink after it): the run looks the subject up and starts the query
+again from its checkpoint (skeleton.PipelineRun). Not only ids above the known ones: a
+registry gives a schema it already holds (under another subject) its old id. An id the
+subject turned out not to hold is then a dead letter like any unknown id.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ WIRE_HEADER_BYTES = 5  # magic byte 0 + schema id
 NOT_WIRE_FORMAT = "not_avro_wire_format"
 UNKNOWN_SCHEMA_ID = "unknown_schema_id:"  # + the id
 BAD_BODY = "bad_avro_body:"  # + the id: the body does not decode as that schema
-NEWER_SCHEMA_ID = "globalstore.avro.newer_schema_id="  # + the id: the batch stopped for it
-_NEWER_SCHEMA_PATTERN = re.compile(re.escape(NEWER_SCHEMA_ID) + r"(\d+)")
+NEW_SCHEMA_ID = "globalstore.avro.new_schema_id="  # + the id: the batch stopped for it
+_NEW_SCHEMA_PATTERN = re.compile(re.escape(NEW_SCHEMA_ID) + r"(\d+)")
 
 # Spark types (as from_avro makes them of Avro types) each kind takes.
 _ACCEPTED: dict[Kind, tuple[type[st.DataType], ...]] = {
@@ -58,13 +59,13 @@ def validate_avro(
     fields: tuple[Field, ...],
     max_record_bytes: int,
     schemas: Mapping[int, str],
-    stop_on_newer: bool = False,
+    stop_on_unknown: bool = False,
     absent_ids: Set[int] = frozenset(),
 ) -> DataFrame:
     """Raw Kafka rows -> source columns, one typed column per field, and REASON.
     `schemas`: {schema id: Avro schema (JSON text)} of the ids this run decodes.
-    `stop_on_newer`: a record with an id above all of them, and not in `absent_ids` (ids
-    its subject was found not to hold), fails the batch naming the id (newer_schema_id)."""
+    `stop_on_unknown`: a record with an id not among them, and not in `absent_ids` (ids its
+    subject was found not to hold), fails the batch naming the id (new_schema_id)."""
     if not schemas:
         raise ConfigurationError("an Avro run needs at least one reader schema")
     value = sf.col("value")
@@ -102,7 +103,7 @@ def validate_avro(
         sf.when(value.isNull(), sf.lit("empty")),
         sf.when(sf.col("_oversize"), sf.lit("oversize")),
         sf.when(~sf.col("_wire"), sf.lit(NOT_WIRE_FORMAT)),
-        *([_stop_on_newer(max(schemas), absent_ids)] if stop_on_newer else []),
+        *([_stop_on_unknown(schemas, absent_ids)] if stop_on_unknown else []),
         sf.when(~sf.col("_id").isin(*schemas), sf.concat(sf.lit(UNKNOWN_SCHEMA_ID), id_text)),
         sf.when(~sf.coalesce(ends, sf.lit(False)), sf.concat(sf.lit(BAD_BODY), id_text)),
     ]
@@ -115,17 +116,17 @@ def validate_avro(
     )
 
 
-def _stop_on_newer(newest: int, absent_ids: Set[int]) -> Column:
-    newer = sf.col("_id") > newest
+def _stop_on_unknown(schemas: Mapping[int, str], absent_ids: Set[int]) -> Column:
+    new = ~sf.col("_id").isin(*schemas)
     if absent_ids:
-        newer = newer & ~sf.col("_id").isin(*sorted(absent_ids))
-    message = sf.concat(sf.lit(NEWER_SCHEMA_ID), sf.col("_id").cast("string"))
-    return sf.when(newer, sf.raise_error(message)).cast("string")
+        new = new & ~sf.col("_id").isin(*sorted(absent_ids))
+    message = sf.concat(sf.lit(NEW_SCHEMA_ID), sf.col("_id").cast("string"))
+    return sf.when(new, sf.raise_error(message)).cast("string")
 
 
-def newer_schema_id(failure: BaseException) -> int | None:
+def new_schema_id(failure: BaseException) -> int | None:
     """The schema id a batch stopped for (see validate_avro), or None for any other failure."""
-    found = _NEWER_SCHEMA_PATTERN.search(str(failure))
+    found = _NEW_SCHEMA_PATTERN.search(str(failure))
     return None if found is None else int(found.group(1))
 
 

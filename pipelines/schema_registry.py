@@ -2,7 +2,7 @@
 
 A run over Avro looks its reader schemas up once, when it starts: every version of the
 subject `<raw topic>-value` (Confluent's default TopicNameStrategy), so records written
-with any of them decode; a record naming a newer id makes a run look them up again
+with any of them decode; a record naming an id the run does not know makes it look them up again
 (pipelines/skeleton.py). `pipeline generate --format avro` and `pipeline register-schema`
 register schemas there; the registry checks each new version against the subject's
 compatibility rule and refuses one that breaks it (409), which is then one line here.

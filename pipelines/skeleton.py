@@ -6,7 +6,7 @@ the source offsets and the transform's state together. `batch` mode is the same 
 trigger(availableNow=True): each run processes what arrived since the previous one.
 
 An Avro run that can look its schemas up again starts its query anew when a record names a
-schema id newer than it knows (pipelines/avro.py stops that batch before it writes): the
+schema id it does not know (pipelines/avro.py stops that batch before it writes): the
 producers' new schema is picked up without losing or dead-lettering a record.
 """
 
@@ -27,7 +27,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines import checkpoint, failures
-from pipelines.avro import UNKNOWN_SCHEMA_ID, newer_schema_id, validate_avro
+from pipelines.avro import UNKNOWN_SCHEMA_ID, new_schema_id, validate_avro
 from pipelines.defaults import TRIGGER_INTERVAL
 from pipelines.java_clients import spark_kafka_options
 from pipelines.metrics import RunSummary, SummaryListener, observe_clean, observe_sink
@@ -65,10 +65,10 @@ class RunOptions:
     this is {schema id: Avro schema (JSON text)} of the ids the run decodes."""
     avro_lookup: Callable[[], Mapping[int, str]] | None = None
     """Looks avro_schemas up again (every version of the raw topic's subject in a registry).
-    With it, a record whose schema id is newer than all of avro_schemas makes the run look
-    them up and start its query again; without it, that record is a dead letter."""
+    With it, a record whose schema id is not in avro_schemas makes the run look them up and
+    start its query again; without it, that record is a dead letter."""
     avro_absent_ids: frozenset[int] = frozenset()
-    """Ids newer than avro_schemas that the lookup did not find: dead letters."""
+    """Ids that the lookup did not find: dead letters, with no further lookup."""
 
     def __post_init__(self) -> None:
         # A setting the Java clients cannot take is refused (ConfigurationError, naming it)
@@ -113,7 +113,7 @@ def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) 
             pipeline.fields,
             pipeline.max_record_bytes,
             options.avro_schemas,
-            stop_on_newer=options.avro_lookup is not None,
+            stop_on_unknown=options.avro_lookup is not None,
             absent_ids=options.avro_absent_ids,
         )
     # Both branches (clean rows to the transform, bad ones to the dead letters) start from
@@ -202,11 +202,11 @@ class PipelineRun:
 
     def _await_slice(self) -> bool:
         """Whether the query has ended, after waiting up to a slice for it; a query that
-        stopped for a newer schema id is started again instead."""
+        stopped for a new schema id is started again instead."""
         try:
             return bool(self.query.awaitTermination(WAIT_SLICE_S))
         except Exception as exc:
-            schema_id = newer_schema_id(exc)
+            schema_id = new_schema_id(exc)
             if schema_id is None or self.options.avro_lookup is None:
                 raise
         self._restart_for(schema_id)
