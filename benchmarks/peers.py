@@ -69,8 +69,9 @@ def ktables(bootstrap: str, topic: str, expected: int) -> PeerRun:
     return _run([sys.executable, __file__, "ktables", bootstrap, topic], expected)
 
 
-def build_streams_peer() -> list[str]:
-    """mvn package; the java command line that runs the peer (its classpath included)."""
+def build_streams_peer(main_class: str = "globalstore.bench.GlobalTableRestore") -> list[str]:
+    """mvn package; the java command line that runs the peer's `main_class` (its classpath
+    included): the cold restore, or GlobalTableFollow for bench_faults_peer.py."""
     subprocess.run(
         [
             "mvn",
@@ -86,7 +87,7 @@ def build_streams_peer() -> list[str]:
     )
     classpath = (STREAMS_PEER / "target" / "classpath.txt").read_text().strip()
     jar = STREAMS_PEER / "target" / "streams-peer-1.jar"
-    return ["java", "-cp", f"{jar}:{classpath}", "globalstore.bench.GlobalTableRestore"]
+    return ["java", "-cp", f"{jar}:{classpath}", main_class]
 
 
 def kafka_streams(java: list[str], bootstrap: str, topic: str, expected: int) -> PeerRun:

@@ -9,12 +9,20 @@ see which format the record came in. The typed fields go through validate.py's o
 checks; what JSON needs checking and Avro does not (the JSON type of each field) is
 settled once per schema when the run starts: a schema without a field, or with a type
 the field's kind cannot take, is refused then (ConfigurationError).
+
+A run that can look its subject up again (a registry) stops a micro-batch that meets a
+schema id it does not know, before the batch writes anything (the check runs before the
+exchange, the Kafka sink after it): the run looks the subject up and starts the query
+again from its checkpoint (skeleton.PipelineRun). Not only ids above the known ones: a
+registry gives a schema it already holds (under another subject) its old id. An id the
+subject turned out not to hold is then a dead letter like any unknown id.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Set
 from typing import Any
 
 from py4j.protocol import Py4JError
@@ -32,6 +40,8 @@ WIRE_HEADER_BYTES = 5  # magic byte 0 + schema id
 NOT_WIRE_FORMAT = "not_avro_wire_format"
 UNKNOWN_SCHEMA_ID = "unknown_schema_id:"  # + the id
 BAD_BODY = "bad_avro_body:"  # + the id: the body does not decode as that schema
+NEW_SCHEMA_ID = "globalstore.avro.new_schema_id="  # + the id: the batch stopped for it
+_NEW_SCHEMA_PATTERN = re.compile(re.escape(NEW_SCHEMA_ID) + r"(\d+)")
 
 # Spark types (as from_avro makes them of Avro types) each kind takes.
 _ACCEPTED: dict[Kind, tuple[type[st.DataType], ...]] = {
@@ -49,9 +59,13 @@ def validate_avro(
     fields: tuple[Field, ...],
     max_record_bytes: int,
     schemas: Mapping[int, str],
+    stop_on_unknown: bool = False,
+    absent_ids: Set[int] = frozenset(),
 ) -> DataFrame:
     """Raw Kafka rows -> source columns, one typed column per field, and REASON.
-    `schemas`: {schema id: Avro schema (JSON text)} of the ids this run decodes."""
+    `schemas`: {schema id: Avro schema (JSON text)} of the ids this run decodes.
+    `stop_on_unknown`: a record with an id not among them, and not in `absent_ids` (ids its
+    subject was found not to hold), fails the batch naming the id (new_schema_id)."""
     if not schemas:
         raise ConfigurationError("an Avro run needs at least one reader schema")
     value = sf.col("value")
@@ -89,6 +103,7 @@ def validate_avro(
         sf.when(value.isNull(), sf.lit("empty")),
         sf.when(sf.col("_oversize"), sf.lit("oversize")),
         sf.when(~sf.col("_wire"), sf.lit(NOT_WIRE_FORMAT)),
+        *([_stop_on_unknown(schemas, absent_ids)] if stop_on_unknown else []),
         sf.when(~sf.col("_id").isin(*schemas), sf.concat(sf.lit(UNKNOWN_SCHEMA_ID), id_text)),
         sf.when(~sf.coalesce(ends, sf.lit(False)), sf.concat(sf.lit(BAD_BODY), id_text)),
     ]
@@ -99,6 +114,20 @@ def validate_avro(
         *(column.alias(name) for name, column in typed.items()),
         sf.coalesce(*checks).alias(REASON),
     )
+
+
+def _stop_on_unknown(schemas: Mapping[int, str], absent_ids: Set[int]) -> Column:
+    new = ~sf.col("_id").isin(*schemas)
+    if absent_ids:
+        new = new & ~sf.col("_id").isin(*sorted(absent_ids))
+    message = sf.concat(sf.lit(NEW_SCHEMA_ID), sf.col("_id").cast("string"))
+    return sf.when(new, sf.raise_error(message)).cast("string")
+
+
+def new_schema_id(failure: BaseException) -> int | None:
+    """The schema id a batch stopped for (see validate_avro), or None for any other failure."""
+    found = _NEW_SCHEMA_PATTERN.search(str(failure))
+    return None if found is None else int(found.group(1))
 
 
 def _decode(schema_id: int, schema: str, max_record_bytes: int) -> Column:

@@ -210,6 +210,7 @@ def run(
         max_offsets_per_trigger=max_offsets_per_trigger,
         kafka_config=kafka_config,
         avro_schemas=avro_schemas,
+        avro_lookup=_schema_lookup(schema_registry, source),
     )
     summary = skeleton.run(spark, spec, options)
     click.echo(f"{name}: {summary.describe()}")
@@ -238,12 +239,35 @@ def _reader_schemas(
     return None
 
 
-def _read_avsc(path: Path) -> str:
+def _schema_lookup(registry: str | None, source: str) -> Callable[[], dict[int, str]] | None:
+    """How a run over a registry looks its reader schemas up again (a new schema id)."""
+    from pipelines.schema_registry import subject_of, subject_schemas  # noqa: PLC0415
+
+    if registry is None:
+        return None
+    return lambda: subject_schemas(registry, subject_of(source))
+
+
+def _read_avsc(path: Path, hint: str = "--avro-schema") -> str:
     try:
         return path.read_text()
     except OSError as exc:
-        hint = "--avro-schema"
         raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=hint) from None
+
+
+@pipeline.command("register-schema", cls=_OneLineErrors)
+@click.option("--schema-registry", metavar="URL", required=True, help="Confluent-API registry.")
+@click.option("--topic", required=True, help="The raw topic: the subject is <topic>-value.")
+@click.argument("schema_file", type=click.Path(dir_okay=False, path_type=Path))
+def register_schema(schema_registry: str, topic: str, schema_file: Path) -> None:
+    """Register a new version of the raw topic's Avro schema (a .avsc file). The registry
+    checks it against the subject's compatibility rule and may refuse it (409); running
+    pipelines pick an accepted one up when its first record arrives."""
+    from pipelines.schema_registry import register, subject_of  # noqa: PLC0415
+
+    subject = subject_of(topic)
+    schema_id = register(schema_registry, subject, _read_avsc(schema_file, "SCHEMA_FILE"))
+    click.echo(f"{subject}: schema id {schema_id}")
 
 
 @pipeline.command("rewrite")

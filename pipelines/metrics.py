@@ -18,6 +18,9 @@ from pipelines.validate import REASON
 
 log = logging.getLogger(__name__)
 
+STALL_WARNING_S = 30.0
+"""A trigger that took longer than this is reported: Kafka answered slowly or not at all
+(a partition stalls the source's offset requests and fetches, and the sink's sends)."""
 CLEAN_METRICS = "clean"
 SINK_METRICS = "sink"
 
@@ -31,10 +34,23 @@ class RunSummary:
     dead_lettered: int = 0
     upserts: int = 0
     tombstones: int = 0
+    schema_restarts: int = 0  # the query started again for a schema id new to it
+    slowest_trigger_s: float = 0.0  # the longest micro-batch, its waits on Kafka included
 
     def describe(self) -> str:
         """Every count as name=value, for a log line."""
-        return ", ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+        return ", ".join(f"{f.name}={_shown(getattr(self, f.name))}" for f in fields(self))
+
+    def add(self, batch: RunSummary) -> None:
+        """Add a batch's counts; the slowest trigger is the longer of the two."""
+        for f in fields(self):
+            if f.name != "slowest_trigger_s":
+                setattr(self, f.name, getattr(self, f.name) + getattr(batch, f.name))
+        self.slowest_trigger_s = max(self.slowest_trigger_s, batch.slowest_trigger_s)
+
+
+def _shown(value: float) -> str:
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
 def observe_clean(checked: DataFrame) -> DataFrame:
@@ -77,21 +93,28 @@ class SummaryListener(StreamingQueryListener):
         """Add the observed metrics of the query's batch to the summary (batches without input rows
         left out)."""
         progress = event.progress
-        if str(progress.id) != self.query_id or progress.numInputRows == 0:
+        if str(progress.id) != self.query_id:
+            return
+        trigger_s = _trigger_seconds(progress.batchId, progress.durationMs)
+        if progress.numInputRows == 0:
+            with self._lock:
+                self.summary.add(RunSummary(slowest_trigger_s=trigger_s))
             return
         observed = progress.observedMetrics
-        batch = RunSummary(batches=1)
+        batch = RunSummary(batches=1, slowest_trigger_s=trigger_s)
         if CLEAN_METRICS in observed:
             batch.clean = observed[CLEAN_METRICS]["clean"] or 0
         if SINK_METRICS in observed:
             for name in ("dead_lettered", "upserts", "tombstones"):
                 setattr(batch, name, observed[SINK_METRICS][name] or 0)
         with self._lock:
-            for f in fields(RunSummary):
-                setattr(
-                    self.summary, f.name, getattr(self.summary, f.name) + getattr(batch, f.name)
-                )
+            self.summary.add(batch)
         log.info("batch %s: %s", progress.batchId, batch.describe())
+
+    def count_schema_restart(self) -> None:
+        """The run started its query again for a new schema id (PipelineRun)."""
+        with self._lock:
+            self.summary.schema_restarts += 1
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802 - Spark's name
         """Nothing: an idle query wrote nothing."""
@@ -103,3 +126,21 @@ class SummaryListener(StreamingQueryListener):
         # a summary read once it is set is complete.
         if str(event.id) == self.query_id:
             self.terminated.set()
+
+
+def _trigger_seconds(batch_id: int, durations: dict[str, int]) -> float:
+    """How long the trigger took; a warning naming its slow phases past STALL_WARNING_S."""
+    seconds = durations.get("triggerExecution", 0) / 1000
+    if seconds > STALL_WARNING_S:
+        phases = ", ".join(
+            f"{name} {ms / 1000:.1f} s"
+            for name, ms in sorted(durations.items(), key=lambda item: -item[1])
+            if name != "triggerExecution" and ms >= 1000
+        )
+        log.warning(
+            "batch %s stalled: its trigger took %.1f s (%s); Kafka answered slowly or not at all",
+            batch_id,
+            seconds,
+            phases or "no phase over 1 s",
+        )
+    return seconds

@@ -4,6 +4,10 @@ One streaming query does it all, writing output and dead letters through the sam
 sink (a `topic` column picks the topic), so one checkpoint covers both: a restart resumes
 the source offsets and the transform's state together. `batch` mode is the same query with
 trigger(availableNow=True): each run processes what arrived since the previous one.
+
+An Avro run that can look its schemas up again starts its query anew when a record names a
+schema id it does not know (pipelines/avro.py stops that batch before it writes): the
+producers' new schema is picked up without losing or dead-lettering a record.
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pyspark.sql import DataFrame, SparkSession
@@ -23,7 +27,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.streaming.query import StreamingQuery
 
 from pipelines import checkpoint, failures
-from pipelines.avro import validate_avro
+from pipelines.avro import UNKNOWN_SCHEMA_ID, new_schema_id, validate_avro
 from pipelines.defaults import TRIGGER_INTERVAL
 from pipelines.java_clients import spark_kafka_options
 from pipelines.metrics import RunSummary, SummaryListener, observe_clean, observe_sink
@@ -59,6 +63,12 @@ class RunOptions:
     avro_schemas: Mapping[int, str] | None = None
     """None: the raw values are JSON. Else they are Avro in the Confluent wire format, and
     this is {schema id: Avro schema (JSON text)} of the ids the run decodes."""
+    avro_lookup: Callable[[], Mapping[int, str]] | None = None
+    """Looks avro_schemas up again (every version of the raw topic's subject in a registry).
+    With it, a record whose schema id is not in avro_schemas makes the run look them up and
+    start its query again; without it, that record is a dead letter."""
+    avro_absent_ids: frozenset[int] = frozenset()
+    """Ids that the lookup did not find: dead letters, with no further lookup."""
 
     def __post_init__(self) -> None:
         # A setting the Java clients cannot take is refused (ConfigurationError, naming it)
@@ -99,7 +109,12 @@ def build_records(spark: SparkSession, pipeline: Pipeline, options: RunOptions) 
         checked = validate(raw, pipeline.fields, pipeline.max_record_bytes)
     else:
         checked = validate_avro(
-            raw, pipeline.fields, pipeline.max_record_bytes, options.avro_schemas
+            raw,
+            pipeline.fields,
+            pipeline.max_record_bytes,
+            options.avro_schemas,
+            stop_on_unknown=options.avro_lookup is not None,
+            absent_ids=options.avro_absent_ids,
         )
     # Both branches (clean rows to the transform, bad ones to the dead letters) start from
     # one exchange, which Spark then plans once and reuses (ReusedExchange): the source is
@@ -135,14 +150,16 @@ class PipelineRun:
     def __init__(
         self,
         spark: SparkSession,
+        pipeline: Pipeline,
         query: StreamingQuery,
         listener: SummaryListener,
         options: RunOptions,
     ):
         self._spark = spark
-        self.query = query
+        self._pipeline = pipeline
+        self.query = query  # replaced when the query starts again for a new schema
         self._listener = listener
-        self._options = options
+        self.options = options  # as the current query runs (its reader schemas may grow)
 
     @property
     def summary(self) -> RunSummary:
@@ -152,7 +169,7 @@ class PipelineRun:
     def wait(self, timeout_s: int | None = None) -> RunSummary:
         """Block until the query ends (a batch run finishes by itself), re-raising failures."""
         try:
-            with self._options.failures_in_one_line():
+            with self.options.failures_in_one_line():
                 finished = self._await(timeout_s)
         except KeyboardInterrupt:  # the query runs on, and its listener waits for stop()
             raise
@@ -176,12 +193,56 @@ class PipelineRun:
         the listener (a 30 s wait in _finish)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with _sigint_noted() as interrupted:
-            while not self.query.awaitTermination(WAIT_SLICE_S):
+            while not self._await_slice():
                 if interrupted.is_set():
                     raise KeyboardInterrupt
                 if deadline is not None and time.monotonic() > deadline:
                     return False
         return True
+
+    def _await_slice(self) -> bool:
+        """Whether the query has ended, after waiting up to a slice for it; a query that
+        stopped for a new schema id is started again instead."""
+        try:
+            return bool(self.query.awaitTermination(WAIT_SLICE_S))
+        except Exception as exc:
+            schema_id = new_schema_id(exc)
+            if schema_id is None or self.options.avro_lookup is None:
+                raise
+        self._restart_for(schema_id)
+        return False
+
+    def _restart_for(self, schema_id: int) -> None:
+        """Look the reader schemas up again and start the query again from its checkpoint:
+        the batch that met `schema_id` wrote nothing and runs again, decoding it, or
+        dead-lettering its records if the subject does not hold it."""
+        assert self.options.avro_lookup is not None
+        schemas = dict(self.options.avro_lookup())
+        absent = self.options.avro_absent_ids
+        if schema_id in schemas:
+            log.warning(
+                "Avro schema id %d is new to this run: starting the query again with the "
+                "subject's %d schemas %s",
+                schema_id,
+                len(schemas),
+                sorted(schemas),
+            )
+        else:
+            absent = absent | {schema_id}
+            log.warning(
+                "Avro schema id %d is not in the subject: its records go to the dead letters "
+                "(%s%d); starting the query again",
+                schema_id,
+                UNKNOWN_SCHEMA_ID,
+                schema_id,
+            )
+        # The failed query's end must reach the listener before the next query's start, or
+        # `terminated` would say the run is over.
+        self._listener.terminated.wait(TERMINATION_REPORT_TIMEOUT_S)
+        self._listener.terminated.clear()
+        self.options = replace(self.options, avro_schemas=schemas, avro_absent_ids=absent)
+        self._listener.count_schema_restart()
+        self.query = _start_query(self._spark, self._pipeline, self.options, self._listener)
 
     def _finish(self) -> RunSummary:
         if not self._listener.terminated.wait(TERMINATION_REPORT_TIMEOUT_S):
@@ -232,11 +293,23 @@ def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> Pipel
     # (markers are dropped when their bucket next has data), so that batch would only
     # delay the next real one.
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
-    query_name = f"{pipeline.name}:{options.target_topic}"
+    listener = SummaryListener(f"{pipeline.name}:{options.target_topic}")
+    spark.streams.addListener(listener)
+    try:
+        query = _start_query(spark, pipeline, options, listener)
+    except BaseException:
+        spark.streams.removeListener(listener)
+        raise
+    return PipelineRun(spark, pipeline, query, listener, options)
+
+
+def _start_query(
+    spark: SparkSession, pipeline: Pipeline, options: RunOptions, listener: SummaryListener
+) -> StreamingQuery:
     writer = (
         build_records(spark, pipeline, options)
         .writeStream.format("kafka")
-        .queryName(query_name)
+        .queryName(listener.query_name)
         .options(**options.spark_kafka_options())
         .option("checkpointLocation", os.fspath(options.checkpoint_dir))
         .option("includeHeaders", "true")
@@ -246,15 +319,8 @@ def start(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> Pipel
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=options.trigger_interval)
-    listener = SummaryListener(query_name)
-    spark.streams.addListener(listener)
-    try:
-        with options.failures_in_one_line():
-            query = writer.start()
-    except BaseException:
-        spark.streams.removeListener(listener)
-        raise
-    return PipelineRun(spark, query, listener, options)
+    with options.failures_in_one_line():
+        return writer.start()
 
 
 def run(spark: SparkSession, pipeline: Pipeline, options: RunOptions) -> RunSummary:

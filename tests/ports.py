@@ -1,11 +1,15 @@
 """Ports for tests: one that stays closed as long as a test needs it, and starting something
-on a port picked free when it must be known before the start binds it."""
+on a port picked free when it must be known before the start binds it, and waiting until a
+server started so answers."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 from globalstore.localkafka import free_port
@@ -41,3 +45,27 @@ def on_a_free_port(start: Callable[[int], _T], attempts: int = 4) -> _T:
         with contextlib.suppress(PortTakenError):
             return start(free_port())
     return start(free_port())
+
+
+def wait_until_answering(
+    process: subprocess.Popen[bytes],
+    answers: Callable[[], bool],
+    log_file: Path,
+    name: str,
+    timeout_s: float,
+) -> None:
+    """Poll `answers` until it holds for the server `process` just started. A process that
+    exits first raises PortTakenError when its log says its port was taken (the caller tries
+    another), else RuntimeError with the log's tail; past `timeout_s` it is killed."""
+    deadline = time.monotonic() + timeout_s
+    while not answers():
+        if process.poll() is not None:
+            output = log_file.read_text(errors="replace")
+            if says_port_taken(output):
+                raise PortTakenError(f"{name}: port taken")
+            raise RuntimeError(f"{name} exited: {output[-3000:]}")
+        if time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            raise RuntimeError(f"{name} did not answer within {timeout_s:.0f} s")
+        time.sleep(0.1)

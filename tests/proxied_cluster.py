@@ -1,9 +1,10 @@
-"""A 3-node local Kafka cluster whose clients go through Toxiproxy: each node has a second
-listener whose clients are told to reach it through a proxy of its own, so every request
-a client sends to a node passes that node's proxy, and a toxic on it cuts or slows them.
+"""A local Kafka cluster (3 nodes unless asked) whose clients go through Toxiproxy: each
+node has a second listener whose clients are told to reach it through a proxy of its own,
+so every request a client sends to a node passes that node's proxy, and a toxic on it cuts
+or slows them.
 The nodes replicate among themselves on their first listener, and the tests' producers and
 reference reads use it too (`direct`): a fault on the proxies is a fault between the store
-and the brokers only. Loopback addresses only.
+and the brokers only (or between the Spark job and the brokers). Loopback addresses only.
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ class ProxiedCluster:
         """The nodes' own addresses: no proxy on the way."""
         return self.kafka.bootstrap
 
-    def cut(self, nodes: Iterable[int] = range(1, NODES + 1)) -> None:
-        """A partition between the proxied clients and `nodes`: connections hang."""
-        for node in nodes:
+    def cut(self, nodes: Iterable[int] | None = None) -> None:
+        """A partition between the proxied clients and `nodes` (all): connections hang."""
+        for node in self.proxies if nodes is None else nodes:
             self.toxiproxy.cut(_name(node))
 
     def heal(self) -> None:
@@ -58,11 +59,12 @@ class ProxiedCluster:
             self.toxiproxy.toxic(_name(node), "bandwidth", "bandwidth", "downstream",
                                  rate=kilobytes_per_s)  # fmt: skip
 
-    def create_topic(self, partitions: int) -> str:
-        """A compacted topic replicated on the three nodes, served by leaders."""
+    def create_topic(self, partitions: int, compact: bool = True) -> str:
+        """A topic (compacted unless asked) replicated on every node, served by leaders."""
         name = f"faults-{uuid.uuid4().hex[:10]}"
         admin = AdminClient({"bootstrap.servers": self.direct})
-        topic = NewTopic(name, partitions, config={"cleanup.policy": "compact"})
+        policy = "compact" if compact else "delete"
+        topic = NewTopic(name, partitions, config={"cleanup.policy": policy})
         admin.create_topics([topic])[name].result(timeout=60)
         wait_until_served(admin, name, partitions)
         return name
@@ -73,22 +75,22 @@ def _name(node: int) -> str:
 
 
 @contextlib.contextmanager
-def proxied_cluster(scratch: Path) -> Iterator[ProxiedCluster]:
-    """Toxiproxy, then the cluster behind it; both stopped at the end."""
+def proxied_cluster(scratch: Path, nodes: int = NODES) -> Iterator[ProxiedCluster]:
+    """Toxiproxy, then the cluster of `nodes` nodes behind it; both stopped at the end."""
     with running_toxiproxy(scratch / "toxiproxy.log") as toxiproxy:
         # One block of ports, none picked by the system on the way: the nodes' client,
         # controller and proxied listeners, then the proxies.
-        port = free_port(4 * NODES)
-        listeners = {node: port + 2 * NODES + node - 1 for node in range(1, NODES + 1)}
+        port = free_port(4 * nodes)
+        listeners = {node: port + 2 * nodes + node - 1 for node in range(1, nodes + 1)}
         proxies = {
-            node: toxiproxy.proxy(_name(node), f"127.0.0.1:{listener}", listener + NODES)
+            node: toxiproxy.proxy(_name(node), f"127.0.0.1:{listener}", listener + nodes)
             for node, listener in listeners.items()
         }
         kafka = LocalKafka(
             port=port,
-            controller_port=port + NODES,
+            controller_port=port + nodes,
             data_dir=scratch / "kafka",
-            nodes=NODES,
+            nodes=nodes,
             proxied={node: (listeners[node], proxies[node]) for node in proxies},
         )
         kafka.start(timeout=180)

@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from globalstore.localkafka.jars import cache_root
-from tests.ports import PortTakenError, on_a_free_port
+from tests.ports import on_a_free_port, wait_until_answering
 
 VERSION = "v2.5.0"
 MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
@@ -116,19 +115,15 @@ def running_toxiproxy(log_file: Path) -> Iterator[Toxiproxy]:
                 stderr=subprocess.STDOUT,
             )
         client = Toxiproxy(f"http://127.0.0.1:{port}")
-        deadline = time.monotonic() + 20
-        while True:
+
+        def answers() -> bool:
             with contextlib.suppress(urllib.error.URLError, ConnectionError):
                 client._call("GET", "/proxies")
-                return process, client
-            if process.poll() is not None:
-                if "address already in use" in log_file.read_text(errors="replace"):
-                    raise PortTakenError(f"port {port}")
-                raise RuntimeError(f"toxiproxy exited: {log_file.read_text()[-2000:]}")
-            if time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError("toxiproxy did not answer within 20 s")
-            time.sleep(0.05)
+                return True
+            return False
+
+        wait_until_answering(process, answers, log_file, "toxiproxy", 20)
+        return process, client
 
     process, client = on_a_free_port(start)
     try:

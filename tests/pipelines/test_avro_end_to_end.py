@@ -1,7 +1,7 @@
 """The same events as JSON and as Avro, on real Kafka and real Spark: the same output topic.
 
-The Avro run's reader schema comes through the schema registry client from a fake registry
-(tests/pipelines/fake_registry.py: no real registry runs in these tests).
+The Avro run's reader schema comes through the schema registry client from a real registry
+(Apicurio, started once for the session: tests/apicurio.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from pipelines.orders.generator import RawRecord, StreamShape, generate, produce
 from pipelines.orders.reference import ExpectedOrders
 from pipelines.orders.transform import ORDERS
 from pipelines.records import DLQ_REASON_HEADER
-from pipelines.schema_registry import subject_of, subject_schemas
-from tests.pipelines.fake_registry import fake_registry
+from pipelines.schema_registry import register, subject_of, subject_schemas
 from tests.pipelines.kafka_read import Record, compacted, compacted_json, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -54,15 +53,22 @@ def by_key(records: list[Record]) -> dict[bytes | None, list[tuple[int, bytes | 
 # past the suite's 300 s when the load was 15 on 2 cores.
 @pytest.mark.timeout(600)
 def test_avro_and_json_input_write_the_same_output_topic(
-    spark: SparkSession, kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    tmp_path: Path,
+    schema_registry: str,
 ) -> None:
     shape = StreamShape(orders=150, bad_every=40, duplicates=0.1, strays=0.3)
     runs = [generate(shape, seed=11), generate(shape, seed=12, first_order=120)]
     json_source = make_topic(partitions=2, compact=False, prefix="json-raw")
     avro_source = make_topic(partitions=2, compact=False, prefix="avro-raw")
-    with fake_registry() as registry:
-        schema_id = registry.add(subject_of(avro_source), SCHEMA_TEXT)
-        schemas = subject_schemas(registry.url, subject_of(avro_source))
+    schema_id = register(schema_registry, subject_of(avro_source), SCHEMA_TEXT)
+    schemas = subject_schemas(schema_registry, subject_of(avro_source))
+    # The registry gives the schema back as it stores it (Apicurio without the spaces).
+    assert {i: orjson.loads(text) for i, text in schemas.items()} == {
+        schema_id: orjson.loads(SCHEMA_TEXT)
+    }
     json_options = run_options(json_source, kafka_bootstrap, tmp_path / "json")
     avro_options = run_options(avro_source, kafka_bootstrap, tmp_path / "avro")
     avro_options = skeleton.RunOptions(**{**vars(avro_options), "avro_schemas": schemas})
@@ -95,28 +101,33 @@ def test_avro_and_json_input_write_the_same_output_topic(
 
 
 def test_generate_and_run_with_a_registry_from_the_command_line(
-    spark: SparkSession, kafka_bootstrap: str, make_topic: Callable[..., str], tmp_path: Path
+    spark: SparkSession,
+    kafka_bootstrap: str,
+    make_topic: Callable[..., str],
+    tmp_path: Path,
+    schema_registry: str,
 ) -> None:
     source = make_topic(partitions=2, compact=False, prefix="avro-cli-raw")
     target = f"avro-cli-current-{uuid.uuid4().hex[:8]}"
     common = ["--bootstrap-servers", kafka_bootstrap]
-    with fake_registry() as registry:
-        registry.add("other-value", '{"type": "string"}')  # so the orders schema gets id 2
-        flags = [*common, "--schema-registry", registry.url]
-        generated = CliRunner().invoke(
-            pipeline,
-            ["generate", "orders", *flags, "--topic", source, "--orders", "60", "--format", "avro"],
-        )
-        assert generated.exit_code == 0, generated.output
-        assert registry.subjects == {"other-value": [1], subject_of(source): [2]}
-        ran = CliRunner().invoke(
-            pipeline,
-            ["run", "orders", *flags, "--source-topic", source, "--target-topic", target,
-             "--checkpoint-dir", str(tmp_path / "checkpoint")],
-        )  # fmt: skip
-        assert ran.exit_code == 0, ran.output
+    # Another subject first, so the orders schema's id is not the first one by chance.
+    register(schema_registry, f"other-{uuid.uuid4().hex[:8]}-value", '{"type": "string"}')
+    flags = [*common, "--schema-registry", schema_registry]
+    generated = CliRunner().invoke(
+        pipeline,
+        ["generate", "orders", *flags, "--topic", source, "--orders", "60", "--format", "avro"],
+    )
+    assert generated.exit_code == 0, generated.output
+    [schema_id] = subject_schemas(schema_registry, subject_of(source))
+    assert f"Avro schema id {schema_id}" in generated.output
+    ran = CliRunner().invoke(
+        pipeline,
+        ["run", "orders", *flags, "--source-topic", source, "--target-topic", target,
+         "--checkpoint-dir", str(tmp_path / "checkpoint")],
+    )  # fmt: skip
+    assert ran.exit_code == 0, ran.output
     events = generate(StreamShape(orders=60, bad_every=100), seed=7)  # what generate made
-    broken = sum(record.bad_reason is not None for record in as_avro(events, 2))
+    broken = sum(record.bad_reason is not None for record in as_avro(events, schema_id))
     assert f"dead_lettered={broken}," in ran.output
     expected = ExpectedOrders().run(events)
     assert compacted_json(kafka_bootstrap, target) == expected.active()

@@ -20,7 +20,6 @@ from pipelines.cli import pipeline, run
 from pipelines.orders.generator import StreamShape, generate
 from pipelines.package import ENTRY_NAME, ZIP_NAME
 from pipelines.topics import ensure_topics
-from tests.pipelines.fake_registry import fake_registry
 
 REWRITE_ARGS = ["--source-topic", "a", "--target-topic", "b", "--value-format", "2",
                 "--converter", "tests.value_formats:v1_to_v2"]  # fmt: skip
@@ -215,10 +214,11 @@ def test_avro_flags_are_checked_before_anything_connects(tmp_path: Path) -> None
     assert "--format avro takes one of --schema-registry, --avro-schema" in result.output
 
 
-def test_a_subject_the_registry_lacks_is_one_line_before_spark_starts() -> None:
-    with fake_registry() as registry:
-        argv = ["run", "orders", "--bootstrap-servers", "127.0.0.1:1"]
-        result = CliRunner().invoke(run, [*argv[1:], "--schema-registry", registry.url])
+def test_a_subject_the_registry_lacks_is_one_line_before_spark_starts(
+    schema_registry: str,
+) -> None:
+    argv = ["run", "orders", "--bootstrap-servers", "127.0.0.1:1"]
+    result = CliRunner().invoke(run, [*argv[1:], "--schema-registry", schema_registry])
     assert result.exit_code == 2, result.output
     assert result.output.startswith("error: the schema registry at http://127.0.0.1:")
     assert "Subject 'orders.raw-value' not found." in result.output

@@ -62,3 +62,19 @@ def test_no_registry_at_the_url_is_one_line() -> None:
         port = sock.getsockname()[1]
     with pytest.raises(SchemaRegistryError, match=f"no schema registry answered at .*:{port}"):
         subject_schemas(f"http://127.0.0.1:{port}", "t-value")
+
+
+def test_a_refused_schema_is_one_line_that_says_incompatible() -> None:
+    with fake_registry() as registry:
+        registry.add("t-value", V1)
+
+        def refuse(method: str, path: str, body: bytes):  # type: ignore[no-untyped-def]
+            return 409, {"error_code": 409, "message": "Incompatible schema: a is now long"}
+
+        registry.answer = refuse  # type: ignore[method-assign]
+        with pytest.raises(SchemaRegistryError) as raised:
+            register(registry.url, "t-value", V2)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "refused the schema as incompatible" in message and "409" in message
+    assert "Incompatible schema: a is now long" in message

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from globalstore.errors import ConfigurationError
-from pipelines.avro import validate_avro
+from pipelines.avro import new_schema_id, validate_avro
 from pipelines.orders.avro_events import (
     ORDER_EVENT_SCHEMA,
     SCHEMA_TEXT,
@@ -55,6 +55,25 @@ def test_every_broken_avro_record_gets_its_reason_and_a_good_one_none(spark: Spa
     values = [encode(GOOD, 3), None, *(record.value for record in broken)]
     reasons = [row[REASON] for row in checked(spark, values, {3: SCHEMA_TEXT})]
     assert reasons == [None, "empty", *(record.bad_reason for record in broken)]
+
+
+def test_an_unknown_schema_id_stops_the_batch_unless_known_to_be_absent(
+    spark: SparkSession,
+) -> None:
+    values = [encode(GOOD, 3), encode(GOOD, 2), encode(GOOD, 9)]  # 2 older, 9 newer than 3
+    rows = kafka_rows(spark, values)
+    for absent_ids, stopped_for in ((frozenset({9}), 2), (frozenset({2}), 9)):
+        stopping = validate_avro(
+            rows, FIELDS, DEFAULT_MAX_RECORD_BYTES, {3: SCHEMA_TEXT}, True, absent_ids
+        )
+        with pytest.raises(Exception) as raised:
+            stopping.collect()
+        assert new_schema_id(raised.value) == stopped_for
+    absent = validate_avro(
+        rows, FIELDS, DEFAULT_MAX_RECORD_BYTES, {3: SCHEMA_TEXT}, True, frozenset({2, 9})
+    )
+    reasons = [row[REASON] for row in absent.orderBy("offset").collect()]
+    assert reasons == [None, "unknown_schema_id:2", "unknown_schema_id:9"]
 
 
 def test_the_transform_sees_the_rows_json_gives(spark: SparkSession) -> None:
