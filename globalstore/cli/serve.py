@@ -33,7 +33,7 @@ __all__ = ["serve"]
     metavar="HOST",
     help="A Host header the API answers (repeatable; *.example.com for a domain, * for any); "
     "others get 400. Default: localhost names and --host, any when --host binds every "
-    "interface.",
+    "interface, which then needs a token or this option.",
 )
 @click.option(
     "--max-wait",
@@ -69,7 +69,7 @@ __all__ = ["serve"]
     metavar="URL_OR_DIR",
     help="A peer's GET /v1/snapshot URL or a snapshot directory to start from when the "
     "store directory is empty or must be rebuilt. The URL is fetched with "
-    "$GLOBALSTORE_PEER_TOKEN (else $GLOBALSTORE_TOKEN); https:// unless the peer is on "
+    "$GLOBALSTORE_PEER_TOKEN (never this server's own token); https:// unless the peer is on "
     "loopback or GLOBALSTORE_INSECURE_SNAPSHOT=1.",
 )
 @click.option(
@@ -117,6 +117,12 @@ def serve(
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
 
+    if server.binds_every_interface(host) and not allowed_hosts and token is None:
+        raise UserError(
+            f"--host {host} answers anyone who reaches this machine, under any name, and "
+            "there is no token: give one (--token-file or $GLOBALSTORE_TOKEN), or name the "
+            "hosts clients use (--allowed-host NAME; --allowed-host '*' to accept any)"
+        )
     target.check_discards()
     served = server.ServedStore(
         lambda listener: target.build(listener, bootstrap_from), start_timeout=target.timeout

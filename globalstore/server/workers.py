@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import os
 import socket
 from pathlib import Path
@@ -30,10 +31,10 @@ from globalstore.converters import import_converter, import_name
 from globalstore.kafka.settings import client_settings
 from globalstore.server.app import create_app
 from globalstore.server.guard import Guard, load_token
-from globalstore.server.orphan import end_with_parent
 from globalstore.server.run import uvicorn_config
 from globalstore.server.served import ServedStore
 from globalstore.server.settings import ServerSettings
+from globalstore.stores.lifeline import end_with_parent
 from globalstore.stores.shared_store import SharedStore
 
 __all__ = ["WorkerSpec", "run_workers", "worker_app"]
@@ -51,7 +52,6 @@ class WorkerSpec:
     token_file: str | None
     settings: dict[str, Any]  # ServerSettings without the token
     max_staleness: float | None = None
-    parent: int = 0  # the pid of the serve process: a worker ends with it (orphan.py)
     bootstrap_servers: str | None = None
     kafka_pairs: dict[str, str] = dataclasses.field(default_factory=dict)  # --kafka-config
     kafka_config_file: str | None = None
@@ -77,7 +77,6 @@ class WorkerSpec:
             None if token_file is None else str(token_file),
             fields,
             config.max_staleness,
-            os.getpid(),
             config.bootstrap_servers,
             pairs,
             None if kafka_file is None else str(kafka_file),
@@ -93,7 +92,7 @@ def run_workers(
 ) -> None:
     """Start the writer, then serve on `listening` (run.listen()) with `workers` processes
     until SIGTERM or SIGINT; the workers stop first (in-flight requests finish), then the
-    writer closes the store. A worker ends by itself if this process dies (orphan.py)."""
+    writer closes the store. A worker ends by itself if this process dies (lifeline.py)."""
     os.environ[_SPEC_ENV] = json.dumps(dataclasses.asdict(spec))
     app = f"{__name__}:worker_app"
     host, port = listening.getsockname()[:2]
@@ -108,7 +107,7 @@ def run_workers(
 def worker_app() -> Guard:
     """The API of one worker process: a SharedStore of the writer's directory."""
     spec = WorkerSpec(**json.loads(os.environ[_SPEC_ENV]))
-    end_with_parent(spec.parent)
+    end_with_serve_process()
     converters = {int(v): import_converter(name) for v, name in spec.converters.items()}
     store = SharedStore(
         spec.path,
@@ -121,3 +120,13 @@ def worker_app() -> Guard:
     token = load_token(None if spec.token_file is None else Path(spec.token_file))
     settings = ServerSettings(token=token, **{**spec.settings, "snapshots": False})
     return create_app(ServedStore.of(store), settings)
+
+
+def end_with_serve_process() -> None:
+    """This worker ends when the serve process does (lifeline.py): uvicorn starts workers
+    with multiprocessing, which leaves each one the read end of a pipe only the serve
+    process holds open."""
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        raise RuntimeError("a worker of serve --workers must be started by the serve process")
+    end_with_parent(parent.sentinel, f"the serve process (pid {parent.pid})")

@@ -3,10 +3,12 @@ globalstore.stores.writer_main`): a GlobalStore that restores and follows the to
 reader thread of the application to wait behind for the GIL.
 
 Its settings arrive as one JSON line on standard input (so the Kafka credentials appear in
-no command line and no environment), and standard input stays open as its lifeline: when it
-ends, because the parent closed it or died (SIGKILL included), the store closes and the
-process exits. It prints "ready" on standard output once the store is restored; its log goes
-to standard error, one record a line, for the parent to pass on to its own log.
+no command line and no environment), and standard input stays open as its lifeline
+(lifeline.py), watched from the start: when it ends, because the parent closed it or died
+(SIGKILL included), while restoring or following, the store closes and the process exits.
+It prints "ready" on standard output once the store is restored, and exits (status 1) if its
+store stops on an error after that, so that the parent starts another. Its log goes to
+standard error, one record a line, for the parent to pass on to its own log.
 """
 
 from __future__ import annotations
@@ -15,18 +17,22 @@ import json
 import logging
 import signal
 import sys
+import time
 from types import FrameType
 from typing import Any, NoReturn
 
 from globalstore.config import RocksDBOptions
 from globalstore.converters import import_converter
-from globalstore.errors import GlobalStoreError
+from globalstore.errors import GlobalStoreError, StoreFailed
+from globalstore.status import State
 from globalstore.stores.global_store import GlobalStore
+from globalstore.stores.lifeline import end_with_parent
 from globalstore.stores.writer_process import READY
 
 __all__ = ["main", "settings_of"]
 
 _LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+_LOOK_S = 0.5  # how often a ready writer looks whether its store has stopped on an error
 
 
 def settings_of(spec: dict[str, Any]) -> dict[str, Any]:
@@ -46,11 +52,12 @@ def settings_of(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Follow the topic until standard input ends or SIGTERM comes."""
+    """Follow the topic until standard input ends, SIGTERM comes or the store fails."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=_LOG_FORMAT)
     signal.signal(signal.SIGTERM, _stop)
     try:
         spec = json.loads(sys.stdin.readline())
+        end_with_parent(sys.stdin.fileno(), "the process that started this writer")
         store = GlobalStore(
             spec["topic"],
             spec["bootstrap_servers"],
@@ -64,7 +71,10 @@ def main() -> None:
         # No deadline here: the parent's start() decides how long it waits.
         store.start(wait=False).wait_until_ready()
         print(READY, flush=True)
-        sys.stdin.read()  # until the parent closes it or dies
+        while (status := store.status()).state is not State.FAILED:
+            time.sleep(_LOOK_S)
+        # Ended, the parent starts another writer, which restores or heals from the topic.
+        _say(StoreFailed(f"the store stopped: {status.last_error}"))
     except GlobalStoreError as exc:
         _say(exc)
     finally:

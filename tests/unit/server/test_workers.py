@@ -17,26 +17,28 @@ from click.testing import CliRunner
 
 from globalstore.cli import main
 from globalstore.server import ServedStore, ServerSettings, create_app
+from globalstore.server.workers import end_with_serve_process
 from globalstore.status import State
 from tests.unit.server.test_probes import ReportingStore, TestClient, status
 
-# The parent starts a child that ends with it, prints the child's pid, and waits.
+# The parent starts a worker as uvicorn does (multiprocessing, spawn), prints its pid, waits.
 _PARENT = textwrap.dedent(
     """
-    import os, subprocess, sys, time
-    child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(os.getpid())])
-    print(child.pid, flush=True)
-    time.sleep(600)
+    import multiprocessing, time
+    from tests.unit.server.test_workers import sleeping_worker
+    if __name__ == "__main__":
+        worker = multiprocessing.get_context("spawn").Process(target=sleeping_worker)
+        worker.start()
+        print(worker.pid, flush=True)
+        time.sleep(600)
     """
 )
-_CHILD = textwrap.dedent(
-    """
-    import sys, time
-    from globalstore.server.orphan import end_with_parent
-    end_with_parent(int(sys.argv[1]))
+
+
+def sleeping_worker() -> None:
+    """What a worker of serve --workers does to end with the serve process; then it waits."""
+    end_with_serve_process()
     time.sleep(600)
-    """
-)
 
 
 def _alive(pid: int) -> bool:
@@ -50,12 +52,10 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_worker_ends_when_its_parent_is_killed() -> None:
-    parent = subprocess.Popen(
-        [sys.executable, "-c", _PARENT, _CHILD], stdout=subprocess.PIPE, text=True
-    )
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
-    time.sleep(1.0)  # the child has asked for its death signal
+    time.sleep(1.0)  # the child watches its lifeline by now
     assert _alive(child)
     parent.send_signal(signal.SIGKILL)
     parent.wait(5)

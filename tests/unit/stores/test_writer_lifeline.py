@@ -1,0 +1,68 @@
+"""The writer process of SharedStore.with_writer() while its store is not ready (the broker
+is unreachable, as in an outage or a long restore; no broker needed): it ends with its
+parent, a SIGKILL included, and close() stops it at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from globalstore import SharedStore
+from tests.unit.server.test_workers import _alive
+from tests.waiting import eventually
+
+_UNREACHABLE = "127.0.0.1:9"  # nothing listens: the writer retries for ever, never ready
+
+# The parent starts a store with a writer of its own, prints the writer's pid, and waits.
+_PARENT = textwrap.dedent(
+    """
+    import os, sys, time
+    from pathlib import Path
+    from globalstore import SharedStore
+    store = SharedStore.with_writer("t", sys.argv[1], sys.argv[2]).start(wait=False)
+    me = os.getpid()
+    tasks = Path(f"/proc/{me}/task").iterdir()
+    print(*[c for t in tasks for c in (t / "children").read_text().split()], flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def _writers_of(pid: int) -> list[int]:
+    """The writer processes among `pid`'s children."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            if b"writer_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(int(child))
+    return found
+
+
+def test_a_writer_that_is_not_ready_ends_with_its_killed_parent(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", _PARENT, _UNREACHABLE, str(tmp_path / "s")]
+    parent = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        (writer,) = (int(pid) for pid in parent.stdout.readline().split())
+        time.sleep(2.0)  # it is trying to reach the broker by now
+        assert _alive(writer)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(5)
+        eventually(lambda: not _alive(writer), 15, lambda: f"writer {writer} outlived its parent")
+    finally:
+        parent.kill()
+
+
+def test_close_stops_a_writer_that_is_not_ready_at_once(tmp_path: Path) -> None:
+    store = SharedStore.with_writer("t", _UNREACHABLE, tmp_path / "s").start(wait=False)
+    time.sleep(2.0)  # it has run its program, and is trying to reach the broker
+    (writer,) = _writers_of(os.getpid())
+    began = time.monotonic()
+    store.close()
+    assert time.monotonic() - began < 10  # not the 30 s after which a writer is killed
+    assert not _alive(writer)
