@@ -111,10 +111,11 @@ class StoreReads:
             if raw is not None
         }
 
-    def quarantined(self) -> list[Quarantined]:
-        """The records a store with invalid_values="quarantine" did not apply, by key."""
+    def quarantined(self, after: str | None = None, limit: int | None = None) -> list[Quarantined]:
+        """The records a store with invalid_values="quarantine" did not apply, by key: those
+        after the key `after`, at most `limit` of them, when given."""
         storage = self._ready_storage()
-        return self._guard(lambda: list(held(storage.meta_items)))
+        return self._guard(lambda: list(itertools.islice(held(storage.meta_items, after), limit)))
 
     def _fetch(self, key: bytes) -> bytes | None:
         try:

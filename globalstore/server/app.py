@@ -330,9 +330,16 @@ class Api:
         return json_response({"count": n})
 
     async def quarantine(self, request: Request) -> Response:
-        """The records a store with invalid_values="quarantine" did not apply."""
-        held = await anyio.to_thread.run_sync(self.served.store.quarantined)
-        return json_response({"quarantined": [record.to_dict() for record in held]})
+        """One page of the records a store with invalid_values="quarantine" did not apply,
+        in key order, each value cut to its first bytes (with its length)."""
+        query = request.query_params
+        limit = params.integer(
+            query, "limit", self.settings.default_limit, 1, self.settings.max_limit
+        )
+        after = params.cursor(query)
+        held, max_bytes = self.served.store.quarantined, self.settings.max_page_bytes
+        body = await anyio.to_thread.run_sync(bodies.quarantine_page, held, after, limit, max_bytes)
+        return Response(body, media_type="application/json")
 
     async def snapshot(self, request: Request) -> Response:
         """The store as a tar stream of a checkpoint; 409 when served by workers."""

@@ -132,9 +132,9 @@ class SwitchingStore:
         """The active store's live key count."""
         return self._on_active(lambda store: store.count())
 
-    def quarantined(self) -> list[Quarantined]:
+    def quarantined(self, after: str | None = None, limit: int | None = None) -> list[Quarantined]:
         """The records the active store did not apply (GlobalStore.quarantined)."""
-        return self._on_active(lambda store: store.quarantined())
+        return self._on_active(lambda store: store.quarantined(after, limit))
 
     def position(self) -> dict[int, int]:
         """The active store's position: offsets of ITS topic, which a switch changes."""
