@@ -57,6 +57,21 @@ __all__ = ["serve"]
     help="GET /v1/export streams at once; more get 503.",
 )
 @click.option(
+    "--max-change-streams",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="GET /v1/changes streams at once (each holds a thread while it waits); more get 503.",
+)
+@click.option(
+    "--change-stream-seconds",
+    default=900.0,
+    show_default=True,
+    type=click.FloatRange(1, 86400),
+    help="The longest a /v1/changes stream lasts; its client reconnects (EventSource does by "
+    "itself). It is the bound on a client that never reads.",
+)
+@click.option(
     "--idle-timeout",
     default=30.0,
     show_default=True,
@@ -97,6 +112,8 @@ def serve(
     max_wait: float,
     max_snapshots: int,
     max_exports: int,
+    max_change_streams: int,
+    change_stream_seconds: float,
     idle_timeout: float,
     bootstrap_from: str | None,
     graceful_seconds: int,
@@ -133,6 +150,8 @@ def serve(
         max_wait=max_wait,
         max_snapshots=max_snapshots,
         max_exports=max_exports,
+        max_change_streams=max_change_streams,
+        change_stream_seconds=change_stream_seconds,
         idle_timeout=idle_timeout,
     )
     config = target.config

@@ -43,3 +43,7 @@ class ServerSettings:
     # False where the store is read, not written (serve --workers): /v1/snapshot answers 409.
     snapshots: bool = True
     keepalive: float = 15.0  # seconds between two comments of an idle /v1/changes stream
+    max_change_streams: int = 8  # /v1/changes streams at once (each holds a thread)
+    # The longest a /v1/changes stream lasts; its client reconnects (EventSource does by
+    # itself). A client that never reads sends nothing that shows it, so this is its bound.
+    change_stream_seconds: float = 900.0
