@@ -11,7 +11,6 @@ import click
 
 from globalstore.cli.errors import UserError
 from globalstore.cli.target import StoreTarget, store_options
-from globalstore.kafka.settings import kafka_config_given
 
 __all__ = ["serve"]
 
@@ -159,12 +158,11 @@ def serve(
     if workers:
         from globalstore.server import workers as pool  # noqa: PLC0415 - only with --workers
 
-        kafka_given = kafka_config_given(click.get_current_context().params)
-        spec = pool.WorkerSpec.of(config, token_file, settings, kafka_given)
+        handover = pool.worker_handover(config, settings)
         click.echo(
             f"serving {config.topic} on http://{host}:{port} with {workers} workers", err=True
         )
-        pool.run_workers(served, spec, workers, listening, graceful_seconds)
+        pool.run_workers(served, handover, workers, listening, graceful_seconds)
         return
     click.echo(f"serving {config.topic} on http://{host}:{port}", err=True)
     server.server(served, settings, host, port, graceful_seconds).run(sockets=[listening])

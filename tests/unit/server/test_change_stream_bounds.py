@@ -30,14 +30,15 @@ def _server(
     try:
         assert server.stdout is not None
         base = f"http://127.0.0.1:{int(server.stdout.readline())}"
-        eventually(lambda: _answers(base), 20, lambda: "the server never answered")
+        eventually(lambda: healthy(base), 20, lambda: "the server never answered")
         yield server, base
     finally:
         server.terminate()
         server.wait(10)
 
 
-def _answers(base: str) -> bool:
+def healthy(base: str) -> bool:
+    """The server at `base` answers /healthz with 200."""
     try:
         return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
     except httpx.HTTPError:

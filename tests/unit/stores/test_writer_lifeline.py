@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from globalstore import SharedStore
-from tests.unit.server.test_workers import _alive
+from tests.unit.server.test_workers import _alive, children_of
 from tests.waiting import eventually
 
 _UNREACHABLE = "127.0.0.1:9"  # nothing listens: the writer retries for ever, never ready
@@ -31,16 +31,6 @@ _PARENT = textwrap.dedent(
     time.sleep(600)
     """
 )
-
-
-def _writers_of(pid: int) -> list[int]:
-    """The writer processes among `pid`'s children."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            if b"writer_main" in Path(f"/proc/{child}/cmdline").read_bytes():
-                found.append(int(child))
-    return found
 
 
 def test_a_writer_that_is_not_ready_ends_with_its_killed_parent(tmp_path: Path) -> None:
@@ -61,7 +51,7 @@ def test_a_writer_that_is_not_ready_ends_with_its_killed_parent(tmp_path: Path) 
 def test_close_stops_a_writer_that_is_not_ready_at_once(tmp_path: Path) -> None:
     store = SharedStore.with_writer("t", _UNREACHABLE, tmp_path / "s").start(wait=False)
     time.sleep(2.0)  # it has run its program, and is trying to reach the broker
-    (writer,) = _writers_of(os.getpid())
+    (writer,) = children_of(os.getpid(), b"writer_main")
     began = time.monotonic()
     store.close()
     assert time.monotonic() - began < 10  # not the 30 s after which a writer is killed
