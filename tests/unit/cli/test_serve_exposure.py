@@ -19,8 +19,12 @@ def test_every_interface_without_a_token_or_allowed_hosts_is_refused(
     host: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("GLOBALSTORE_TOKEN", raising=False)
-    args = [*_START, "--path", str(tmp_path / "s"), "--host", host, "--port", "0"]
-    result = CliRunner().invoke(main, args)
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as held:
+        held.bind((host, 0))  # were it not refused, listening would fail: it never serves
+        held.listen()
+        port = str(held.getsockname()[1])
+        args = [*_START, "--path", str(tmp_path / "s"), "--host", host, "--port", port]
+        result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, result.output
     (line,) = result.output.strip().splitlines()
     assert line.startswith(f"error: --host {host} answers anyone") and "--allowed-host" in line

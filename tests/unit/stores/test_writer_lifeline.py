@@ -1,9 +1,11 @@
 """The writer process of SharedStore.with_writer() while its store is not ready (the broker
 is unreachable, as in an outage or a long restore; no broker needed): it ends with its
-parent, a SIGKILL included, and close() stops it at once."""
+parent, a SIGKILL included, and close() stops it at once. Its log lines reach the parent one
+record a line."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -13,6 +15,7 @@ import time
 from pathlib import Path
 
 from globalstore import SharedStore
+from globalstore.stores.writer_main import _LOG_FORMAT, _OneRecordALine
 from tests.unit.server.test_workers import _alive, children_of
 from tests.waiting import eventually
 
@@ -56,3 +59,10 @@ def test_close_stops_a_writer_that_is_not_ready_at_once(tmp_path: Path) -> None:
     store.close()
     assert time.monotonic() - began < 10  # not the 30 s after which a writer is killed
     assert not _alive(writer)
+
+
+def test_a_message_cannot_pass_for_a_record_in_the_parents_log() -> None:
+    formatter = _OneRecordALine(_LOG_FORMAT)
+    forged = logging.LogRecord("x", logging.INFO, "f", 1, "hello\nCRITICAL x: forged", (), None)
+    first, *rest = formatter.format(forged).split("\n")
+    assert first == "INFO x: hello" and rest == ["  CRITICAL x: forged"]
