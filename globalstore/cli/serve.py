@@ -11,7 +11,6 @@ import click
 
 from globalstore.cli.errors import UserError
 from globalstore.cli.target import StoreTarget, store_options
-from globalstore.kafka.settings import kafka_config_given
 
 __all__ = ["serve"]
 
@@ -33,7 +32,7 @@ __all__ = ["serve"]
     metavar="HOST",
     help="A Host header the API answers (repeatable; *.example.com for a domain, * for any); "
     "others get 400. Default: localhost names and --host, any when --host binds every "
-    "interface.",
+    "interface, which then needs a token or this option.",
 )
 @click.option(
     "--max-wait",
@@ -57,6 +56,21 @@ __all__ = ["serve"]
     help="GET /v1/export streams at once; more get 503.",
 )
 @click.option(
+    "--max-change-streams",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="GET /v1/changes streams at once (each holds a thread while it waits); more get 503.",
+)
+@click.option(
+    "--change-stream-seconds",
+    default=900.0,
+    show_default=True,
+    type=click.FloatRange(1, 86400),
+    help="The longest a /v1/changes stream lasts; its client reconnects (EventSource does by "
+    "itself). It is the bound on a client that never reads.",
+)
+@click.option(
     "--idle-timeout",
     default=30.0,
     show_default=True,
@@ -69,7 +83,7 @@ __all__ = ["serve"]
     metavar="URL_OR_DIR",
     help="A peer's GET /v1/snapshot URL or a snapshot directory to start from when the "
     "store directory is empty or must be rebuilt. The URL is fetched with "
-    "$GLOBALSTORE_PEER_TOKEN (else $GLOBALSTORE_TOKEN); https:// unless the peer is on "
+    "$GLOBALSTORE_PEER_TOKEN (never this server's own token); https:// unless the peer is on "
     "loopback or GLOBALSTORE_INSECURE_SNAPSHOT=1.",
 )
 @click.option(
@@ -97,6 +111,8 @@ def serve(
     max_wait: float,
     max_snapshots: int,
     max_exports: int,
+    max_change_streams: int,
+    change_stream_seconds: float,
     idle_timeout: float,
     bootstrap_from: str | None,
     graceful_seconds: int,
@@ -117,6 +133,12 @@ def serve(
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
 
+    if server.binds_every_interface(host) and not allowed_hosts and token is None:
+        raise UserError(
+            f"--host {host} answers anyone who reaches this machine, under any name, and "
+            "there is no token: give one (--token-file or $GLOBALSTORE_TOKEN), or name the "
+            "hosts clients use (--allowed-host NAME; --allowed-host '*' to accept any)"
+        )
     target.check_discards()
     served = server.ServedStore(
         lambda listener: target.build(listener, bootstrap_from), start_timeout=target.timeout
@@ -127,6 +149,8 @@ def serve(
         max_wait=max_wait,
         max_snapshots=max_snapshots,
         max_exports=max_exports,
+        max_change_streams=max_change_streams,
+        change_stream_seconds=change_stream_seconds,
         idle_timeout=idle_timeout,
     )
     config = target.config
@@ -134,12 +158,11 @@ def serve(
     if workers:
         from globalstore.server import workers as pool  # noqa: PLC0415 - only with --workers
 
-        kafka_given = kafka_config_given(click.get_current_context().params)
-        spec = pool.WorkerSpec.of(config, token_file, settings, kafka_given)
+        handover = pool.worker_handover(config, settings)
         click.echo(
             f"serving {config.topic} on http://{host}:{port} with {workers} workers", err=True
         )
-        pool.run_workers(served, spec, workers, listening, graceful_seconds)
+        pool.run_workers(served, handover, workers, listening, graceful_seconds)
         return
     click.echo(f"serving {config.topic} on http://{host}:{port}", err=True)
     server.server(served, settings, host, port, graceful_seconds).run(sockets=[listening])

@@ -37,6 +37,7 @@ __all__ = ["Progress", "count", "get", "quarantine", "register", "restore", "sca
 _LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
 _BAR_INTERVAL = 0.1  # seconds between redraws of the terminal progress bar
 _BAR_WIDTH = 30
+_QUARANTINE_CHUNK = 16  # held records read at a time (each whole, however large)
 
 
 def _inspect(path: Path) -> StoreStatus:
@@ -249,13 +250,30 @@ def count(target: StoreTarget) -> None:
 
 @click.command()
 @store_options
-def quarantine(target: StoreTarget) -> None:
+@click.option("--after", metavar="KEY", help="Start after this key (the last one printed).")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many records.")
+@click.option(
+    "--value-bytes",
+    default=1024,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Show this many first bytes of each held value (value_bytes gives its length).",
+)
+def quarantine(target: StoreTarget, after: str | None, limit: int | None, value_bytes: int) -> None:
     """Print the records a store with --invalid-values quarantine did not apply, one JSON
-    object a line (key, partition, offset, timestamp, reason, value), by key."""
+    object a line (key, partition, offset, timestamp, reason, value, value_bytes,
+    value_cut), by key."""
     with contextlib.closing(target.open_for_queries()) as store:
-        held = store.quarantined()
-    for record in held:
-        click.echo(orjson.dumps(record.to_dict()).decode("utf-8"))
+        # A few at a time: a held value may be as large as the topic allows.
+        while limit is None or limit > 0:
+            wanted = _QUARANTINE_CHUNK if limit is None else min(limit, _QUARANTINE_CHUNK)
+            chunk = store.quarantined(after, wanted)
+            for record in chunk:
+                click.echo(orjson.dumps(record.to_dict(value_bytes)).decode("utf-8"))
+            if len(chunk) < wanted:
+                return
+            after = chunk[-1].key
+            limit = None if limit is None else limit - len(chunk)
 
 
 @click.command()

@@ -7,9 +7,11 @@ get(timeout). Offering never blocks the writer: an append to a deque (atomic und
 and, only while the consumer sleeps, a wake that cannot block either (the release of a lock
 the consumer waits on, or the asyncio loop's call_soon_threadsafe).
 
-A consumer that falls behind the buffer's bound is never left with a silent gap: the buffer
-is emptied and ONE Resync item takes its place; nothing is kept until the consumer has taken
-it, and it must then re-read what it cares about (every change from then on follows).
+The buffer is bounded in records and in bytes (a topic's values may be as large as its
+max.message.bytes). A consumer that falls behind either bound is never left with a silent
+gap: the buffer is emptied and ONE Resync item takes its place; nothing is kept until the
+consumer has taken it, and it must then re-read what it cares about (every change from then
+on follows).
 """
 
 from __future__ import annotations
@@ -27,11 +29,30 @@ from globalstore import codec
 from globalstore.errors import InvalidValue
 from globalstore.storage.records import Record, written
 
-__all__ = ["DEFAULT_BUFFER", "Change", "ChangeFeed", "Feeds", "Resync", "key_filter"]
+__all__ = [
+    "DEFAULT_BUFFER",
+    "DEFAULT_BUFFER_BYTES",
+    "Change",
+    "ChangeFeed",
+    "Feeds",
+    "Resync",
+    "key_filter",
+    "record_bytes",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BUFFER = 50_000  # records a feed holds for its consumer before it resyncs
+DEFAULT_BUFFER_BYTES = 16 << 20  # and bytes of them (record_bytes)
+_RECORD_OVERHEAD = 100  # bytes a held record costs beside its key and value (tuple, ints)
+
+
+def record_bytes(record: Record) -> int:
+    """What holding `record` costs, about: its key, its value and the tuple around them."""
+    key, value = record[0], record[1]
+    return (
+        _RECORD_OVERHEAD + (0 if key is None else len(key)) + (0 if value is None else len(value))
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +89,17 @@ class ChangeFeed:
         wanted: Callable[[bytes], bool] | None,
         buffer: int,
         unsubscribe: Callable[[ChangeFeed], None],
+        buffer_bytes: int = DEFAULT_BUFFER_BYTES,
     ) -> None:
-        """`wanted(key)` says which keys the feed keeps (None: all); `buffer` bounds what it
-        holds; `unsubscribe` is called once by close()."""
+        """`wanted(key)` says which keys the feed keeps (None: all); `buffer` records and
+        `buffer_bytes` bytes bound what it holds; `unsubscribe` is called once by close()."""
         if buffer < 1:
             raise ValueError(f"a change feed's buffer holds at least one record, not {buffer}")
         self.topic, self._decode, self._wanted = topic, decode, wanted
-        self._capacity = buffer
+        self._capacity, self._capacity_bytes = buffer, buffer_bytes
+        # Bytes held = offered - taken; each counter is written by one side only.
+        self._offered_bytes = 0  # the writer's
+        self._taken_bytes = 0  # the consumer's
         self._unsubscribe: Callable[[ChangeFeed], None] | None = unsubscribe
         self._buffer: deque[Record | Resync] = deque()
         self._gap = False  # a Resync is in the buffer: nothing else is kept until it is taken
@@ -100,8 +125,19 @@ class ChangeFeed:
         if held and held + len(kept) > self._capacity:  # one batch always fits an empty one
             self.resync(f"more than {self._capacity} changes waited for this consumer")
             return
+        size = sum(map(record_bytes, kept))
+        if held and self.held_bytes() + size > self._capacity_bytes:
+            self.resync(
+                f"more than {self._capacity_bytes} bytes of changes waited for this consumer"
+            )
+            return
+        self._offered_bytes += size
         self._buffer.extend(kept)
         self._wake()
+
+    def held_bytes(self) -> int:
+        """About how many bytes of records the buffer holds (record_bytes)."""
+        return max(0, self._offered_bytes - self._taken_bytes)
 
     def resync(self, reason: str) -> None:
         """Drop what the buffer holds and give the consumer one Resync instead."""
@@ -109,6 +145,7 @@ class ChangeFeed:
             return
         self._gap = True
         self._buffer.clear()
+        self._offered_bytes = self._taken_bytes  # nothing held (a take under way: about)
         self._buffer.append(Resync(reason))
         self._wake()
 
@@ -192,6 +229,7 @@ class ChangeFeed:
             if isinstance(item, Resync):
                 self._gap = False  # what the writer applies from now on is kept again
                 return item
+            self._taken_bytes += record_bytes(item)
             change = self._change(item)
             if change is not None:
                 return change
@@ -256,9 +294,11 @@ class Feeds:
         prefix: str | None = None,
         keys: Iterable[str] | None = None,
         buffer: int = DEFAULT_BUFFER,
+        buffer_bytes: int = DEFAULT_BUFFER_BYTES,
     ) -> ChangeFeed:
         """A new feed of the changes applied from now on."""
-        feed = ChangeFeed(topic, decode, key_filter(prefix, keys), buffer, self._unsubscribe)
+        wanted = key_filter(prefix, keys)
+        feed = ChangeFeed(topic, decode, wanted, buffer, self._unsubscribe, buffer_bytes)
         with self._lock:
             if self._ended:
                 feed.end()

@@ -259,8 +259,9 @@ class StoreReader(Protocol):
     def count(self) -> int:
         """Number of live keys."""
 
-    def quarantined(self) -> list[Quarantined]:
-        """The records a store with invalid_values="quarantine" did not apply, by key."""
+    def quarantined(self, after: str | None = None, limit: int | None = None) -> list[Quarantined]:
+        """The records a store with invalid_values="quarantine" did not apply, by key: those
+        after the key `after`, at most `limit` of them, when given."""
 
     def position(self) -> dict[int, int]:
         """{partition: next offset already applied}."""

@@ -127,9 +127,12 @@ class StoreReads:
 
         return self._on_copy(many)
 
-    def quarantined(self) -> list[Quarantined]:
-        """The records a store with invalid_values="quarantine" did not apply, by key."""
-        return self._on_copy(lambda copy: list(held(copy.storage.meta_items)))
+    def quarantined(self, after: str | None = None, limit: int | None = None) -> list[Quarantined]:
+        """The records a store with invalid_values="quarantine" did not apply, by key: those
+        after the key `after`, at most `limit` of them, when given."""
+        return self._on_copy(
+            lambda copy: list(itertools.islice(held(copy.storage.meta_items, after), limit))
+        )
 
     def _on_copy(self, read: Callable[[Copy], _T]) -> _T:
         """`read` on the copy that answers now; repeated on the next one if a swap closed it

@@ -5,7 +5,7 @@ from globalstore.server.app import create_app
 from globalstore.server.guard import load_token
 from globalstore.server.run import DEFAULT_HOST, DEFAULT_PORT, listen, server
 from globalstore.server.served import RestoreProgress, ServedStore
-from globalstore.server.settings import ServerSettings, hosts_for
+from globalstore.server.settings import ServerSettings, binds_every_interface, hosts_for
 
 __all__ = [
     "DEFAULT_HOST",
@@ -13,6 +13,7 @@ __all__ = [
     "RestoreProgress",
     "ServedStore",
     "ServerSettings",
+    "binds_every_interface",
     "create_app",
     "hosts_for",
     "listen",

@@ -99,10 +99,14 @@ class Api:
         self.exports = Slots("export", settings.max_exports, 1, streams.labels("export"))
         # A snapshot runs for minutes: retrying every second would only add load.
         self.snapshots = Slots("snapshot", settings.max_snapshots, 5, streams.labels("snapshot"))
-        # Change streams last as long as their clients: capped like exports, in a pool of
-        # their own so that they never keep an export from running.
-        self.feeds = Slots("changes", settings.max_exports, 1, streams.labels("changes"))
+        # Change streams last as long as their clients (up to change_stream_seconds): a cap
+        # of their own, so that they never keep an export from running, and threads of their
+        # own, since each waits for changes in one: never those of the other routes.
+        cap = settings.max_change_streams
+        self.feeds = Slots("changes", cap, 1, streams.labels("changes"))
+        self._feed_threads = anyio.CapacityLimiter(cap)
         self.change_streams = ChangeStreams()  # ended when the shutdown begins
+        metrics.change_bytes.set_function(self.change_streams.held_bytes)
         self.reports = Reports(served, settings, metrics)
 
     def routes(self) -> list[Route]:
@@ -293,11 +297,19 @@ class Api:
         store, prefix = self.served.store, params.text(request.query_params, "prefix")
         if not isinstance(store, ChangeSource):
             return json_response({"error": f"a {type(store).__name__} has no change feed"}, 501)
+        settings = self.settings
         events = sse_chunks(
-            store, prefix, self.settings.keepalive, self.settings.export_chunk, self.change_streams
+            store,
+            prefix,
+            settings.keepalive,
+            settings.export_chunk,
+            self.change_streams,
+            settings.change_stream_seconds,
         )
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return await self._stream(request, self.feeds, events, "text/event-stream", headers)
+        return await self._stream(
+            request, self.feeds, events, "text/event-stream", headers, self._feed_threads
+        )
 
     async def _stream(
         self,
@@ -306,9 +318,11 @@ class Api:
         chunks: Generator[bytes, None, None],
         media_type: str,
         headers: Mapping[str, str] | None = None,
+        limiter: anyio.CapacityLimiter | None = None,
     ) -> Response:
         """A stream of `chunks` once min_position is reached and a slot is free, both within
-        the request's own `wait`."""
+        the request's own `wait`; its chunks pulled by threads of `limiter` (None: the
+        default pool)."""
         query = request.query_params
         wait = self._wait(query)
         began = time.monotonic()
@@ -320,7 +334,9 @@ class Api:
             requests.labels(slots.route, status).inc()
 
         idle = self.settings.idle_timeout
-        return LimitedStream(chunks, slots, idle, self._error_answer, count, media_type, headers)
+        return LimitedStream(
+            chunks, slots, idle, self._error_answer, count, media_type, headers, limiter
+        )
 
     async def count(self, request: Request) -> Response:
         """The number of live keys."""
@@ -330,9 +346,16 @@ class Api:
         return json_response({"count": n})
 
     async def quarantine(self, request: Request) -> Response:
-        """The records a store with invalid_values="quarantine" did not apply."""
-        held = await anyio.to_thread.run_sync(self.served.store.quarantined)
-        return json_response({"quarantined": [record.to_dict() for record in held]})
+        """One page of the records a store with invalid_values="quarantine" did not apply,
+        in key order, each value cut to its first bytes (with its length)."""
+        query = request.query_params
+        limit = params.integer(
+            query, "limit", self.settings.default_limit, 1, self.settings.max_limit
+        )
+        after = params.cursor(query)
+        held, max_bytes = self.served.store.quarantined, self.settings.max_page_bytes
+        body = await anyio.to_thread.run_sync(bodies.quarantine_page, held, after, limit, max_bytes)
+        return Response(body, media_type="application/json")
 
     async def snapshot(self, request: Request) -> Response:
         """The store as a tar stream of a checkpoint; 409 when served by workers."""

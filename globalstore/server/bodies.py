@@ -19,8 +19,10 @@ from globalstore.read.protocols import FollowingStore
 from globalstore.server.params import encode_cursor, encode_match_cursor
 from globalstore.snapshots.archive import checkpoint_dir
 from globalstore.snapshots.stream import tar_chunks
+from globalstore.storage.quarantine import Quarantined
 
 __all__ = [
+    "QUARANTINE_VALUE_BYTES",
     "Counted",
     "Scan",
     "invalid",
@@ -28,6 +30,7 @@ __all__ = [
     "match_page",
     "ndjson_chunks",
     "page",
+    "quarantine_page",
     "snapshot_chunks",
 ]
 
@@ -38,6 +41,9 @@ _Pos = TypeVar("_Pos")
 # A scan opened with the body's report of the values it leaves out (the store's on_invalid).
 Scan = Callable[[OnInvalid], Iterator[_Item]]
 Counted = Callable[[], object]  # counts one value left out (the decode errors metric)
+
+QUARANTINE_VALUE_BYTES = 1024  # of a held value shown in a page of the quarantine
+_QUARANTINE_CHUNK = 16  # held records read at a time (each whole, however large)
 
 
 def json_response(
@@ -77,6 +83,33 @@ def match_page(
 
     _fill(built, scan(built.skip), entry)
     return built.body(lambda last: encode_match_cursor(*last))
+
+
+def quarantine_page(
+    held: Callable[[str | None, int], list[Quarantined]],
+    after: str | None,
+    limit: int,
+    max_bytes: int,
+) -> bytes:
+    """The JSON of one page of held records after the key `after`, as `held(after, n)` gives
+    them (the store's quarantined()): at most `limit` and `max_bytes` of them (at least
+    one), each value cut to its first QUARANTINE_VALUE_BYTES, with the cursor past the last
+    if any is left out. Read a few records at a time: a held value may be as large as the
+    topic allows, so only those few are in memory whole."""
+    built = _Page(limit, max_bytes, lambda: None, _key)
+    while True:
+        chunk = held(after, _QUARANTINE_CHUNK)
+        for record in chunk:
+            if not built.add(_dumps(record.to_dict(QUARANTINE_VALUE_BYTES)), record.key):
+                return _held_body(built)
+        if len(chunk) < _QUARANTINE_CHUNK:
+            return _held_body(built)
+        after = chunk[-1].key
+
+
+def _held_body(built: _Page[str]) -> bytes:
+    items = b",".join(built.items)
+    return b'{"quarantined":[' + items + b'],"cursor":' + built.next(encode_cursor) + b"}"
 
 
 class _PageFull(Exception):  # noqa: N818 - reads as the condition that ends the scan
@@ -123,9 +156,20 @@ class _Page(Generic[_Pos]):
         return True
 
     def body(self, cursor: Callable[[_Pos], str]) -> bytes:
-        after = _dumps(cursor(self.last) if self.more and self.last is not None else None)
         items, invalid = b",".join(self.items), b",".join(self.invalid)
-        return b'{"items":[' + items + b'],"invalid":[' + invalid + b'],"cursor":' + after + b"}"
+        return (
+            b'{"items":['
+            + items
+            + b'],"invalid":['
+            + invalid
+            + b'],"cursor":'
+            + self.next(cursor)
+            + b"}"
+        )
+
+    def next(self, cursor: Callable[[_Pos], str]) -> bytes:
+        """The cursor of the next page as JSON (null: none follows)."""
+        return _dumps(cursor(self.last) if self.more and self.last is not None else None)
 
 
 def _fill(

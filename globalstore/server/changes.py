@@ -7,13 +7,17 @@ position covers), then one `event: change` per change, its `id` "partition:offse
 for the feed's buffer gets one `event: resync` and must re-read what it cares about; the
 changes after it are complete again. A comment line every `keepalive` seconds while nothing
 changes keeps proxies from closing the stream and shows a client that left. The stream ends
-when the store closes, and as soon as the server begins to shut down (ChangeStreams): a stream
-never ends of itself, so it would otherwise hold every shutdown for its graceful seconds."""
+when the store closes, as soon as the server begins to shut down (ChangeStreams): a stream
+never ends of itself, so it would otherwise hold every shutdown for its graceful seconds; and
+after its `lifetime`, since a client that never reads shows nothing (its keepalives fit the
+socket buffers for days): the client reconnects, as EventSource does by itself."""
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
+import time
 from collections.abc import Generator, Mapping
 from types import FrameType
 from typing import Any, Protocol, runtime_checkable
@@ -58,6 +62,10 @@ class ChangeStreams:
         """A stream that ended."""
         self._feeds.discard(feed)
 
+    def held_bytes(self) -> int:
+        """About how many bytes of changes the open streams' feeds hold."""
+        return sum(feed.held_bytes() for feed in list(self._feeds))
+
     def end_all(self) -> None:
         """End every stream, now and from now on."""
         self._ended = True
@@ -84,31 +92,38 @@ class ChangeStreams:
 
 
 def sse_chunks(
-    store: ChangeSource, prefix: str | None, keepalive: float, most: int, streams: ChangeStreams
+    store: ChangeSource,
+    prefix: str | None,
+    keepalive: float,
+    most: int,
+    streams: ChangeStreams,
+    lifetime: float = math.inf,
 ) -> Generator[bytes, None, None]:
     """The event stream of `store`'s changes under `prefix`, in chunks of at most `most`
-    events (what is there already goes in one chunk), until the store closes or `streams`
-    ends it."""
+    events (what is there already goes in one chunk), until the store closes, `streams`
+    ends it or `lifetime` seconds have passed."""
     with store.changes(prefix=prefix) as feed:
         streams.add(feed)
         try:
-            yield from _events(store, feed, keepalive, most)
+            yield from _events(store, feed, keepalive, most, time.monotonic() + lifetime)
         finally:
             streams.discard(feed)
 
 
 def _events(
-    store: ChangeSource, feed: ChangeFeed, keepalive: float, most: int
+    store: ChangeSource, feed: ChangeFeed, keepalive: float, most: int, deadline: float
 ) -> Generator[bytes, None, None]:
-    """The start event, then the feed's changes until it ends."""
+    """The start event, then the feed's changes until it ends or the deadline passes."""
     position = {str(p): o for p, o in sorted(store.position().items())}
     yield _event("start", {"position": position})
-    while True:
+    while (left := deadline - time.monotonic()) > 0:
         try:
-            item = feed.get(keepalive)
+            item = feed.get(min(keepalive, left))
         except StopIteration:
             return
         if item is None:
+            if time.monotonic() >= deadline:
+                return
             yield _KEEPALIVE
             continue
         events = [_item(item)]

@@ -194,6 +194,11 @@ class Metrics:
             ["route"],
             registry=self.registry,
         )
+        self.change_bytes = Gauge(
+            "globalstore_change_stream_bytes",
+            "Bytes of changes the open /v1/changes streams hold for their clients, about",
+            registry=self.registry,
+        )
         self.decode_errors = Counter(
             "globalstore_decode_errors",
             "Stored values that do not decode (InvalidValue): a get answered 500, or a page or "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from globalstore.server.bodies import QUARANTINE_VALUE_BYTES
 from globalstore.server.openapi_common import (
     ERROR,
     INVALID,
@@ -238,8 +239,12 @@ def document(settings: ServerSettings) -> dict[str, Any]:
             },
             "/v1/quarantine": {
                 "get": {
-                    "summary": "Records not applied: their value does not decode (the store's "
-                    "invalid_values='quarantine'), by key",
+                    "summary": "One page of the records not applied: their value does not "
+                    "decode (the store's invalid_values='quarantine'), by key",
+                    "description": f"Pages as /v1/keys (`limit`, `cursor`, about "
+                    f"{settings.max_page_bytes} bytes at most); each value is cut to its "
+                    f"first {QUARANTINE_VALUE_BYTES} bytes.",
+                    "parameters": page_params(settings),
                     "responses": {
                         "200": json_content(QUARANTINED, "Empty without one"),
                         **QUERY_ERRORS,

@@ -48,16 +48,25 @@ INVALID: dict[str, Any] = {
 }
 QUARANTINED = {
     "type": "object",
-    "required": ["quarantined"],
+    "required": ["quarantined", "cursor"],
     "properties": {
         "quarantined": {
             "type": "array",
             "items": {
                 **INVALID,
-                "description": "A record the store did not apply; its timestamp (ms) and value",
-                "properties": {**INVALID["properties"], "timestamp": {}, "value": {}},
+                "description": "A record the store did not apply; its timestamp (ms), the "
+                "first bytes of its value as text (value_cut: more were held) and the "
+                "value's length in bytes",
+                "properties": {
+                    **INVALID["properties"],
+                    "timestamp": {"type": "integer"},
+                    "value": {"type": "string"},
+                    "value_bytes": {"type": "integer", "minimum": 0},
+                    "value_cut": {"type": "boolean"},
+                },
             },
-        }
+        },
+        "cursor": {"type": ["string", "null"], "description": "The next page; null: none"},
     },
 }
 UNAVAILABLE = {

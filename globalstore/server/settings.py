@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LOCAL_HOSTS", "ServerSettings", "hosts_for"]
+__all__ = ["LOCAL_HOSTS", "ServerSettings", "binds_every_interface", "hosts_for"]
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")  # as a Host header names this machine
 _EVERY_INTERFACE = frozenset({"0.0.0.0", "::", ""})
 
 
+def binds_every_interface(bind: str) -> bool:
+    """True for an address that binds every interface of the machine (0.0.0.0, ::)."""
+    return bind in _EVERY_INTERFACE
+
+
 def hosts_for(bind: str) -> tuple[str, ...]:
     """The Host headers a server bound to `bind` answers by default: the localhost names and
     `bind`; any ("*") when it binds every interface, where clients use names it cannot know."""
-    if bind in _EVERY_INTERFACE:
+    if binds_every_interface(bind):
         return ("*",)
     return (*LOCAL_HOSTS, f"[{bind}]" if ":" in bind else bind)
 
@@ -38,3 +43,7 @@ class ServerSettings:
     # False where the store is read, not written (serve --workers): /v1/snapshot answers 409.
     snapshots: bool = True
     keepalive: float = 15.0  # seconds between two comments of an idle /v1/changes stream
+    max_change_streams: int = 8  # /v1/changes streams at once (each holds a thread)
+    # The longest a /v1/changes stream lasts; its client reconnects (EventSource does by
+    # itself). A client that never reads sends nothing that shows it, so this is its bound.
+    change_stream_seconds: float = 900.0

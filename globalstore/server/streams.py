@@ -92,12 +92,16 @@ class LimitedStream(Response):
         count: Callable[[int], None],
         media_type: str,
         headers: Mapping[str, str] | None = None,
+        limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
+        """`limiter`: the worker threads that pull `chunks` (None: anyio's default pool,
+        shared with every threaded route; a stream whose chunks wait takes its own)."""
         self.status_code = 200
         self.media_type = media_type
         self.background = None
         self.init_headers(headers)
         self._chunks = chunks
+        self._limiter = limiter
         # The server's shutdown cancels a request without waiting for the worker thread
         # producing its chunk: closing the generator must wait for that thread to finish.
         self._turn = threading.Lock()
@@ -121,7 +125,7 @@ class LimitedStream(Response):
                 group.cancel_scope.cancel()  # the client is gone: stop producing for nobody
         finally:
             with anyio.CancelScope(shield=True):  # also when cancelled: release, then go
-                await anyio.to_thread.run_sync(self._close)
+                await anyio.to_thread.run_sync(self._close, limiter=self._limiter)
             self._release()
             self._counted(_CLIENT_GONE)
 
@@ -153,7 +157,7 @@ class LimitedStream(Response):
             )
 
     async def _next(self) -> object:
-        return await anyio.to_thread.run_sync(self._pull)
+        return await anyio.to_thread.run_sync(self._pull, limiter=self._limiter)
 
     def _pull(self) -> object:
         with self._turn:

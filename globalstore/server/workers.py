@@ -7,95 +7,70 @@ switch interval (5 ms) at a time, so a server answering at its full rate falls t
 milliseconds behind (docs/performance.md, "Following and freshness under load"). Here the
 writer's process is idle but for following, and each worker catches up with it as it reads.
 
-uvicorn starts the workers by importing `worker_app` (a factory) in fresh processes; what they
-need to open the store travels in an environment variable, never a secret the serve process
-read from a file: each worker reads the token file and the Kafka settings file again
-($GLOBALSTORE_TOKEN is inherited). The Kafka settings are for the change feed alone, which a
-worker reads from the topic (stores/topic_changes.py).
+uvicorn starts each worker with multiprocessing (spawn), handing it its configuration
+through the pipe the worker is spawned with; the application travels there too, as the
+factory worker_app bound to the store's Handover (stores/handover.py, as with_writer()'s
+writer gets it): the store's settings, the Kafka settings and the token as this process read
+them. So no secret is in an environment variable, and no worker reads the token file or the
+Kafka settings file again: every worker, restarted ones too, serves with what this process
+read. The Kafka settings are for the change feed alone, which a worker reads from the topic
+(stores/topic_changes.py). That pipe is also each worker's lifeline (stores/lifeline.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
+import multiprocessing
 import os
 import socket
-from pathlib import Path
 from typing import Any
 
 from uvicorn.supervisors import Multiprocess
 
 from globalstore.config import StoreConfig
-from globalstore.converters import import_converter, import_name
-from globalstore.kafka.settings import client_settings
 from globalstore.server.app import create_app
-from globalstore.server.guard import Guard, load_token
-from globalstore.server.orphan import end_with_parent
+from globalstore.server.guard import Guard
 from globalstore.server.run import uvicorn_config
 from globalstore.server.served import ServedStore
 from globalstore.server.settings import ServerSettings
+from globalstore.stores.handover import Handover
+from globalstore.stores.lifeline import end_with_parent
 from globalstore.stores.shared_store import SharedStore
 
-__all__ = ["WorkerSpec", "run_workers", "worker_app"]
-
-_SPEC_ENV = "GLOBALSTORE_SERVE_WORKER"
+__all__ = ["end_with_serve_process", "run_workers", "worker_app", "worker_handover"]
 
 
-@dataclasses.dataclass(frozen=True)
-class WorkerSpec:
-    """What a worker needs to open the store and the API as the writer's process was told."""
-
-    path: str
-    value_format: int
-    converters: dict[int, str]  # {from_version: "module:function"}
-    token_file: str | None
-    settings: dict[str, Any]  # ServerSettings without the token
-    max_staleness: float | None = None
-    parent: int = 0  # the pid of the serve process: a worker ends with it (orphan.py)
-    bootstrap_servers: str | None = None
-    kafka_pairs: dict[str, str] = dataclasses.field(default_factory=dict)  # --kafka-config
-    kafka_config_file: str | None = None
-
-    @classmethod
-    def of(
-        cls,
-        config: StoreConfig,
-        token_file: Path | None,
-        settings: ServerSettings,
-        kafka_given: tuple[dict[str, str], Path | None],
-    ) -> WorkerSpec:
-        """What the serve process passes its workers: the store's path, format and converters (by
-        import name), the token file, the settings without the token, and the Kafka settings as
-        given (`kafka_given`: the command line's pairs and the file's path)."""
-        fields = dataclasses.asdict(settings)
-        fields.pop("token")
-        pairs, kafka_file = kafka_given
-        return cls(
-            str(config.path),
-            config.value_format,
-            {v: import_name(fn, f"converters[{v}]") for v, fn in config.converters.items()},
-            None if token_file is None else str(token_file),
-            fields,
-            config.max_staleness,
-            os.getpid(),
-            config.bootstrap_servers,
-            pairs,
-            None if kafka_file is None else str(kafka_file),
-        )
+def worker_handover(config: StoreConfig, settings: ServerSettings) -> Handover:
+    """What the serve process hands its workers: the store's path, value format,
+    converters (by import name), max_staleness and Kafka settings, and the API's settings
+    with the token."""
+    store: dict[str, Any] = {
+        "value_format": config.value_format,
+        "converters": dict(config.converters),
+        "max_staleness": config.max_staleness,
+    }
+    api = dataclasses.asdict(settings)
+    return Handover.of(
+        config.topic, config.bootstrap_servers, config.path, config.kafka_config, store, api
+    )
 
 
 def run_workers(
     served: ServedStore,
-    spec: WorkerSpec,
+    handover: Handover,
     workers: int,
     listening: socket.socket,
     graceful_seconds: int,
 ) -> None:
     """Start the writer, then serve on `listening` (run.listen()) with `workers` processes
     until SIGTERM or SIGINT; the workers stop first (in-flight requests finish), then the
-    writer closes the store. A worker ends by itself if this process dies (orphan.py)."""
-    os.environ[_SPEC_ENV] = json.dumps(dataclasses.asdict(spec))
-    app = f"{__name__}:worker_app"
+    writer closes the store. A worker ends by itself if this process dies (lifeline.py)."""
+    app = functools.partial(worker_app, handover.encode())
+    # multiprocessing starts each worker with `python -c`, which would put the working
+    # directory first on its import path until the worker takes this process's path: as
+    # `-P` does for the writer of with_writer(), keep it out (and out of what they start).
+    os.environ["PYTHONSAFEPATH"] = "1"
     host, port = listening.getsockname()[:2]
     config = uvicorn_config(app, host, port, graceful_seconds, factory=True, workers=workers)
     served.start()
@@ -105,19 +80,26 @@ def run_workers(
         served.close()
 
 
-def worker_app() -> Guard:
-    """The API of one worker process: a SharedStore of the writer's directory."""
-    spec = WorkerSpec(**json.loads(os.environ[_SPEC_ENV]))
-    end_with_parent(spec.parent)
-    converters = {int(v): import_converter(name) for v, name in spec.converters.items()}
+def worker_app(handover: str) -> Guard:
+    """The API of one worker process: a SharedStore of the writer's directory, from the
+    serve process's Handover (encoded)."""
+    end_with_serve_process()
+    given = Handover.decode(handover)
     store = SharedStore(
-        spec.path,
-        value_format=spec.value_format,
-        converters=converters,
-        max_staleness=spec.max_staleness,
-        bootstrap_servers=spec.bootstrap_servers,
-        kafka_config=client_settings(spec.kafka_pairs, spec.kafka_config_file),
+        given.path,
+        bootstrap_servers=given.bootstrap_servers,
+        kafka_config=given.kafka_config,
+        **given.store_settings(),
     )
-    token = load_token(None if spec.token_file is None else Path(spec.token_file))
-    settings = ServerSettings(token=token, **{**spec.settings, "snapshots": False})
+    settings = ServerSettings(**{**given.extra, "snapshots": False})
     return create_app(ServedStore.of(store), settings)
+
+
+def end_with_serve_process() -> None:
+    """This worker ends when the serve process does (lifeline.py): uvicorn starts workers
+    with multiprocessing, which leaves each one the read end of a pipe only the serve
+    process holds open."""
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        raise RuntimeError("a worker of serve --workers must be started by the serve process")
+    end_with_parent(parent.sentinel, f"the serve process (pid {parent.pid})")

@@ -42,7 +42,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TOKEN_ENV = "GLOBALSTORE_TOKEN"  # this server's bearer token; sent to peers without the next
+TOKEN_ENV = "GLOBALSTORE_TOKEN"  # this server's bearer token: never sent to a peer
 PEER_TOKEN_ENV = "GLOBALSTORE_PEER_TOKEN"  # bearer token sent when fetching a snapshot
 INSECURE_ENV = "GLOBALSTORE_INSECURE_SNAPSHOT"  # "1": fetch over http:// from another host
 _BUSY = 503  # what a peer answers when all its snapshot slots are taken (server/app.py)
@@ -108,7 +108,8 @@ def fetch(url: str, staging: Staging, limits: Limits) -> Manifest:
     as a busy peer's 503 asks (within the budget)."""
     _check_transport(url)
     request = urllib.request.Request(url)
-    token = os.environ.get(PEER_TOKEN_ENV) or os.environ.get(TOKEN_ENV)
+    # Only the peer token: this server's own token (TOKEN_ENV) never leaves it.
+    token = os.environ.get(PEER_TOKEN_ENV)
     if token:
         if _insecure(url):
             log.warning("sending the bearer token to %s over plain http (%s): anyone on the "

@@ -45,15 +45,20 @@ class Quarantined:
     reason: str
     value: bytes  # as it came
 
-    def to_dict(self) -> dict[str, object]:
-        """A JSON-able view; the value as text (undecodable bytes replaced)."""
+    def to_dict(self, max_value_bytes: int | None = None) -> dict[str, object]:
+        """A JSON-able view; the value as text (undecodable bytes replaced), only its first
+        `max_value_bytes` when given (a held value is as large as the topic allows),
+        with its length in bytes."""
+        shown = self.value if max_value_bytes is None else self.value[:max_value_bytes]
         return {
             "key": self.key,
             "partition": self.partition,
             "offset": self.offset,
             "timestamp": self.timestamp,
             "reason": self.reason,
-            "value": self.value.decode("utf-8", "replace"),
+            "value": shown.decode("utf-8", "replace"),
+            "value_bytes": len(self.value),
+            "value_cut": len(shown) < len(self.value),
         }
 
 
@@ -89,11 +94,15 @@ def entry_key(key: bytes) -> bytes:
     return QUARANTINE_PREFIX + key
 
 
-def held(meta_items: Callable[[bytes], Iterable[tuple[bytes, bytes]]]) -> Iterator[Quarantined]:
-    """The quarantined records, in key order, of a store whose meta entries from a key on
-    are `meta_items(key)` (Storage.meta_items)."""
+def held(
+    meta_items: Callable[[bytes], Iterable[tuple[bytes, bytes]]], after: str | None = None
+) -> Iterator[Quarantined]:
+    """The quarantined records, in key order (after the key `after` if given), of a store
+    whose meta entries from a key on are `meta_items(key)` (Storage.meta_items)."""
     size = len(QUARANTINE_PREFIX)
-    for key, entry in meta_items(QUARANTINE_PREFIX):
+    # "\0" appended to a key is the next possible key.
+    first = QUARANTINE_PREFIX if after is None else entry_key(after.encode("utf-8") + b"\0")
+    for key, entry in meta_items(first):
         if not key.startswith(QUARANTINE_PREFIX):
             return
         (n,) = _REASON.unpack_from(entry)

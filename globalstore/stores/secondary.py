@@ -49,6 +49,7 @@ __all__ = ["WRITER_SILENT_S", "SecondarySource", "with_writer_process"]
 log = logging.getLogger(__name__)
 
 WRITER_SILENT_S = 3 * HEARTBEAT_S  # no note for this long: the writer is gone
+_WRITER_FAILED = "WriterFailed"  # status().failure once the writer said it failed
 _RECEIVE_S = 0.25  # longest wait for a note, so close() is noticed soon
 _QUERY_GRACE_S = 0.001  # after a note, the time left to queries to catch up themselves
 
@@ -372,6 +373,8 @@ class SecondarySource:
             staleness=staleness,
             max_staleness=self._max_staleness,
             last_error=self._last_error or self._silence(),
+            # A writer that stopped on an error: /healthz of a reader (serve --workers) fails.
+            failure=_WRITER_FAILED if note is not None and note.state == State.FAILED else None,
             behind_writer=None if note is None else behind(note.positions, position),
             refused_notes=0 if wake is None else wake.refused,
         )

@@ -28,7 +28,7 @@ from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
 from globalstore.follow.sources import split
 from globalstore.kafka.clients import create_client
-from globalstore.read.changes import ChangeFeed, Feeds
+from globalstore.read.changes import ChangeFeed, Feeds, record_bytes
 from globalstore.storage import Record, Storage
 
 __all__ = ["ReaderFeeds", "TopicChanges"]
@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 _WAIT_S = 0.05  # longest consumer wait: the reader's position is looked at this often
 _AHEAD = 100_000  # records read ahead of the reader at most
+_AHEAD_BYTES = 32 << 20  # and bytes of them (record_bytes): reading pauses past either
+_READ = 500  # records asked of the consumer at a time
 
 
 class TopicChanges(threading.Thread):
@@ -56,6 +58,7 @@ class TopicChanges(threading.Thread):
         self._consumer_factory = consumer_factory
         self._stopped = threading.Event()
         self._pending: dict[int, deque[Record]] = {}
+        self._pending_bytes = 0  # of the records in _pending (record_bytes)
         self._next: dict[int, int] = {}  # per partition, the offset the consumer reads next
 
     def stop(self) -> None:
@@ -72,8 +75,9 @@ class TopicChanges(threading.Thread):
             self._assign(consumer, positions)
             while not self._stopped.is_set():
                 held = sum(map(len, self._pending.values()))
-                messages = consumer.consume(1000, _WAIT_S) if held < _AHEAD else []
-                if held >= _AHEAD:
+                room = held < _AHEAD and self._pending_bytes < _AHEAD_BYTES
+                messages = consumer.consume(_READ, _WAIT_S) if room else []
+                if not room:  # the reader is behind: wait for it to apply what is held
                     self._stopped.wait(_WAIT_S)
                 self._keep(messages)
                 now, positions = self.reader()
@@ -95,6 +99,7 @@ class TopicChanges(threading.Thread):
     def _assign(self, consumer: Any, positions: Mapping[int, int]) -> None:
         """Read every partition from `positions` on, nothing held."""
         self._pending = {p: deque() for p in positions}
+        self._pending_bytes = 0
         self._next = dict(positions)
         topic = self.config.topic
         consumer.assign([TopicPartition(topic, p, o) for p, o in positions.items()])
@@ -107,6 +112,7 @@ class TopicChanges(threading.Thread):
         for record in records:
             p = record[3]
             self._pending[p].append(record)
+            self._pending_bytes += record_bytes(record)
             self._next[p] = record[4] + 1
 
     def _behind(self, positions: Mapping[int, int]) -> bool:
@@ -124,6 +130,7 @@ class TopicChanges(threading.Thread):
             applied = positions.get(p, 0)
             while pending and pending[0][4] < applied:
                 batch.append(pending.popleft())
+        self._pending_bytes -= sum(map(record_bytes, batch))
         self.feeds.publish(self, batch)
 
 

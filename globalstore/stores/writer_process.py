@@ -6,31 +6,28 @@ that keep the GIL busy delay it for as long as they read (docs/performance.md, "
 of any in-process follower"). In a process of its own the follower waits for nobody, and the
 readers catch up with it as they read (shared_store.py).
 
-The child (writer_main.py) gets its settings as one JSON line on its standard input, which
-then stays open: the child ends when it closes, so it never outlives this process, however
-this one ends. Functions (transform, indexes, converters) travel by import name, so they must
-be module-level functions the child can import. The child's log lines are passed on to the
-logger `globalstore.writer` at their own level.
+The child (writer_main.py) gets its settings as one line on its standard input (a
+Handover: handover.py), which then stays open as its lifeline (lifeline.py): the child ends
+when it closes, so it never outlives this process, however this one ends. Functions
+(transform, indexes, converters) travel by import name, so they must be module-level
+functions the child can import, from the same file as here. The child's log lines are passed
+on to the logger `globalstore.writer` at their own level.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
-import json
 import logging
-import os
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from globalstore.config import StoreConfig, StoreSettings
-from globalstore.converters import import_name
 from globalstore.errors import StoreFailed
+from globalstore.stores.handover import Handover, child_command, child_environment
 
 __all__ = ["READY", "WriterProcess", "writer_spec"]
 
@@ -49,32 +46,19 @@ def writer_spec(
     path: str | Path,
     kafka_config: Mapping[str, Any] | None,
     settings: StoreSettings,
-) -> dict[str, Any]:
-    """What the writer process starts from (writer_main.settings_of() reads it back).
-    Checked here, as GlobalStore checks them, so a wrong setting fails in the caller; also
-    ConfigurationError for a function the child cannot import by name."""
-    sent: dict[str, Any] = dict(settings)
-    StoreConfig(topic, bootstrap_servers, Path(path), kafka_config=kafka_config or {}, **sent)
-    if "rocksdb" in sent:
-        sent["rocksdb"] = dataclasses.asdict(sent["rocksdb"])
-    if sent.get("transform") is not None:
-        sent["transform"] = import_name(sent["transform"], "transform")
-    for name in ("converters", "indexes"):
-        functions: Mapping[Any, Any] = sent.get(name) or {}
-        sent[name] = {k: import_name(f, f"{name}[{k!r}]") for k, f in functions.items()}
-    return {
-        "topic": topic,
-        "bootstrap_servers": bootstrap_servers,
-        "path": str(Path(path).absolute()),
-        "kafka_config": dict(kafka_config or {}),
-        "settings": sent,
-    }
+) -> Handover:
+    """What the writer process starts from. Checked here, as GlobalStore checks them, so a
+    wrong setting fails in the caller; also ConfigurationError for a function the child
+    cannot import by name."""
+    given: dict[str, Any] = dict(settings)
+    StoreConfig(topic, bootstrap_servers, Path(path), kafka_config=kafka_config or {}, **given)
+    return Handover.of(topic, bootstrap_servers, path, kafka_config, settings)
 
 
 class WriterProcess:
     """The child that writes the store: start() it, check() for a failed first start, stop()."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: Handover) -> None:
         """`spec` as writer_spec() makes it."""
         self._spec = spec
         self._lock = threading.Lock()  # around starting and stopping a child
@@ -122,15 +106,15 @@ class WriterProcess:
     def _spawn(self) -> None:
         """A new child, told its settings; threads pass its log on and watch it end."""
         child = subprocess.Popen(
-            [sys.executable, "-m", "globalstore.stores.writer_main"],
+            child_command("globalstore.stores.writer_main"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,  # Ctrl-C reaches this process, which stops the child
-            env=_child_environment(),
+            env=child_environment(),
         )
-        child.stdin.write(json.dumps(self._spec) + "\n")  # type: ignore[union-attr]
+        child.stdin.write(self._spec.encode() + "\n")  # type: ignore[union-attr]
         child.stdin.flush()  # type: ignore[union-attr]
         self._child = child
         logging_thread = threading.Thread(
@@ -143,7 +127,7 @@ class WriterProcess:
             name="globalstore-writer-watch",
             daemon=True,
         ).start()
-        log.info("started the writer process (pid %d) for %s", child.pid, self._spec["path"])
+        log.info("started the writer process (pid %d) for %s", child.pid, self._spec.path)
 
     def _pass_log_on(self, child: subprocess.Popen[str]) -> None:
         """The child's log lines into this process's log, each at the level it names (a
@@ -179,13 +163,6 @@ class WriterProcess:
         with self._lock:
             if not self._stopping.is_set():
                 self._spawn()
-
-
-def _child_environment() -> dict[str, str]:
-    """This process's environment, with its import path: the child imports the functions
-    by name, and the same globalstore, from where this process found them."""
-    path = os.pathsep.join(entry or os.getcwd() for entry in sys.path)
-    return {**os.environ, "PYTHONPATH": path}
 
 
 def _lines_of(stream: IO[str] | None) -> Iterator[str]:

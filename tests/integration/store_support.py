@@ -11,12 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewTopic,
 )
 
 from globalstore import StoreListener
@@ -153,3 +161,22 @@ def process_running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return fields[0] != "Z"
+
+
+def create_when_deleted(admin: AdminClient, topic: str, partitions: int = 1) -> None:
+    """Create `topic` again once its deletion (asynchronous) is complete. Only "already
+    exists" means "not yet": any other error fails at once."""
+    deadline = time.monotonic() + 60
+    config = {"cleanup.policy": "compact"}
+    while True:
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(
+                timeout=30
+            )
+            return
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+            assert time.monotonic() < deadline, f"{topic} still not deleted after 60 s: {error}"
+            time.sleep(0.5)

@@ -102,7 +102,7 @@ def test_new_instance_boots_from_a_peer_snapshot_while_records_flow(
             produce(kafka_bootstrap, topic, batch)
             flowing.append(batch)
 
-    monkeypatch.setenv("GLOBALSTORE_TOKEN", "peer-token")  # B sends it to fetch the snapshot
+    monkeypatch.setenv("GLOBALSTORE_PEER_TOKEN", "peer-token")  # B sends it to fetch the snapshot
     settings = ServerSettings(token="peer-token")
     with running_server(served_store(topic, kafka_bootstrap, tmp_path / "a"), settings) as client:
         client.headers["Authorization"] = "Bearer peer-token"

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from globalstore import GlobalStore, SharedStore, StoreFailed
 from globalstore.aio import AsyncSharedStore
 from globalstore.stores.store import Store
-from tests.integration.store_support import process_running, produce
+from tests.integration.store_support import create_when_deleted, process_running, produce
 from tests.waiting import eventually
 
 
@@ -147,3 +148,21 @@ def test_a_function_from_this_process_import_path_reaches_the_writer(
 
     with SharedStore.with_writer(topic, kafka_bootstrap, tmp_path / "s", transform=ten) as store:
         assert store.get("k") == 10
+
+
+def test_a_writer_whose_store_fails_ends_and_another_is_started(
+    kafka_bootstrap: str, kafka_admin: AdminClient, make_topic, tmp_path: Path
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [(f"k{i}", i) for i in range(20)])
+    store = SharedStore.with_writer(topic, kafka_bootstrap, tmp_path / "s", out_of_range="stop")
+    with store.start(timeout=60):
+        (first,) = _writers()
+        # Recreated under it, the topic's offsets fall below the store's: its thread stops.
+        kafka_admin.delete_topics([topic])[topic].result(timeout=30)
+        create_when_deleted(kafka_admin, topic)
+        produce(kafka_bootstrap, topic, [("fresh", 1)])
+        eventually(lambda: not process_running(first), 60, lambda: f"{first} still runs")
+        eventually(lambda: len(_writers()) == 1, 60, lambda: "no writer started again")
+        assert _writers() != {first}
+        assert store.get("k3") == 3  # answers are the last state meanwhile

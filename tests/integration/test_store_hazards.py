@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import rocksdict
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from globalstore import (
     BrokerUnavailable,
@@ -29,7 +29,13 @@ from globalstore import (
 from globalstore.codec import VALUE_FORMAT_HEADER
 from globalstore.storage import Storage, rocksdb_options
 from globalstore.storage.meta import K_LAYOUT
-from tests.integration.store_support import produce, produce_raw, producer, set_topic_config
+from tests.integration.store_support import (
+    create_when_deleted,
+    produce,
+    produce_raw,
+    producer,
+    set_topic_config,
+)
 
 REBUILD = "rebuilding store"
 
@@ -84,7 +90,7 @@ def test_recreated_topic_forces_rebuild(
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s") as store:
         assert store.count() == 20
     kafka_admin.delete_topics([topic])[topic].result(timeout=30)
-    _create_when_deleted(kafka_admin, topic, partitions=2)
+    create_when_deleted(kafka_admin, topic, partitions=2)
     produce(kafka_bootstrap, topic, [("fresh", 1)])
 
     caplog.set_level(logging.WARNING)
@@ -398,7 +404,7 @@ def test_topic_recreated_under_a_running_store_set_to_stop_stops_loudly_then_res
     store = GlobalStore.from_config(stop).start(timeout=30)
     try:
         kafka_admin.delete_topics([topic])[topic].result(timeout=30)
-        _create_when_deleted(kafka_admin, topic)
+        create_when_deleted(kafka_admin, topic)
         produce(kafka_bootstrap, topic, [("fresh", 1)])  # offset 0 < the store's position 20
         deadline = time.monotonic() + 60
         while store.status().state != "failed":
@@ -415,22 +421,3 @@ def test_topic_recreated_under_a_running_store_set_to_stop_stops_loudly_then_res
         assert _snapshot(store) == {"fresh": 1}
         assert store.count() == 1
     assert len(_rebuild_warnings(caplog)) == 1
-
-
-def _create_when_deleted(admin: AdminClient, topic: str, partitions: int = 1) -> None:
-    """Create `topic` again once its deletion (asynchronous) is complete. Only "already
-    exists" means "not yet": any other error fails at once."""
-    deadline = time.monotonic() + 60
-    config = {"cleanup.policy": "compact"}
-    while True:
-        try:
-            admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(
-                timeout=30
-            )
-            return
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
-            assert time.monotonic() < deadline, f"{topic} still not deleted after 60 s: {error}"
-            time.sleep(0.5)

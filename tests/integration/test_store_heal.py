@@ -12,8 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from globalstore import GlobalStore, Resync, StoreListener
 from globalstore.replicas.heal import BESIDE
-from tests.integration.store_support import HeldRestore, produce
-from tests.integration.test_store_hazards import _create_when_deleted
+from tests.integration.store_support import HeldRestore, create_when_deleted, produce
 
 OLD = {f"k{i:03d}": i for i in range(200)}
 # Fewer records than OLD: the new topic ends below the store's position (out of range).
@@ -72,7 +71,7 @@ def _recreate(
     gate.hold(bootstrap, topic)
     try:
         admin.delete_topics([topic])[topic].result(timeout=30)
-        _create_when_deleted(admin, topic)
+        create_when_deleted(admin, topic)
         produce(bootstrap, topic, list(records.items()))
     finally:
         gate.release()

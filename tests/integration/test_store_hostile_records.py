@@ -10,9 +10,15 @@ from pathlib import Path
 
 import orjson
 import pytest
+from confluent_kafka import Producer
 
 from globalstore import GlobalStore, InvalidValue
-from globalstore.codec import VALUE_FORMAT_HEADER, VALUE_FORMAT_VERSION, value_format
+from globalstore.codec import (
+    VALUE_FORMAT_HEADER,
+    VALUE_FORMAT_VERSION,
+    format_headers,
+    value_format,
+)
 from tests.conftest import TopicFactory
 from tests.raw_records import RawProducer, RawRecord
 
@@ -127,3 +133,31 @@ def test_random_keys_and_headers_leave_the_store_ready_and_exact(
             assert dict(store.items(on_invalid=errors.append)) == good, seed
             assert {e.key.decode() for e in errors} == invalid, seed
             assert store.status().state == "running", seed
+
+
+_BIG = 10 << 20  # past the store's fetch sizes (2 MiB, 256 KiB a partition) and its queue
+# (4 MiB a partition)
+
+
+@pytest.mark.parametrize("loop", ["c", "python"])
+def test_a_record_larger_than_the_store_fetches_is_applied_exactly(
+    kafka_bootstrap: str, make_topic: TopicFactory, tmp_path: Path, loop: str
+) -> None:
+    topic = make_topic(partitions=1, config={"max.message.bytes": str(3 * _BIG)})
+    big = {"blob": "x" * _BIG}
+    sender = Producer({"bootstrap.servers": kafka_bootstrap, "message.max.bytes": 3 * _BIG})
+
+    def send(*records: tuple[str, object]) -> None:
+        for key, value in records:
+            sender.produce(topic, key=key, value=orjson.dumps(value), headers=format_headers())
+        assert sender.flush(60) == 0
+
+    send(("a", {"n": 1}), ("big", big), ("b", {"n": 2}))
+    # And past the follower's batch bound in bytes, lowered to 1 MiB here.
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", native_restore=loop == "c",
+                     follow_batch_max_bytes=1 << 20).start(timeout=120) as store:  # fmt: skip
+        assert store.get("big") == big and store.get("b") == {"n": 2}
+        send(("big2", big), ("c", {"n": 3}))  # following
+        assert store.wait_for({0: 5}, timeout=60), store.status()
+        assert store.get("big2") == big and store.get("c") == {"n": 3}
+        assert store.status().state == "running" and store.status().ready

@@ -4,11 +4,12 @@ one resync past the buffer, keepalives while idle, the end with the store."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Mapping
 
 from globalstore import codec
 from globalstore.codec import format_headers
-from globalstore.read.changes import ChangeFeed, Feeds
+from globalstore.read.changes import Change, ChangeFeed, Feeds, Resync
 from globalstore.server.changes import ChangeStreams, sse_chunks
 
 
@@ -58,3 +59,28 @@ def test_the_shutdown_ends_open_streams_and_those_opened_after_it() -> None:
     later = sse_chunks(store, None, keepalive=0.2, most=10, streams=streams)
     assert next(later).startswith(b"event: start")
     assert list(itertools.islice(later, 3)) == []
+
+
+def test_a_feed_resyncs_past_its_byte_bound_and_says_what_it_holds() -> None:
+    feeds = Feeds()
+    feed = feeds.subscribe("t", codec.decode, buffer=1_000, buffer_bytes=50_000)
+    big = b'"' + b"x" * 10_000 + b'"'
+    for o in range(4):
+        feeds.publish(object(), [(b"k%d" % o, big, format_headers(), 0, o, 0)])
+    assert 40_000 < feed.held_bytes() < 50_000  # four records of about 10,000 bytes
+    feeds.publish(object(), [(b"k4", big, format_headers(), 0, 4, 0)])  # the fifth is past it
+    item = feed.get(0)
+    assert isinstance(item, Resync) and "50000 bytes" in item.reason
+    assert feed.held_bytes() == 0
+    feeds.publish(object(), [(b"k5", big, format_headers(), 0, 5, 0)])
+    assert feed.get(0) == Change("k5", "x" * 10_000, 0, 5)  # complete again after it
+    assert feed.held_bytes() == 0
+
+
+def test_a_stream_ends_after_its_lifetime() -> None:
+    store = Store()
+    began = time.monotonic()
+    chunks = sse_chunks(store, None, keepalive=0.05, most=10, streams=ChangeStreams(), lifetime=0.3)
+    got = list(chunks)  # start, keepalives, then the end
+    assert 0.3 <= time.monotonic() - began < 1.0
+    assert got[0].startswith(b"event: start") and set(got[1:]) == {b": keepalive\n\n"}

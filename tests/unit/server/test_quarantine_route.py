@@ -45,3 +45,29 @@ def test_the_route_lists_the_held_records_and_the_metric_counts_them(storage: St
         assert client.get("/v1/keys/a").json()["value"] == {"x": 1}
         assert _metric(client, "globalstore_quarantined") == 3
         assert "/v1/quarantine" in client.get("/openapi.json").json()["paths"]
+
+
+def test_the_route_pages_by_limit_cursor_and_bytes_and_cuts_each_value(tmp_path: Path) -> None:
+    storage = quarantining(_storage(tmp_path / "s", {}))
+    big = "\xff" * 50_000  # not JSON: held whole, 100,000 bytes of UTF-8
+    held = [(f"k{i:03d}", big if i % 7 == 0 else "not json") for i in range(40)]
+    storage.apply(batch(*held), {}, True, 1)
+    served = ServedStore.of(_Quarantining(storage))  # type: ignore[arg-type]
+    app = create_app(served, ServerSettings(max_page_bytes=16_384))
+    keys: list[str] = []
+    with TestClient(app, base_url="http://localhost") as client:
+        first = client.get("/v1/quarantine", params={"limit": 3})
+        assert [q["key"] for q in first.json()["quarantined"]] == ["k000", "k001", "k002"]
+        cut = first.json()["quarantined"][0]
+        assert cut["value_bytes"] == len(big.encode()) and cut["value_cut"]
+        assert len(first.content) < 8_000  # three records, one of 100,000 bytes held
+        cursor = None
+        while True:
+            page = client.get("/v1/quarantine", params={"cursor": cursor} if cursor else {})
+            assert len(page.content) <= 16_384 + 4_096  # the byte cap (one record past it)
+            keys += [q["key"] for q in page.json()["quarantined"]]
+            cursor = page.json()["cursor"]
+            if cursor is None:
+                break
+    storage.close()
+    assert keys == [key for key, _ in held]  # every one, once, in key order

@@ -13,30 +13,35 @@ import textwrap
 import time
 from pathlib import Path
 
+import httpx
 from click.testing import CliRunner
 
 from globalstore.cli import main
 from globalstore.server import ServedStore, ServerSettings, create_app
+from globalstore.server.workers import end_with_serve_process
 from globalstore.status import State
+from tests.unit.server.test_change_stream_bounds import healthy
 from tests.unit.server.test_probes import ReportingStore, TestClient, status
+from tests.waiting import eventually
 
-# The parent starts a child that ends with it, prints the child's pid, and waits.
+# The parent starts a worker as uvicorn does (multiprocessing, spawn), prints its pid, waits.
 _PARENT = textwrap.dedent(
     """
-    import os, subprocess, sys, time
-    child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(os.getpid())])
-    print(child.pid, flush=True)
-    time.sleep(600)
+    import multiprocessing, time
+    from tests.unit.server.test_workers import sleeping_worker
+    if __name__ == "__main__":
+        worker = multiprocessing.get_context("spawn").Process(target=sleeping_worker)
+        worker.start()
+        print(worker.pid, flush=True)
+        time.sleep(600)
     """
 )
-_CHILD = textwrap.dedent(
-    """
-    import sys, time
-    from globalstore.server.orphan import end_with_parent
-    end_with_parent(int(sys.argv[1]))
+
+
+def sleeping_worker() -> None:
+    """What a worker of serve --workers does to end with the serve process; then it waits."""
+    end_with_serve_process()
     time.sleep(600)
-    """
-)
 
 
 def _alive(pid: int) -> bool:
@@ -50,12 +55,10 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_worker_ends_when_its_parent_is_killed() -> None:
-    parent = subprocess.Popen(
-        [sys.executable, "-c", _PARENT, _CHILD], stdout=subprocess.PIPE, text=True
-    )
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
-    time.sleep(1.0)  # the child has asked for its death signal
+    time.sleep(1.0)  # the child watches its lifeline by now
     assert _alive(child)
     parent.send_signal(signal.SIGKILL)
     parent.wait(5)
@@ -89,3 +92,62 @@ def test_a_snapshot_from_a_worker_says_what_to_do_instead() -> None:
         answer = client.get("/v1/snapshot")
     assert answer.status_code == 409
     assert "without --workers" in answer.json()["error"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def children_of(pid: int, marker: bytes) -> list[int]:
+    """The children of `pid` whose command line holds `marker`."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            if marker in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(int(child))
+    return found
+
+
+def _workers_of(pid: int) -> list[int]:
+    return children_of(pid, b"spawn_main")
+
+
+def test_workers_get_the_secrets_through_their_pipe_and_read_no_file_again(
+    tmp_path: Path,
+) -> None:
+    """The Kafka password and the token reach the workers (they serve with that token),
+    but no worker's environment holds them, and a token file changed after the serve
+    process read it changes nothing (a worker started again serves the same token)."""
+    token_file = tmp_path / "token"
+    token_file.write_text("first-token\n")
+    port = _free_port()
+    command = [str(Path(sys.executable).parent / "globalstore"), "serve", "--topic", "t"]
+    command += ["--bootstrap-servers", "127.0.0.1:9", "--path", str(tmp_path / "s")]
+    command += ["--port", str(port), "--workers", "2", "--token-file", str(token_file)]
+    command += ["--kafka-config", "sasl.password=hunter2"]
+    env = {k: v for k, v in os.environ.items() if k != "GLOBALSTORE_TOKEN"}
+    serve = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        eventually(lambda: healthy(base), 30, lambda: "no worker answered")
+        workers = _workers_of(serve.pid)
+        assert len(workers) == 2
+        for worker in workers:
+            environ = Path(f"/proc/{worker}/environ").read_bytes()
+            assert b"hunter2" not in environ and b"first-token" not in environ
+        token_file.write_text("swapped-token\n")
+        os.kill(workers[0], signal.SIGKILL)  # uvicorn starts another
+        eventually(lambda: len(set(_workers_of(serve.pid)) - set(workers)) == 1, 30,
+                   lambda: "no worker started again")  # fmt: skip
+        for _ in range(6):  # whichever worker answers
+            assert _status(base, "first-token") == 200 and _status(base, "swapped-token") == 401
+    finally:
+        serve.terminate()
+        serve.wait(30)
+
+
+def _status(base: str, token: str) -> int:
+    headers = {"Authorization": f"Bearer {token}"}
+    return httpx.get(f"{base}/v1/status", headers=headers, timeout=5).status_code

@@ -162,7 +162,7 @@ def test_the_token_never_follows_a_redirect_to_another_origin(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(fetch.TOKEN_ENV, "s3cret")
+    monkeypatch.setenv(fetch.PEER_TOKEN_ENV, "s3cret")
     with Peer() as other:  # another port: another origin
         other.serve(body)
         peer.routes["/moved"] = peer.routes["/v1/snapshot"] = Route(redirect=other.url())
@@ -430,11 +430,21 @@ def test_the_peer_token_is_sent_to_peers_rather_than_the_server_token(
     assert [headers.get("Authorization") for _, headers in peer.requests] == ["Bearer the-fleet"]
 
 
+def test_the_server_token_never_goes_to_a_peer(
+    tmp_path: Path, body: bytes, peer: Peer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(fetch.TOKEN_ENV, "this-server")
+    monkeypatch.delenv(fetch.PEER_TOKEN_ENV, raising=False)
+    peer.serve(body)
+    assert snapshot.install(peer.url(), tmp_path / "b")
+    assert [headers.get("Authorization") for _, headers in peer.requests] == [None]
+
+
 def test_plain_http_to_another_host_is_refused_unless_allowed(
     tmp_path: Path, peer: Peer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     elsewhere = "http://192.0.2.1:9/v1/snapshot"  # TEST-NET-1: nothing answers there
-    monkeypatch.setenv(fetch.TOKEN_ENV, "s3cret")
+    monkeypatch.setenv(fetch.PEER_TOKEN_ENV, "s3cret")
     began = time.monotonic()
     assert fetch.INSECURE_ENV in _refused(elsewhere, tmp_path / "b", caplog)
     assert time.monotonic() - began < 0.5  # refused before any connection was tried

@@ -24,7 +24,9 @@ from globalstore.replicas.announce import (
     WriterNote,
     new_writer_id,
 )
+from globalstore.server import ServedStore, ServerSettings, create_app
 from globalstore.storage import Storage
+from tests.unit.server.test_probes import TestClient
 from tests.unit.store_fakes import batch
 from tests.waiting import eventually
 
@@ -119,6 +121,21 @@ def test_a_restarted_writer_that_is_restoring_leaves_readers_where_they_are(
     time.sleep(0.1)
     assert shared["a"] == 1 and shared.status().state is State.RESTORING
     shared.close()
+
+
+def test_a_writer_that_failed_fails_the_readers_liveness_probe(writer: Writer) -> None:
+    writer.write(("a", "1"), start=0)
+    shared = SharedStore(writer.home).start(timeout=5)
+    app = create_app(ServedStore.of(shared), ServerSettings())
+    with TestClient(app, base_url="http://localhost") as client:
+        assert client.get("/healthz").status_code == 200
+        writer.state = "failed"  # what a GlobalStore whose thread stopped on an error says
+        writer.announcer.wake()
+        eventually(lambda: shared.status().failure is not None, 5, lambda: "never told")
+        health = client.get("/healthz")
+        assert shared["a"] == 1  # it still answers from the writer's last state
+    assert health.status_code == 503
+    assert health.json() == {"status": "failed", "error": "WriterFailed"}
 
 
 def _forge(shared: SharedStore, **fields: object) -> None:

@@ -3,6 +3,7 @@ applied, never before; a move to another copy is one resync and a fresh start th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -74,3 +75,26 @@ def test_another_copy_is_one_resync_then_its_positions(reading: tuple[Reader, Ch
     reader.positions = {0: 10, 1: 2}
     assert taken(feed, 2) == [Change("a8", 8, 0, 8), Change("a9", 9, 0, 9)]
     assert feed.get(0.2) is None
+
+
+def test_the_read_ahead_pauses_at_its_byte_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("globalstore.stores.topic_changes._AHEAD_BYTES", 40_000)
+    monkeypatch.setattr("globalstore.stores.topic_changes._READ", 1)
+    big = '"' + "x" * 10_000 + '"'
+    consumer = FakeConsumer(TOPIC, {0: messages(*((f"a{i}", big) for i in range(50)))})
+    reader, feeds = Reader(), Feeds()
+    reader.positions = {0: 0}
+    thread = TopicChanges(StoreConfig(TOPIC, "fake:1", tmp_path / "s"), feeds, reader,
+                          lambda _conf: consumer)  # fmt: skip
+    feed = feeds.subscribe(TOPIC, codec.decode)
+    thread.start()
+    try:
+        time.sleep(0.5)  # the reader applies nothing: reading stops at the bound
+        assert 4 <= thread._pending_bytes // 10_000 <= 5, thread._pending_bytes
+        reader.positions = {0: 50}  # applied: released, and reading goes on to the end
+        assert len(taken(feed, 50)) == 50
+    finally:
+        thread.stop()
+        thread.join(5)

@@ -4,14 +4,14 @@ given is refused in the caller, with the reason."""
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from globalstore import ConfigurationError, RocksDBOptions, SharedStore
-from globalstore.stores.writer_main import settings_of
+from globalstore.stores.handover import Handover
 from globalstore.stores.writer_process import writer_spec
 
 
@@ -40,9 +40,9 @@ def test_settings_arrive_as_given() -> None:
         "poll_timeout": 0.5,
     }
     spec = writer_spec("t", "127.0.0.1:9", "s", {"client.id": "c"}, settings)  # type: ignore[arg-type]
-    sent = json.loads(json.dumps(spec))  # as the child reads it
-    assert sent["path"] == str(Path("s").absolute()) and sent["kafka_config"] == {"client.id": "c"}
-    assert settings_of(sent) == settings
+    sent = Handover.decode(spec.encode())  # as the child reads it
+    assert sent.path == str(Path("s").absolute()) and sent.kafka_config == {"client.id": "c"}
+    assert sent.store_settings() == settings
 
 
 @pytest.mark.parametrize(
@@ -65,3 +65,21 @@ def test_a_wrong_setting_fails_in_the_caller() -> None:
         SharedStore.with_writer("t", "127.0.0.1:9", "s", tll=5)  # type: ignore[call-arg]
     with pytest.raises(ConfigurationError, match=r"group\.id"):
         SharedStore.with_writer("t", "127.0.0.1:9", "s", {"group.id": "g"})
+
+
+def test_a_function_from_another_file_than_the_parent_named_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for place, body in (("parent", "return value"), ("planted", "return 'planted'")):
+        (tmp_path / place).mkdir()
+        (tmp_path / place / "shape_of_it.py").write_text(f"def shape(key, value):\n    {body}\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "parent"))
+    from shape_of_it import shape  # type: ignore[import-not-found]  # noqa: PLC0415
+
+    sent = Handover.decode(writer_spec("t", "127.0.0.1:9", "s", {}, {"transform": shape}).encode())
+    # The child: the same name, found first in another place on its path.
+    monkeypatch.delitem(sys.modules, "shape_of_it")
+    monkeypatch.syspath_prepend(str(tmp_path / "planted"))
+    refused = r"transform shape_of_it:shape comes from .*planted"
+    with pytest.raises(ConfigurationError, match=refused):
+        sent.store_settings()
