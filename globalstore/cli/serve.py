@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ import click
 
 from globalstore.cli.errors import UserError
 from globalstore.cli.target import StoreTarget, store_options
+from globalstore.follow import progress
 from globalstore.kafka.settings import kafka_config_given
 
 __all__ = ["serve"]
@@ -118,6 +120,10 @@ def serve(
         raise UserError(str(exc)) from exc
 
     target.check_discards()
+    # An operator watches a server's log: a restore's progress (every few seconds, with its
+    # rate and ETA) shows there without -v.
+    if not progress.log.isEnabledFor(logging.INFO):
+        progress.log.setLevel(logging.INFO)
     served = server.ServedStore(
         lambda listener: target.build(listener, bootstrap_from), start_timeout=target.timeout
     )

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypedDict, Unpack
 
 from globalstore.codec import Entry, OnInvalid
-from globalstore.status import State
+from globalstore.status import Progress, State
 from globalstore.storage.quarantine import Quarantined
 
 if TYPE_CHECKING:
@@ -103,6 +103,8 @@ class StoreStatus:
     stale: str | None = None
     # invalid_values="quarantine": the keys whose latest record did not decode (quarantined()).
     quarantined: int = 0
+    # While a restore, a rebuild or a migration runs: done, left, rate and ETA (else None).
+    progress: Progress | None = None
 
 
 def freshness(

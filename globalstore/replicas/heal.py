@@ -32,7 +32,7 @@ from globalstore.read.protocols import StoreStatus
 from globalstore.read.report import store_status
 from globalstore.replicas.announce import WriterNote
 from globalstore.replicas.live import Live
-from globalstore.status import State
+from globalstore.status import Progress, State
 from globalstore.storage import Storage
 
 __all__ = ["BESIDE", "Healer", "Replica", "adopt_rebuilt", "report"]
@@ -119,6 +119,13 @@ class Healer(threading.Thread):
         self.rebuilding = False  # a rebuild beside the live copy is under way
         self._stopped = threading.Event()
         self._rebuild: StoreThread | None = None
+
+    @property
+    def progress(self) -> Progress | None:
+        """How far the rebuild under way is (None: none is)."""
+        rebuild = self._rebuild
+        progress = None if rebuild is None or not self.rebuilding else rebuild.status.progress
+        return None if progress is None else dataclasses.replace(progress, phase="rebuild")
 
     def stop(self) -> None:
         """Stop watching and any rebuild (closing it). Call join() after."""
@@ -224,6 +231,7 @@ def report(
         transform_failures=t.transform_failures,
         self_heals=0 if healer is None else healer.heals,
         failure=_failure(state, t.error),
+        progress=t.progress if healer is None or not healer.rebuilding else healer.progress,
     )
 
 

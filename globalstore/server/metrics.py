@@ -105,8 +105,39 @@ class _StoreCollector(Collector):
             "this start (dropped)",
             value=status.refused_notes,
         )
+        yield from _progress_metrics(status)
         yield from _index_metrics(status)
         yield from _ttl_metrics(status)
+
+
+def _progress_metrics(status: StoreStatus) -> Iterator[Metric]:
+    """While a restore, a rebuild or a migration runs (label `phase`): what is left, the
+    rate over the last few seconds and the ETA at that rate; absent otherwise."""
+    progress = status.progress
+    if progress is None:
+        return
+    labels = [progress.phase]
+    remaining = GaugeMetricFamily(
+        "globalstore_progress_remaining",
+        "Offsets a restore or rebuild has left to read (values, a migration)",
+        labels=["phase"],
+    )
+    remaining.add_metric(labels, progress.left)
+    rate = GaugeMetricFamily(
+        "globalstore_progress_rate",
+        "Offsets (values, a migration) a second over the last few seconds",
+        labels=["phase"],
+    )
+    rate.add_metric(labels, progress.rate)
+    yield from (remaining, rate)
+    if progress.eta_seconds is not None:
+        eta = GaugeMetricFamily(
+            "globalstore_progress_eta_seconds",
+            "Seconds left at the current rate, of the restore, rebuild or migration running",
+            labels=["phase"],
+        )
+        eta.add_metric(labels, progress.eta_seconds)
+        yield eta
 
 
 def _index_metrics(status: StoreStatus) -> Iterator[Metric]:

@@ -139,3 +139,23 @@ def test_a_full_disk_fails_the_thread_keeps_reads_and_lets_go_of_the_database(
     storage.close()
     # The error is kept for status(), and no frame it passed through holds RocksDB open.
     Storage(tmp_path).close()
+
+
+def test_status_tells_how_far_the_restore_is_and_nothing_once_ready(storage: Storage) -> None:
+    consumer = FakeConsumer(TOPIC, {0: messages(*((f"k{i}", "v") for i in range(4)))})
+    thread = _thread(storage, consumer, {0: 10})  # the end is further than the topic holds yet
+    thread.start()
+    try:
+        _eventually(lambda: storage.state.positions.get(0) == 4, "the first records applied")
+        _eventually(lambda: thread.status.progress is not None, "progress published")
+        progress = thread.status.progress
+        assert progress is not None and thread.status.state is State.RESTORING
+        assert (progress.phase, progress.done, progress.total, progress.left) == (
+            "restore", 4, 10, 6,
+        )  # fmt: skip
+        consumer.partitions[0] += messages(*((f"m{i}", "v") for i in range(6)), start=4)
+        assert thread.ready.wait(10) and thread.status.state is State.RUNNING
+        assert thread.status.progress is None
+    finally:
+        thread.stop()
+        thread.join()
