@@ -339,6 +339,7 @@ def _describe(s: StoreStatus) -> str:
         ("lag", "unknown" if s.state is State.OFFLINE else _lag(s.lag)),
         ("keys", "unknown" if s.key_count is None else f"{s.key_count:,}"),
         *([("quarantined", f"{s.quarantined:,} keys")] if s.quarantined else []),
+        ("undecodable", "not counted" if s.undecodable is None else f"{s.undecodable:,} values"),
         ("layout version", str(s.layout_version)),
         ("migration", _migration(s)),
         ("last restore", restored),

@@ -99,6 +99,13 @@ class _StoreCollector(Collector):
             "'quarantine')",
             status.quarantined,
         )
+        if status.undecodable is not None:
+            yield _gauge(
+                "globalstore_undecodable_values",
+                "Keys whose latest value does not decode, stored as it came or quarantined "
+                "(exact; absent for a store written before it was counted)",
+                status.undecodable,
+            )
         yield CounterMetricFamily(
             "globalstore_refused_notes",
             "A reader process: datagrams on its socket that were not its writer's note, since "
