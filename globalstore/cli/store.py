@@ -230,7 +230,7 @@ def _queried_index(target: StoreTarget, value: str | None) -> str | None:
         raise click.BadParameter("scan queries one index at a time", param_hint="--index")
     if target.selected:
         name = target.selected[0]
-        if name not in defined:
+        if name not in defined and "index" in target.given:
             raise click.BadParameter(
                 f"give index {name!r} its function too (--index {name}=PKG.MODULE:FUNCTION), "
                 "as every store command gives the store's indexes",
