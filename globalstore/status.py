@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-__all__ = ["Progress", "State", "enter"]
+__all__ = ["Delays", "Progress", "State", "enter"]
 
 
 class State(enum.StrEnum):
@@ -63,3 +63,15 @@ class Progress:
     rate: float  # per second, over the last few seconds (the whole job before that)
     eta_seconds: float | None  # left / rate; None until a rate is known
     elapsed_seconds: float
+
+
+@dataclass(frozen=True)
+class Delays:
+    """A histogram of record delays (seconds from a record's timestamp to a point: applied,
+    visible): records counted at or below each bound (not cumulative; the last bound is
+    infinite), their number and the sum of their delays."""
+
+    bounds: tuple[float, ...]
+    counts: tuple[int, ...]
+    total: int
+    sum_seconds: float

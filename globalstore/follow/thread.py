@@ -29,6 +29,7 @@ from globalstore.config import StoreConfig
 from globalstore.errors import BrokerUnavailable, GlobalStoreError, StartTimeout
 from globalstore.follow import events, health
 from globalstore.follow.chores import Chores
+from globalstore.follow.delays import RecordDelays
 from globalstore.follow.prepare import Preparation, Prepare, Prepared
 from globalstore.follow.progress import Estimate, RestoreLog
 from globalstore.follow.sources import (
@@ -44,7 +45,7 @@ from globalstore.kafka.clients import StoreConsumer, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.shaping import ttl
 from globalstore.shaping.migrate import Migration
-from globalstore.status import Progress, State
+from globalstore.status import Delays, Progress, State
 from globalstore.storage import Storage
 
 __all__ = ["StoreThread", "ThreadStatus"]
@@ -76,6 +77,8 @@ class ThreadStatus:
     purged: int = 0  # expired keys deleted since this start (ttl.py)
     # While it restores (or rebuilds, or migrates): how far, at what rate, and the ETA.
     progress: Progress | None = None
+    # Following: how long its records took from their timestamp to being applied.
+    delays: Delays | None = None
 
     def not_ready(self, topic: str, where: str, timeout: float) -> GlobalStoreError:
         """The error of a start() this thread did not finish within `timeout` seconds."""
@@ -142,6 +145,7 @@ class StoreThread(threading.Thread):
         self._transform_failures = 0
         self._restore: RestoreLog | None = None  # from the start of the loop
         self._migrating: Estimate | None = None  # once ready, while a migration runs
+        self._delays = RecordDelays()
         self._chores = Chores(
             config, storage, self.listener, self._report_changes, on_applied, self._publish
         )
@@ -161,7 +165,8 @@ class StoreThread(threading.Thread):
     def _publish(self) -> None:
         purge, counts = self._chores.purge, (self._skipped, self._transform_failures)
         self.status = _status(self._state, self._error, self._health, self._prepared, purge,
-                              self._restored_at_ms, counts, self._progress())  # fmt: skip
+                              self._restored_at_ms, counts, self._progress(),
+                              self._delays.snapshot())  # fmt: skip
 
     def _progress(self) -> Progress | None:
         """How far the restore is while restoring; how far the migration is while one runs."""
@@ -266,6 +271,8 @@ class StoreThread(threading.Thread):
             self.listener.on_changes(self.config.topic, upserted, deleted)
         if applied.records:
             self.on_applied()
+            if batch.oldest_ms is not None:
+                self._delays.observe((_now_ms() - batch.oldest_ms) / 1000, applied.records)
             if restoring and self._restore is not None:
                 positions = self.storage.state.positions
                 self._restore.add(applied.records, positions)
@@ -340,6 +347,7 @@ def _status(
     restored_at_ms: int | None,
     counts: tuple[int, int],
     progress: Progress | None,
+    delays: Delays,
 ) -> ThreadStatus:
     """The thread's picture: `counts` are the records skipped and the transform's failures."""
     return ThreadStatus(
@@ -356,6 +364,7 @@ def _status(
         transform_failures=counts[1],
         purged=0 if purge is None else purge.purged,
         progress=progress,
+        delays=delays,
         **({} if prepared is None else _migration_status(prepared.migration)),
     )
 

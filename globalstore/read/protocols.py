@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypedDict, Unpack
 
 from globalstore.codec import Entry, OnInvalid
-from globalstore.status import Progress, State
+from globalstore.status import Delays, Progress, State
 from globalstore.storage.quarantine import Quarantined
 
 if TYPE_CHECKING:
@@ -110,6 +110,9 @@ class StoreStatus:
     undecodable: int | None = None
     # While a restore, a rebuild or a migration runs: done, left, rate and ETA (else None).
     progress: Progress | None = None
+    # Following: how long its records took from their timestamp to being applied (a face
+    # that follows nothing itself: None).
+    record_delays: Delays | None = None
 
 
 def freshness(

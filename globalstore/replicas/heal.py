@@ -232,6 +232,7 @@ def report(
         self_heals=0 if healer is None else healer.heals,
         failure=_failure(state, t.error),
         progress=t.progress if healer is None or not healer.rebuilding else healer.progress,
+        record_delays=t.delays,
     )
 
 

@@ -3,14 +3,21 @@ process, as in tests, do not collide). Store gauges are read from status() at sc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from globalstore.read.protocols import StoreStatus
 from globalstore.server.served import ServedStore
+from globalstore.status import Delays
 
 __all__ = ["Metrics", "stopped_by"]
 
@@ -113,8 +120,26 @@ class _StoreCollector(Collector):
             value=status.refused_notes,
         )
         yield from _progress_metrics(status)
+        if status.record_delays is not None:
+            yield _delay_histogram(status.record_delays)
         yield from _index_metrics(status)
         yield from _ttl_metrics(status)
+
+
+def _delay_histogram(delays: Delays) -> Metric:
+    """The record delay as a Prometheus histogram (cumulative buckets; le="+Inf" is all)."""
+    histogram = HistogramMetricFamily(
+        "globalstore_record_delay_seconds",
+        "Seconds from a record's timestamp to the store applying it, while following (each "
+        "record of a batch counted at its batch's oldest record's delay)",
+        labels=["stage"],
+    )
+    cumulative, running = [], 0
+    for bound, count in zip(delays.bounds, delays.counts, strict=True):
+        running += count
+        cumulative.append(("+Inf" if bound == math.inf else repr(bound), running))
+    histogram.add_metric(["applied"], cumulative, delays.sum_seconds)
+    return histogram
 
 
 def _progress_metrics(status: StoreStatus) -> Iterator[Metric]:
