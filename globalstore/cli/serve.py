@@ -90,6 +90,13 @@ __all__ = ["serve"]
     "writes (SharedStore); 0: one process does both. Under heavy reads, workers keep the "
     "store fresh: the follower no longer waits for the GIL behind the requests.",
 )
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="Also export the metrics, and traces of requests and of restore and snapshot "
+    "phases, by OpenTelemetry (OTLP over HTTP, set by the standard OTEL_* variables; the "
+    "otel extra). Not with --workers.",
+)
 def serve(
     target: StoreTarget,
     host: str,
@@ -103,6 +110,7 @@ def serve(
     bootstrap_from: str | None,
     graceful_seconds: int,
     workers: int,
+    otel: bool,
 ) -> None:
     """Serve the store at --path over HTTP while it restores and follows --topic.
 
@@ -119,6 +127,8 @@ def serve(
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
 
+    if otel:
+        _setup_otel(workers)
     target.check_discards()
     # An operator watches a server's log: a restore's progress (every few seconds, with its
     # rate and ETA) shows there without -v.
@@ -134,6 +144,7 @@ def serve(
         max_snapshots=max_snapshots,
         max_exports=max_exports,
         idle_timeout=idle_timeout,
+        otel=otel,
     )
     config = target.config
     listening = _listen(server.listen, host, port)  # before the store starts
@@ -149,6 +160,19 @@ def serve(
         return
     click.echo(f"serving {config.topic} on http://{host}:{port}", err=True)
     server.server(served, settings, host, port, graceful_seconds).run(sockets=[listening])
+
+
+def _setup_otel(workers: int) -> None:
+    """OpenTelemetry's SDK for this process, or one line saying why not."""
+    if workers:
+        raise UserError("--otel exports from one process: run it without --workers")
+    try:
+        from globalstore.server import otel  # noqa: PLC0415 - the otel extra, only when asked
+    except ImportError as exc:
+        raise UserError(
+            f"--otel needs the otel extra: pip install 'globalstore[otel]' ({exc})"
+        ) from exc
+    otel.setup_from_environment()
 
 
 def _listen(listen: Callable[[str, int], socket.socket], host: str, port: int) -> socket.socket:

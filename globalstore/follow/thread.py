@@ -25,6 +25,7 @@ from typing import Any
 from confluent_kafka import Consumer
 
 from globalstore import status as state
+from globalstore import tracing
 from globalstore.config import StoreConfig
 from globalstore.errors import BrokerUnavailable, GlobalStoreError, StartTimeout
 from globalstore.follow import events, health
@@ -146,6 +147,7 @@ class StoreThread(threading.Thread):
         self._restore: RestoreLog | None = None  # from the start of the loop
         self._migrating: Estimate | None = None  # once ready, while a migration runs
         self._delays = RecordDelays()
+        self._span: tracing.Phase | None = None  # the restore's, from the start of the loop
         self._chores = Chores(
             config, storage, self.listener, self._report_changes, on_applied, self._publish
         )
@@ -235,6 +237,15 @@ class StoreThread(threading.Thread):
         self._enter(State.RESTORING)
         phase = "restore" if prepared.rebuild_reason is None else "rebuild"
         self._restore = RestoreLog(config.topic, self.storage.path, plan, phase)
+        span = self._span = tracing.Phase(
+            f"globalstore.{phase}",
+            {
+                "globalstore.topic": config.topic,
+                "globalstore.path": str(self.storage.path),
+                "globalstore.offsets_to_read": plan.records_to_restore,
+                "globalstore.rebuild_reason": prepared.rebuild_reason or "",
+            },
+        )
         self.listener.on_restore_start(config.topic, plan.start_offsets, plan.end_offsets)
         try:
             source = self._maybe_ready(source, follow)
@@ -253,7 +264,11 @@ class StoreThread(threading.Thread):
                     next_metadata = now + config.metadata_interval
                     source = self._discover_partitions(source, follow)
                 self._publish()
+        except BaseException as exc:
+            span.end(exc)
+            raise
         finally:
+            span.end(None, {"globalstore.completed": False})  # stopped while restoring
             if source is not follow:
                 source.close()
 
@@ -295,6 +310,8 @@ class StoreThread(threading.Thread):
         restore = self._restore
         seconds = 0.0 if restore is None else restore.done()
         records = 0 if restore is None else restore.records
+        if self._span is not None:
+            self._span.end(None, {"globalstore.records": records, "globalstore.completed": True})
         self.listener.on_restore_end(self.config.topic, records, seconds)
         self._health.in_sync_at = time.monotonic()
         self._enter(State.RUNNING)

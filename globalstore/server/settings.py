@@ -38,3 +38,6 @@ class ServerSettings:
     # False where the store is read, not written (serve --workers): /v1/snapshot answers 409.
     snapshots: bool = True
     keepalive: float = 15.0  # seconds between two comments of an idle /v1/changes stream
+    # Export the metrics through OpenTelemetry's global MeterProvider too (otel.py; the
+    # `otel` extra). Requests are traced whenever the extra is installed.
+    otel: bool = False
