@@ -3,6 +3,7 @@ ETA at that rate; a restore's progress in offsets, from its plan."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,12 @@ def test_a_restore_counts_offsets_from_its_start_to_its_end(tmp_path: Path) -> N
     restore = RestoreLog("t", tmp_path, Plan({0: 100, 1: 0}, {0: 150, 1: 50}, True), "rebuild")
     p = restore.progress({0: 120, 1: 60})  # partition 1 past its end counts to its end
     assert (p.phase, p.done, p.total, p.left) == ("rebuild", 70, 100, 30)
+
+
+def test_the_log_says_rate_left_and_eta(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="globalstore.follow.progress"):
+        restore = RestoreLog("t", tmp_path, Plan({0: 0}, {0: 1_000}, True))
+        restore._next = 0.0  # the next batch logs at once
+        restore.add(400, {0: 400})
+    line = caplog.records[-1].getMessage()
+    assert "400/1000 offsets (40%)" in line and "600 left, ETA" in line

@@ -14,11 +14,11 @@ from rocksdict import DbClosedError
 from globalstore.config import StoreConfig
 from globalstore.follow.plan import Plan
 from globalstore.follow.prepare import Prepared
-from globalstore.follow.thread import StoreThread
+from globalstore.follow.thread import StoreThread, ThreadStatus
 from globalstore.replicas.heal import BESIDE, Healer, Replica, adopt_rebuilt
 from globalstore.replicas.live import Live
 from globalstore.shaping.migrate import Migration
-from globalstore.status import State
+from globalstore.status import Progress, State
 from globalstore.storage import Storage
 from tests.unit.follow.test_thread import _eventually
 from tests.unit.store_fakes import FakeConsumer, batch, messages
@@ -129,3 +129,14 @@ def test_a_lost_position_is_rebuilt_beside_and_swapped_in_at_one_instant(tmp_pat
         live.close()
     with pytest.raises(DbClosedError):  # the retired copy closed with the live one
         served.lookup(b"gone")
+
+
+def test_a_rebuild_beside_the_store_reports_its_progress(tmp_path: Path) -> None:
+    class Rebuilding:  # the rebuild's thread, as far as the healer reads it
+        status = ThreadStatus(progress=Progress("restore", 5, 20, 15, 1.0, 15.0, 5.0))
+
+    healer = Healer(StoreConfig("t", "f:1", tmp_path), None, None, lambda: None)  # type: ignore[arg-type]
+    assert healer.progress is None
+    healer._rebuild, healer.rebuilding = Rebuilding(), True  # type: ignore[assignment]
+    progress = healer.progress
+    assert progress is not None and (progress.phase, progress.left) == ("rebuild", 15)
