@@ -15,8 +15,9 @@ which reads files and follows nothing, and a SharedStore whose writer has gone q
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
-__all__ = ["State", "enter"]
+__all__ = ["Delays", "Progress", "State", "enter"]
 
 
 class State(enum.StrEnum):
@@ -46,3 +47,31 @@ def enter(old: State, new: State) -> State:
     if new not in _NEXT.get(old, frozenset()):
         raise ValueError(f"a store thread cannot go from {old.value} to {new.value}")
     return new
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A long job under way (a restore, a rebuild, a migration): how much is done and left,
+    its rate over the last few seconds, and when it should end at that rate."""
+
+    phase: str  # "restore", "rebuild" or "migration"
+    # Restore and rebuild: offsets (a compacted topic holds fewer records than offsets, so
+    # they read no more than this). Migration: values.
+    done: int
+    total: int
+    left: int
+    rate: float  # per second, over the last few seconds (the whole job before that)
+    eta_seconds: float | None  # left / rate; None until a rate is known
+    elapsed_seconds: float
+
+
+@dataclass(frozen=True)
+class Delays:
+    """A histogram of record delays (seconds from a record's timestamp to a point: applied,
+    visible): records counted at or below each bound (not cumulative; the last bound is
+    infinite), their number and the sum of their delays."""
+
+    bounds: tuple[float, ...]
+    counts: tuple[int, ...]
+    total: int
+    sum_seconds: float

@@ -67,16 +67,15 @@ def run(target: StoreTarget) -> None:
     format (--converter), then exit."""
     progress = Progress(sys.stderr, sys.stderr.isatty(), "converting", "values")
     with target.open(Progress(sys.stderr, sys.stderr.isatty())) as store:
-        progress.total = store.count()
-        progress.began = time.monotonic()
+        progress.begin(store.count())
         while (s := store.status()).migration is not None:
             if s.state in (State.FAILED, State.CLOSED):
                 raise StoreFailed(f"the store stopped while converting: {s.last_error}")
-            progress.show(s.migrated_values, time.monotonic() - progress.began)
+            progress.show(s.migrated_values, time.monotonic())
             time.sleep(_POLL)
         s = store.status()
         if progress.tty:
-            progress.show(progress.total, time.monotonic() - progress.began)
+            progress.show(progress.total, time.monotonic())
             progress.out.write("\n")
         kept = f"; {s.conversion_failures:,} kept as they were (see the log)"
         progress.write(

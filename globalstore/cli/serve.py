@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ import click
 
 from globalstore.cli.errors import UserError
 from globalstore.cli.target import StoreTarget, store_options
+from globalstore.follow import progress
 
 __all__ = ["serve"]
 
@@ -102,6 +104,13 @@ __all__ = ["serve"]
     "writes (SharedStore); 0: one process does both. Under heavy reads, workers keep the "
     "store fresh: the follower no longer waits for the GIL behind the requests.",
 )
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="Also export the metrics, and traces of requests and of restore and snapshot "
+    "phases, by OpenTelemetry (OTLP over HTTP, set by the standard OTEL_* variables; the "
+    "otel extra). Not with --workers.",
+)
 def serve(
     target: StoreTarget,
     host: str,
@@ -117,6 +126,7 @@ def serve(
     bootstrap_from: str | None,
     graceful_seconds: int,
     workers: int,
+    otel: bool,
 ) -> None:
     """Serve the store at --path over HTTP while it restores and follows --topic.
 
@@ -139,7 +149,13 @@ def serve(
             "there is no token: give one (--token-file or $GLOBALSTORE_TOKEN), or name the "
             "hosts clients use (--allowed-host NAME; --allowed-host '*' to accept any)"
         )
+    if otel:
+        _setup_otel(workers)
     target.check_discards()
+    # An operator watches a server's log: a restore's progress (every few seconds, with its
+    # rate and ETA) shows there without -v.
+    if not progress.log.isEnabledFor(logging.INFO):
+        progress.log.setLevel(logging.INFO)
     served = server.ServedStore(
         lambda listener: target.build(listener, bootstrap_from), start_timeout=target.timeout
     )
@@ -152,6 +168,7 @@ def serve(
         max_change_streams=max_change_streams,
         change_stream_seconds=change_stream_seconds,
         idle_timeout=idle_timeout,
+        otel=otel,
     )
     config = target.config
     listening = _listen(server.listen, host, port)  # before the store starts
@@ -166,6 +183,19 @@ def serve(
         return
     click.echo(f"serving {config.topic} on http://{host}:{port}", err=True)
     server.server(served, settings, host, port, graceful_seconds).run(sockets=[listening])
+
+
+def _setup_otel(workers: int) -> None:
+    """OpenTelemetry's SDK for this process, or one line saying why not."""
+    if workers:
+        raise UserError("--otel exports from one process: run it without --workers")
+    try:
+        from globalstore.server import otel  # noqa: PLC0415 - the otel extra, only when asked
+    except ImportError as exc:
+        raise UserError(
+            f"--otel needs the otel extra: pip install 'globalstore[otel]' ({exc})"
+        ) from exc
+    otel.setup_from_environment()
 
 
 def _listen(listen: Callable[[str, int], socket.socket], host: str, port: int) -> socket.socket:

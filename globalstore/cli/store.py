@@ -21,10 +21,12 @@ from typing import TextIO
 import click
 import orjson
 
+from globalstore import status as states
 from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.target import StoreTarget, store_options
 from globalstore.cli.watch import Watcher, watch
 from globalstore.errors import BrokerUnavailable, InvalidValue
+from globalstore.follow.progress import Estimate
 from globalstore.follow.topic import records_between
 from globalstore.listeners import StoreListener
 from globalstore.read.protocols import StoreStatus
@@ -58,7 +60,7 @@ class Progress(StoreListener):
         self.start: dict[int, int] = {}
         self.end: dict[int, int] = {}
         self.total = 0
-        self.began = 0.0
+        self.estimate = Estimate(doing, 0)
         self.last_shown = 0.0
 
     def on_restore_start(
@@ -66,33 +68,39 @@ class Progress(StoreListener):
     ) -> None:
         """Note the offsets to restore and print how many records that is."""
         self.start, self.end = dict(start_offsets), dict(end_offsets)
-        self.total = records_between(self.start, self.end)
-        self.began = self.last_shown = time.monotonic()
+        self.begin(records_between(self.start, self.end))
         self.write(f"restoring {topic}: {self.total:,} records to read")
+
+    def begin(self, total: int) -> None:
+        """A job of `total` units starts now."""
+        self.total = total
+        self.estimate = Estimate(self.doing, total)
+        self.last_shown = self.estimate.began
 
     def on_batch_restored(self, topic: str, positions: Mapping[int, int], records: int) -> None:
         """Redraw the bar, or print a line, when the last one is old enough."""
         now = time.monotonic()
+        reached = {p: min(positions.get(p, s), self.end[p]) for p, s in self.start.items()}
+        done = records_between(self.start, reached)
+        self.estimate.note(done, now)
         if now - self.last_shown < (_BAR_INTERVAL if self.tty else _LOG_INTERVAL):
             return
         self.last_shown = now
-        reached = {p: min(positions.get(p, s), self.end[p]) for p, s in self.start.items()}
-        done = records_between(self.start, reached)
-        self.show(done, now - self.began)
+        self.show(done, now)
 
     def on_restore_end(self, topic: str, total_records: int, seconds: float) -> None:
         """Finish the bar and print the records restored, the time taken and the rate."""
         if self.tty and self.total:
-            self.show(self.total, seconds)
+            self.show(self.total, time.monotonic())
             self.out.write("\n")
         rate = total_records / seconds if seconds > 0 else 0.0
         self.write(f"restored {total_records:,} records in {seconds:.1f}s ({rate:,.0f} records/s)")
 
-    def show(self, done: int, elapsed: float) -> None:
-        """Show `done` of the total with rate and ETA (`elapsed` in seconds): the bar on a terminal,
-        else a line."""
-        rate = done / elapsed if elapsed > 0 else 0.0
-        eta = (self.total - done) / rate if rate > 0 else None
+    def show(self, done: int, now: float) -> None:
+        """Show `done` of the total at `now` (monotonic) with the rate of the last few seconds
+        and the ETA at that rate: the bar on a terminal, else a line."""
+        progress = self.estimate.progress(done, now)
+        rate, eta = progress.rate, progress.eta_seconds
         eta_text = "?" if eta is None else str(datetime.timedelta(seconds=round(eta)))
         pct = 100.0 * done / self.total if self.total else 100.0
         text = f"{done:,}/{self.total:,} ({pct:.0f}%) {rate:,.0f} {self.unit}/s ETA {eta_text}"
@@ -223,7 +231,7 @@ def _queried_index(target: StoreTarget, value: str | None) -> str | None:
         raise click.BadParameter("scan queries one index at a time", param_hint="--index")
     if target.selected:
         name = target.selected[0]
-        if name not in defined:
+        if name not in defined and "index" in target.given:
             raise click.BadParameter(
                 f"give index {name!r} its function too (--index {name}=PKG.MODULE:FUNCTION), "
                 "as every store command gives the store's indexes",
@@ -344,10 +352,12 @@ def _describe(s: StoreStatus) -> str:
         ("path", s.path),
         ("state", s.state),
         *([("stale", s.stale)] if s.stale else []),
+        *([("progress", _progress(s.progress))] if s.progress else []),
         ("position", _offsets(s.position)),
         ("lag", "unknown" if s.state is State.OFFLINE else _lag(s.lag)),
         ("keys", "unknown" if s.key_count is None else f"{s.key_count:,}"),
         *([("quarantined", f"{s.quarantined:,} keys")] if s.quarantined else []),
+        ("undecodable", "not counted" if s.undecodable is None else f"{s.undecodable:,} values"),
         ("layout version", str(s.layout_version)),
         ("migration", _migration(s)),
         ("last restore", restored),
@@ -355,6 +365,11 @@ def _describe(s: StoreStatus) -> str:
         ("ttl", _ttl(s)),
     ]
     return "\n".join(f"{name + ':':<16}{value}" for name, value in rows)
+
+
+def _progress(p: states.Progress) -> str:
+    eta = "?" if p.eta_seconds is None else str(datetime.timedelta(seconds=round(p.eta_seconds)))
+    return f"{p.phase}: {p.done:,}/{p.total:,}, {p.left:,} left, {p.rate:,.0f}/s, ETA {eta}"
 
 
 def _migration(s: StoreStatus) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from globalstore.cli.discards import refuse_discarding
+from globalstore.cli.discards import recorded, refuse_discarding
 from globalstore.cli.formats import chain, import_converter, index_options
 from globalstore.config import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, OnInvalidValue, StoreConfig
 from globalstore.errors import StoreLocked
@@ -36,6 +36,9 @@ class StoreTarget:
     selected: tuple[str, ...] = ()
     # Let the options drop the store's indexes or time index, or rebuild it (discards.py).
     redefine: bool = False
+    # Of discards.RECORDED: the options given (the others a reading command takes from
+    # the store).
+    given: frozenset[str] = frozenset()
 
     def build(
         self, listener: StoreListener | None = None, bootstrap_from: str | None = None
@@ -55,10 +58,19 @@ class StoreTarget:
             refuse_discarding(self.config)
 
     def open_for_queries(self) -> StoreReader:
-        """A started store; or, when a running application holds the directory, a read-only
-        view of what it has written (said on stderr), instead of failing on its lock."""
+        """A started store with the settings it records where no option gives them; or a
+        read-only view of what it has written (said on stderr) when a running application
+        holds the directory, or when it has indexes or a transform whose functions no option
+        gives. Options given that disagree with the store are refused."""
         try:
-            return self.open()
+            config = self.config if self.redefine else recorded(self.config, self.given)
+            if config is not None:
+                return dataclasses.replace(self, config=config).open()
+            click.echo(
+                f"{self.config.path} has indexes or a transform whose functions no option "
+                "gives; answering read-only from what it holds, without catching up",
+                err=True,
+            )
         except StoreLocked as held:
             click.echo(f"{held}; answering read-only from what it has written", err=True)
         config = self.config
@@ -69,6 +81,13 @@ class StoreTarget:
 
 # The options named after the StoreConfig field they set.
 _CONFIG_OPTIONS = ("topic", "bootstrap_servers", "path", "kafka_config", "allow_uncompacted")
+
+
+def _given(params: dict[str, Any], name: str) -> bool:
+    """Whether option `name` was given (on the command line or in its environment variable),
+    not left to its default."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source not in (None, click.core.ParameterSource.DEFAULT)
 
 
 def store_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -86,6 +105,12 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
                 f"{selected[0]!r} names no function: give --index NAME=PKG.MODULE:FUNCTION",
                 param_hint="--index",
             )
+        given = {
+            "transform": transform is not None,
+            "index": bool(indexes or versions),
+            "ttl": params["ttl"] is not None,
+            "invalid_values": _given(params, "invalid_values"),
+        }
         config = StoreConfig(
             **{name: params.pop(name) for name in _CONFIG_OPTIONS},
             check_topic_config=not params.pop("skip_topic_config_check"),
@@ -99,7 +124,13 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             max_staleness=params.pop("max_staleness"),
             invalid_values=params.pop("invalid_values"),
         )
-        target = StoreTarget(config, params.pop("timeout"), selected, params.pop("redefine"))
+        target = StoreTarget(
+            config,
+            params.pop("timeout"),
+            selected,
+            params.pop("redefine"),
+            frozenset(name for name, yes in given.items() if yes),
+        )
         command(target, **params)
 
     options = [

@@ -150,6 +150,7 @@ typedef struct {
     size_t declared_value_len;
     PyObject *value_format; /* codec.value_format, for every other record */
     size_t held;            /* bytes of the values of the last batch consumed */
+    int64_t oldest;         /* following: the oldest record timestamp (ms) of it, or -1 */
     char *stats;            /* the last statistics JSON not yet taken (stats()), or NULL */
     size_t stats_len;
 } Restorer;
@@ -268,6 +269,7 @@ static int restorer_init(Restorer *r, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "a Restorer is initialised once");
         return -1;
     }
+    r->oldest = -1;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!sO!nis#y#iiO", kwlist, &PyDict_Type, &conf,
                                      &topic, &PyDict_Type, &offsets, &capacity, &r->layout,
                                      &declared_name, &declared_name_len, &declared_value,
@@ -581,8 +583,16 @@ static PyObject *restorer_fill(Restorer *r, PyObject *args, PyObject *kwds) {
         return PyErr_Format(PyExc_RuntimeError, "consume failed: %s", rk.err2str(-1));
     Py_ssize_t before = PyList_GET_SIZE(events);
     r->held = 0;
-    for (ssize_t i = 0; i < n; i++)
-        r->held += r->msgs[i]->len;
+    r->oldest = -1;
+    for (ssize_t i = 0; i < n; i++) {
+        const rk_message *m = r->msgs[i];
+        r->held += m->len;
+        if (first && m->err == 0) { /* the freshness of what it follows (follow/delays.py) */
+            int64_t ts = rk.message_timestamp(m, NULL);
+            if (ts >= 0 && (r->oldest < 0 || ts < r->oldest))
+                r->oldest = ts;
+        }
+    }
     int rc = apply_messages(r, (size_t)n, put, delete, nexts, events, skipped, &fast);
     for (ssize_t i = 0; i < n; i++)
         rk.message_destroy(r->msgs[i]);
@@ -606,6 +616,13 @@ static PyObject *restorer_held(Restorer *r, PyObject *unused) {
     return PyLong_FromSize_t(r->held);
 }
 
+static PyObject *restorer_oldest(Restorer *r, PyObject *unused) {
+    (void)unused;
+    if (r->oldest < 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLongLong((long long)r->oldest);
+}
+
 static PyObject *restorer_close(Restorer *r, PyObject *unused) {
     restorer_close_client(r);
     Py_RETURN_NONE;
@@ -619,6 +636,8 @@ static PyMethodDef restorer_methods[] = {
      "the put a value certainly JSON of a key in neither goes to."},
     {"held", (PyCFunction)restorer_held, METH_NOARGS,
      "held() -> bytes of the values of the last batch consumed."},
+    {"oldest", (PyCFunction)restorer_oldest, METH_NOARGS,
+     "oldest() -> following, the oldest record timestamp (ms) of the last batch, or None."},
     {"stats", (PyCFunction)restorer_stats, METH_NOARGS,
      "stats() -> the statistics JSON librdkafka reported since the last call, or None."},
     {"close", (PyCFunction)restorer_close, METH_NOARGS, "Close the consumer."},

@@ -111,6 +111,11 @@ class NativeRestorer:
         """Bytes of the values of the last batch consumed."""
         return self._restorer.held()
 
+    def oldest(self) -> int | None:
+        """Following: the oldest record timestamp (ms) of the last batch; None if it held
+        none, or while restoring."""
+        return self._restorer.oldest()
+
     def stats(self) -> str | None:
         """librdkafka's statistics JSON reported since the last call, or None."""
         return self._restorer.stats()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from globalstore import tracing
 from globalstore.config import OnUnreadable, StoreConfig
 from globalstore.converters import decoder
 from globalstore.errors import BrokerUnavailable, DamagedLayoutError, UnreadableStore
@@ -124,11 +125,14 @@ class Preparation:
                 rebuild.reason,
             )
             reason = rebuild.reason
-            storage.wipe(
-                None
-                if source is None
-                else functools.partial(snapshot.install, source, cancel=stopped)
-            )
+            if source is None:
+                storage.wipe()
+                continue
+            with tracing.phase(
+                "globalstore.snapshot.install",
+                {"globalstore.path": str(storage.path), "globalstore.rebuild_reason": reason},
+            ):
+                storage.wipe(functools.partial(snapshot.install, source, cancel=stopped))
         meta = storage.read_meta()
         if meta.layout is None:  # a new (or just wiped) store
             more = {**transform.meta_entries(config), **quarantine.meta_entries(config)}

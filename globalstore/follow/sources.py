@@ -63,6 +63,8 @@ class SourceBatch:
     applied: Applied
     events: list[Any] = field(default_factory=list)
     transform_failures: int = 0
+    # Following: the oldest record timestamp (ms) of the batch (None: none, or restoring).
+    oldest_ms: int | None = None
 
 
 class BatchSource(Protocol):
@@ -157,7 +159,9 @@ class ConsumerSource:
         )
         if seen is not None:  # after the commit: the batch is visible to queries
             self.sink.publish(storage, seen.records)
-        return SourceBatch(applied, events, 0 if transformed is None else transformed.failures)
+        failures = 0 if transformed is None else transformed.failures
+        oldest = None if self.restoring or not records else min(r[5] for r in records)
+        return SourceBatch(applied, events, failures, oldest)
 
     def _batch(self) -> list[Any]:
         consumer, config = self.consumer, self.config
@@ -334,7 +338,8 @@ class NativeSource:
         if stats is not None:
             self.on_stats(stats)
         failures = 0 if transformed is None else transformed.failures
-        return SourceBatch(applied, events + self.restorer.events, failures)
+        oldest = self.restorer.oldest() if self.following else None
+        return SourceBatch(applied, events + self.restorer.events, failures, oldest)
 
     def _follow(self, storage: Storage, now_ms: int) -> Applied:
         restorer = self.restorer

@@ -25,12 +25,14 @@ from typing import Any
 from confluent_kafka import Consumer
 
 from globalstore import status as state
+from globalstore import tracing
 from globalstore.config import StoreConfig
 from globalstore.errors import BrokerUnavailable, GlobalStoreError, StartTimeout
 from globalstore.follow import events, health
 from globalstore.follow.chores import Chores
+from globalstore.follow.delays import RecordDelays
 from globalstore.follow.prepare import Preparation, Prepare, Prepared
-from globalstore.follow.progress import RestoreLog
+from globalstore.follow.progress import Estimate, RestoreLog
 from globalstore.follow.sources import (
     NO_SINK,
     BatchSource,
@@ -44,7 +46,7 @@ from globalstore.kafka.clients import StoreConsumer, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.shaping import ttl
 from globalstore.shaping.migrate import Migration
-from globalstore.status import State
+from globalstore.status import Delays, Progress, State
 from globalstore.storage import Storage
 
 __all__ = ["StoreThread", "ThreadStatus"]
@@ -74,6 +76,10 @@ class ThreadStatus:
     conversion_failures: int = 0  # values a converter raised on (kept as they were)
     transform_failures: int = 0  # records the transform raised on (their keys kept)
     purged: int = 0  # expired keys deleted since this start (ttl.py)
+    # While it restores (or rebuilds, or migrates): how far, at what rate, and the ETA.
+    progress: Progress | None = None
+    # Following: how long its records took from their timestamp to being applied.
+    delays: Delays | None = None
 
     def not_ready(self, topic: str, where: str, timeout: float) -> GlobalStoreError:
         """The error of a start() this thread did not finish within `timeout` seconds."""
@@ -138,7 +144,10 @@ class StoreThread(threading.Thread):
         self._restored_at_ms: int | None = None
         self._skipped = 0
         self._transform_failures = 0
-        self._restore: RestoreLog  # from the start of the loop
+        self._restore: RestoreLog | None = None  # from the start of the loop
+        self._migrating: Estimate | None = None  # once ready, while a migration runs
+        self._delays = RecordDelays()
+        self._span: tracing.Phase | None = None  # the restore's, from the start of the loop
         self._chores = Chores(
             config, storage, self.listener, self._report_changes, on_applied, self._publish
         )
@@ -158,7 +167,21 @@ class StoreThread(threading.Thread):
     def _publish(self) -> None:
         purge, counts = self._chores.purge, (self._skipped, self._transform_failures)
         self.status = _status(self._state, self._error, self._health, self._prepared, purge,
-                              self._restored_at_ms, counts)  # fmt: skip
+                              self._restored_at_ms, counts, self._progress(),
+                              self._delays.snapshot())  # fmt: skip
+
+    def _progress(self) -> Progress | None:
+        """How far the restore is while restoring; how far the migration is while one runs."""
+        if self._state is State.RESTORING and self._restore is not None:
+            return self._restore.progress(self.storage.state.positions)
+        migration = None if self._prepared is None else self._prepared.migration
+        if self._state is not State.RUNNING or migration is None or not migration.pending:
+            self._migrating = None
+            return None
+        if self._migrating is None:
+            # Values to convert: at most the live keys (fewer when it resumes a migration).
+            self._migrating = Estimate("migration", self.storage.state.count or 0)
+        return self._migrating.progress(migration.converted)
 
     def _enter(self, new: State) -> None:
         old, self._state = self._state, state.enter(self._state, new)
@@ -212,7 +235,17 @@ class StoreThread(threading.Thread):
             self._in_python.set()
         known.high = dict(plan.end_offsets)
         self._enter(State.RESTORING)
-        self._restore = RestoreLog(config.topic, self.storage.path, plan)
+        phase = "restore" if prepared.rebuild_reason is None else "rebuild"
+        self._restore = RestoreLog(config.topic, self.storage.path, plan, phase)
+        span = self._span = tracing.Phase(
+            f"globalstore.{phase}",
+            {
+                "globalstore.topic": config.topic,
+                "globalstore.path": str(self.storage.path),
+                "globalstore.offsets_to_read": plan.records_to_restore,
+                "globalstore.rebuild_reason": prepared.rebuild_reason or "",
+            },
+        )
         self.listener.on_restore_start(config.topic, plan.start_offsets, plan.end_offsets)
         try:
             source = self._maybe_ready(source, follow)
@@ -231,7 +264,11 @@ class StoreThread(threading.Thread):
                     next_metadata = now + config.metadata_interval
                     source = self._discover_partitions(source, follow)
                 self._publish()
+        except BaseException as exc:
+            span.end(exc)
+            raise
         finally:
+            span.end(None, {"globalstore.completed": False})  # stopped while restoring
             if source is not follow:
                 source.close()
 
@@ -249,7 +286,9 @@ class StoreThread(threading.Thread):
             self.listener.on_changes(self.config.topic, upserted, deleted)
         if applied.records:
             self.on_applied()
-            if restoring:
+            if batch.oldest_ms is not None:
+                self._delays.observe((_now_ms() - batch.oldest_ms) / 1000, applied.records)
+            if restoring and self._restore is not None:
                 positions = self.storage.state.positions
                 self._restore.add(applied.records, positions)
                 self.listener.on_batch_restored(self.config.topic, positions, applied.records)
@@ -268,8 +307,12 @@ class StoreThread(threading.Thread):
         follow.exact_count = True
         self._restored_at_ms = _now_ms()
         self.storage.mark_restored(self._restored_at_ms)
-        seconds = self._restore.done()
-        self.listener.on_restore_end(self.config.topic, self._restore.records, seconds)
+        restore = self._restore
+        seconds = 0.0 if restore is None else restore.done()
+        records = 0 if restore is None else restore.records
+        if self._span is not None:
+            self._span.end(None, {"globalstore.records": records, "globalstore.completed": True})
+        self.listener.on_restore_end(self.config.topic, records, seconds)
         self._health.in_sync_at = time.monotonic()
         self._enter(State.RUNNING)
         self.ready.set()
@@ -320,6 +363,8 @@ def _status(
     purge: ttl.Purge | None,
     restored_at_ms: int | None,
     counts: tuple[int, int],
+    progress: Progress | None,
+    delays: Delays,
 ) -> ThreadStatus:
     """The thread's picture: `counts` are the records skipped and the transform's failures."""
     return ThreadStatus(
@@ -335,6 +380,8 @@ def _status(
         skipped_records=counts[0],
         transform_failures=counts[1],
         purged=0 if purge is None else purge.purged,
+        progress=progress,
+        delays=delays,
         **({} if prepared is None else _migration_status(prepared.migration)),
     )
 

@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypedDict, Unpack
 
 from globalstore.codec import Entry, OnInvalid
-from globalstore.status import State
+from globalstore.status import Delays, Progress, State
 from globalstore.storage.quarantine import Quarantined
 
 if TYPE_CHECKING:
@@ -103,6 +103,16 @@ class StoreStatus:
     stale: str | None = None
     # invalid_values="quarantine": the keys whose latest record did not decode (quarantined()).
     quarantined: int = 0
+    # Keys whose latest record's value does not decode: stored as it came (invalid_values=
+    # "store"; a get of one raises InvalidValue) or held in the quarantine. Exact: counted in
+    # each value's write batch. None: not counted (a store written before the count existed,
+    # until it is rebuilt).
+    undecodable: int | None = None
+    # While a restore, a rebuild or a migration runs: done, left, rate and ETA (else None).
+    progress: Progress | None = None
+    # Following: how long its records took from their timestamp to being applied (a face
+    # that follows nothing itself: None).
+    record_delays: Delays | None = None
 
 
 def freshness(

@@ -56,6 +56,7 @@ def store_status(
         indexes={} if held is None else index_statuses(held, failures or {}),
         ttl=None if held is None else ttl_status(held, purged),
         quarantined=0 if held is None else held.quarantined,
+        undecodable=None if held is None else held.undecodable,
         **more,
     )
 

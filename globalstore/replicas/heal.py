@@ -30,6 +30,7 @@ from globalstore.follow.thread import StoreThread
 from globalstore.read.copy import Copy
 from globalstore.replicas.announce import WriterNote
 from globalstore.replicas.live import Live
+from globalstore.status import Progress
 from globalstore.storage import Storage
 
 __all__ = ["BESIDE", "Healer", "Replica", "adopt_rebuilt"]
@@ -116,6 +117,13 @@ class Healer(threading.Thread):
         self.rebuilding = False  # a rebuild beside the live copy is under way
         self._stopped = threading.Event()
         self._rebuild: StoreThread | None = None
+
+    @property
+    def progress(self) -> Progress | None:
+        """How far the rebuild under way is (None: none is)."""
+        rebuild = self._rebuild
+        progress = None if rebuild is None or not self.rebuilding else rebuild.status.progress
+        return None if progress is None else dataclasses.replace(progress, phase="rebuild")
 
     def stop(self) -> None:
         """Stop watching and any rebuild (closing it). Call join() after."""

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from globalstore import tracing
 from globalstore.codec import OnInvalid
 from globalstore.errors import (
     GlobalStoreError,
@@ -127,21 +128,28 @@ class Api:
             ("/metrics", "metrics", reports.prometheus),
             (openapi.PATH, "openapi", reports.openapi),
         ]
-        return [Route(path, self._measured(name, fn), methods=["GET"]) for path, name, fn in table]
+        return [
+            Route(path, self._measured(path, name, fn), methods=["GET"]) for path, name, fn in table
+        ]
 
-    def _measured(self, name: str, handler: Handler) -> Handler:
+    def _measured(self, path: str, name: str, handler: Handler) -> Handler:
+        """`handler`, counted and timed in the metrics, and traced (a span per request, when
+        the otel extra is installed)."""
         requests = self.metrics.requests
         latency = self.metrics.latency.labels(name)
 
         async def endpoint(request: Request) -> Response:
             began = time.perf_counter()
-            try:
-                response = await handler(request)
-            except Exception as exc:
-                answer = self._error_answer(exc)
-                if answer is None:
-                    raise
-                response = answer
+            attributes = {"http.request.method": "GET", "http.route": path}
+            with tracing.phase(f"GET {path}", attributes, carrier=request.headers) as span:
+                try:
+                    response = await handler(request)
+                except Exception as exc:
+                    answer = self._error_answer(exc)
+                    if answer is None:
+                        raise
+                    response = answer
+                span.end(None, {"http.response.status_code": response.status_code})
             latency.observe(time.perf_counter() - began)
             if not isinstance(response, LimitedStream):  # a stream counts itself (below)
                 requests.labels(name, response.status_code).inc()
@@ -371,7 +379,12 @@ class Api:
 def create_app(served: ServedStore, settings: ServerSettings | None = None) -> Guard:
     """The ASGI app: the API on `served`, which it starts on startup and closes on shutdown."""
     settings = settings or ServerSettings()
-    api = Api(served, settings, Metrics(served))
+    metrics = Metrics(served)
+    if settings.otel:
+        from globalstore.server.otel import MetricsBridge  # noqa: PLC0415 - the otel extra
+
+        MetricsBridge(metrics.registry)
+    api = Api(served, settings, metrics)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

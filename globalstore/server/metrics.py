@@ -3,14 +3,21 @@ process, as in tests, do not collide). Store gauges are read from status() at sc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from globalstore.read.protocols import StoreStatus
 from globalstore.server.served import ServedStore
+from globalstore.status import Delays
 
 __all__ = ["Metrics", "stopped_by"]
 
@@ -99,14 +106,70 @@ class _StoreCollector(Collector):
             "'quarantine')",
             status.quarantined,
         )
+        if status.undecodable is not None:
+            yield _gauge(
+                "globalstore_undecodable_values",
+                "Keys whose latest value does not decode, stored as it came or quarantined "
+                "(exact; absent for a store written before it was counted)",
+                status.undecodable,
+            )
         yield CounterMetricFamily(
             "globalstore_refused_notes",
             "A reader process: datagrams on its socket that were not its writer's note, since "
             "this start (dropped)",
             value=status.refused_notes,
         )
+        yield from _progress_metrics(status)
+        if status.record_delays is not None:
+            yield _delay_histogram(status.record_delays)
         yield from _index_metrics(status)
         yield from _ttl_metrics(status)
+
+
+def _delay_histogram(delays: Delays) -> Metric:
+    """The record delay as a Prometheus histogram (cumulative buckets; le="+Inf" is all)."""
+    histogram = HistogramMetricFamily(
+        "globalstore_record_delay_seconds",
+        "Seconds from a record's timestamp to the store applying it, while following (each "
+        "record of a batch counted at its batch's oldest record's delay)",
+        labels=["stage"],
+    )
+    cumulative, running = [], 0
+    for bound, count in zip(delays.bounds, delays.counts, strict=True):
+        running += count
+        cumulative.append(("+Inf" if bound == math.inf else repr(bound), running))
+    histogram.add_metric(["applied"], cumulative, delays.sum_seconds)
+    return histogram
+
+
+def _progress_metrics(status: StoreStatus) -> Iterator[Metric]:
+    """While a restore, a rebuild or a migration runs (label `phase`): what is left, the
+    rate over the last few seconds and the ETA at that rate; absent otherwise."""
+    progress = status.progress
+    if progress is None:
+        return
+    labels = [progress.phase]
+    remaining = GaugeMetricFamily(
+        "globalstore_progress_remaining",
+        "Offsets a restore or rebuild has left to read (values, a migration)",
+        labels=["phase"],
+    )
+    remaining.add_metric(labels, progress.left)
+    rate = GaugeMetricFamily(
+        "globalstore_progress_rate",
+        "Offsets (values, a migration) a second over the last few seconds",
+        labels=["phase"],
+    )
+    rate.add_metric(labels, progress.rate)
+    yield from (remaining, rate)
+    if progress.eta_seconds is not None:
+        eta = GaugeMetricFamily(
+            "globalstore_progress_eta_seconds",
+            "Seconds left at the current rate, of the restore, rebuild or migration running",
+            labels=["phase"],
+        )
+        eta.add_metric(labels, progress.eta_seconds)
+        yield eta
 
 
 def _index_metrics(status: StoreStatus) -> Iterator[Metric]:

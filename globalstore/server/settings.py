@@ -47,3 +47,6 @@ class ServerSettings:
     # The longest a /v1/changes stream lasts; its client reconnects (EventSource does by
     # itself). A client that never reads sends nothing that shows it, so this is its bound.
     change_stream_seconds: float = 900.0
+    # Export the metrics through OpenTelemetry's global MeterProvider too (otel.py; the
+    # `otel` extra). Requests are traced whenever the extra is installed.
+    otel: bool = False

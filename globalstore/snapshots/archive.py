@@ -30,6 +30,7 @@ import time
 import uuid
 from pathlib import Path
 
+from globalstore import tracing
 from globalstore.config import RocksDBOptions
 from globalstore.snapshots.fetch import Budget, InstallCancelled, Limits, Progress, fetch
 from globalstore.snapshots.manifest import MANIFEST, FileEntry, Manifest, Staging
@@ -78,14 +79,15 @@ def create(store_path: str | Path, dest: str | Path, rocksdb: RocksDBOptions | N
     if target.exists():
         raise FileExistsError(f"{target} already exists")
     Path(dest).mkdir(parents=True, exist_ok=True)
-    storage = Storage(store_path, rocksdb)
-    try:
-        storage.checkpoint(target)
-        meta = storage.read_meta()  # nothing writes meanwhile: this process holds the lock
-    finally:
-        storage.close()
-    files = [FileEntry.of_file(path) for path in sorted(target.iterdir())]
-    (Path(dest) / MANIFEST).write_bytes(Manifest.of(files, meta).to_bytes())
+    with tracing.phase("globalstore.snapshot.create", {"globalstore.path": str(store_path)}):
+        storage = Storage(store_path, rocksdb)
+        try:
+            storage.checkpoint(target)
+            meta = storage.read_meta()  # nothing writes meanwhile: this process holds the lock
+        finally:
+            storage.close()
+        files = [FileEntry.of_file(path) for path in sorted(target.iterdir())]
+        (Path(dest) / MANIFEST).write_bytes(Manifest.of(files, meta).to_bytes())
     return target
 
 

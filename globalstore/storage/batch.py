@@ -25,7 +25,6 @@ from globalstore.storage.meta import (
     K_IN_SYNC_AT,
     K_LAYOUT,
     K_MIGRATE_FROM,
-    K_QUARANTINED,
     K_RESTORED_AT,
     K_TOPIC,
     K_TOPIC_ID,
@@ -155,6 +154,21 @@ class Batch:
 
         return put, delete
 
+    def forget(self, keys: Iterable[bytes]) -> None:
+        """`keys` are deleted outside the records (a purge of expired keys): a store that
+        marks the undecodable values it stores drops their marks and counts them out."""
+        quarantine = self.quarantine
+        if quarantine is None or quarantine.withhold:
+            return
+        for key in keys:
+            if key in quarantine.keys:
+                self.put_meta(quarantine.entry_of(key), None)
+                self.quarantining[key] = False
+        if self.quarantining:
+            held = quarantine.count_after(self.quarantining)
+            self.put_meta(quarantine.count_key, I64.pack(held))
+            self.change(undecodable=held)
+
     def settle(self) -> None:
         """The batch is written: the quarantine holds what it put in."""
         if self.quarantine is not None:
@@ -168,10 +182,13 @@ class Batch:
         self.put_meta(K_APPLIED_AT, I64.pack(now_ms))
         self.put_meta(K_COUNT, None if count is None else I64.pack(count))
         self.change(positions={**self.state.positions, **moved}, count=count)
-        if self.quarantine is not None and self.quarantining:
-            held = self.quarantine.count_after(self.quarantining)
-            self.put_meta(K_QUARANTINED, I64.pack(held))
-            self.change(quarantined=held)
+        quarantine = self.quarantine
+        if quarantine is not None and self.quarantining:
+            held = quarantine.count_after(self.quarantining)
+            self.put_meta(quarantine.count_key, I64.pack(held))
+            self.change(undecodable=held)
+            if quarantine.withhold:
+                self.change(quarantined=held)
 
     def initialise(
         self, topic: str | None, topic_id: str | None, now_ms: int, more: Mapping[bytes, bytes]

@@ -29,6 +29,9 @@ Keys (column family "meta"):
                    absent: stored as they come
     quarantined    how many keys the quarantine holds (i64; absent: none)
     quarantine:<key>  a quarantined record (quarantine.py), written in the batch of its offset
+    invalid_held   invalid_values "store": how many keys hold a value that does not decode
+                   (i64; absent: not counted, a store written before the count existed)
+    invalid:<key>  such a key (its value is the reason), written in the batch of its value
 """
 
 from __future__ import annotations
@@ -45,10 +48,12 @@ __all__ = [
     "I64",
     "INDEX_CF",
     "INDEX_PREFIX",
+    "INVALID_PREFIX",
     "K_APPLIED_AT",
     "K_CONVERT_CURSOR",
     "K_COUNT",
     "K_INDEX_NEXT_ID",
+    "K_INVALID_HELD",
     "K_INVALID_VALUES",
     "K_IN_SYNC_AT",
     "K_LAYOUT",
@@ -102,6 +107,8 @@ K_TIME_INDEX = b"time_index"
 K_INVALID_VALUES = b"invalid_values"
 K_QUARANTINED = b"quarantined"
 QUARANTINE_PREFIX = b"quarantine:"
+K_INVALID_HELD = b"invalid_held"
+INVALID_PREFIX = b"invalid:"
 _BUILT = b"built"  # K_TIME_INDEX of a complete time index; else b"cursor:" + hex
 
 
@@ -184,6 +191,8 @@ class Meta:
     time_index: bytes | None = None  # K_TIME_INDEX as stored (parse_cursor reads it)
     invalid_values: str | None = None  # "quarantine", or None: stored as they came
     quarantined: int = 0  # keys the quarantine holds
+    # Keys whose latest record did not decode, stored or quarantined (None: not counted).
+    undecodable: int | None = None
 
 
 def opt_int(raw: bytes | None) -> int | None:
@@ -229,6 +238,9 @@ def parse_meta(
         meta.time_index = get(K_TIME_INDEX)
         meta.invalid_values = _opt_str(get(K_INVALID_VALUES))
         meta.quarantined = _opt_i64(get(K_QUARANTINED)) or 0
+        meta.undecodable = (
+            meta.quarantined if meta.invalid_values is not None else _opt_i64(get(K_INVALID_HELD))
+        )
         for key, value in from_indexes:
             if not key.startswith(INDEX_PREFIX):
                 break

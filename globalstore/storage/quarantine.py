@@ -1,4 +1,5 @@
-"""The quarantine of a store with invalid_values="quarantine" (config.OnInvalidValue).
+"""The quarantine of a store with invalid_values="quarantine" (config.OnInvalidValue), and
+the count of undecodable values a store with invalid_values="store" holds.
 
 Every value a batch writes is checked as it is put, whichever loop fills the batch (Python or
 C: both call the put and delete Batch hands them). A record whose value does not decode (not
@@ -11,10 +12,17 @@ most, its latest.
 
 Entry: reason length u32 | reason (UTF-8) | the record as the data would have stored it
 (codec.HEADER, with its timestamp, partition and offset, then the value as it came).
+
+A store that stores such a value as it came checks every value the same way, to count them
+exactly (an operator sees how many a store holds, across restarts): the key is marked in the
+meta column family, under INVALID_PREFIX + key (the entry is the reason), in the value's
+WriteBatch, and a later value that decodes, or a tombstone, removes the mark. Both keep their
+count in the same WriteBatch (Batch.advance).
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -24,14 +32,22 @@ import orjson
 from globalstore import codec
 from globalstore.converters import ValueFormats, decoder
 from globalstore.errors import InvalidValue
-from globalstore.storage.meta import QUARANTINE_PREFIX
+from globalstore.storage.meta import (
+    INVALID_PREFIX,
+    K_INVALID_HELD,
+    K_QUARANTINED,
+    QUARANTINE_PREFIX,
+)
 from globalstore.storage.records import Delete, Put
 
-__all__ = ["Check", "Quarantine", "Quarantined", "checker", "entry_key", "held"]
+__all__ = ["Check", "Quarantine", "Quarantined", "checker", "entry_key", "held", "marked"]
 
 # (key, stored bytes) -> why the value does not decode, or None when it does.
 Check = Callable[[bytes, bytes], str | None]
 _REASON = struct.Struct(">I")
+_LOGGED = 10  # undecodable values a batch names in the log; the rest are counted
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -113,16 +129,41 @@ def held(
         yield Quarantined(key[size:].decode("utf-8"), partition, offset, ts, reason, value)
 
 
-class Quarantine:
-    """The writer's quarantine: the keys it holds and the check a put goes through."""
+def marked(meta_items: Callable[[bytes], Iterable[tuple[bytes, bytes]]]) -> Iterator[bytes]:
+    """The keys marked as holding a value that does not decode (a store that stores them),
+    in key order, of a store whose meta entries from a key on are `meta_items(key)`."""
+    size = len(INVALID_PREFIX)
+    for key, _reason in meta_items(INVALID_PREFIX):
+        if not key.startswith(INVALID_PREFIX):
+            return
+        yield key[size:]
 
-    def __init__(self, check: Check, held: Iterable[bytes], plain: bool = False) -> None:
+
+class Quarantine:
+    """The writer's quarantine (or, `withhold` False, its marks of the undecodable values it
+    stores): the keys it holds and the check a put goes through."""
+
+    def __init__(
+        self,
+        check: Check,
+        held: Iterable[bytes],
+        plain: bool = False,
+        *,
+        withhold: bool = True,
+        where: str = "",
+    ) -> None:
         """`plain`: the store reads the library's own value format and has no converters, so
         the C loop may take a value it finds certainly JSON past the check (records.Checked,
-        _json_check.h)."""
+        _json_check.h). `withhold`: quarantine a value that does not decode, else store it
+        and mark its key. `where` names the store in the log."""
         self.check = check
         self.keys = set(held)
         self.plain = plain
+        self.withhold = withhold
+        self.where = where
+        self.count_key = K_QUARANTINED if withhold else K_INVALID_HELD
+        self._prefix = QUARANTINE_PREFIX if withhold else INVALID_PREFIX
+        self._arrived: list[tuple[bytes, str, bytes]] = []  # (key, reason, stored bytes)
 
     def guard(
         self, put: Put, delete: Delete, put_meta: Callable[[bytes, bytes | None], None]
@@ -131,29 +172,40 @@ class Quarantine:
         the quarantine ({key: held after the batch}), which settle() adopts once written.
         The put returns False for a record it quarantined (storage/records.py's fill then
         lists no change of its key)."""
-        check, held = self.check, self.keys
+        check, held, prefix, withhold = self.check, self.keys, self._prefix, self.withhold
         changes: dict[bytes, bool] = {}
+        arrived = self._arrived = []
 
         def put_checked(key: bytes, raw: bytes) -> bool:
             reason = check(key, raw)
             if reason is not None:
                 reason_bytes = reason.encode("utf-8")
-                put_meta(entry_key(key), _REASON.pack(len(reason_bytes)) + reason_bytes + raw)
+                arrived.append((key, reason, raw))
                 changes[key] = True
-                return False
+                if withhold:
+                    entry = _REASON.pack(len(reason_bytes)) + reason_bytes + raw
+                    put_meta(prefix + key, entry)
+                    return False
+                put(key, raw)
+                put_meta(prefix + key, reason_bytes)
+                return True
             put(key, raw)
             if key in held or key in changes:
-                put_meta(entry_key(key), None)
+                put_meta(prefix + key, None)
                 changes[key] = False
             return True
 
         def delete_checked(key: bytes) -> None:
             delete(key)
             if key in held or key in changes:
-                put_meta(entry_key(key), None)
+                put_meta(prefix + key, None)
                 changes[key] = False
 
         return put_checked, delete_checked, changes
+
+    def entry_of(self, key: bytes) -> bytes:
+        """The meta key of `key`'s quarantined record, or of its mark."""
+        return self._prefix + key
 
     def count_after(self, changes: dict[bytes, bool]) -> int:
         """How many keys it holds once `changes` are written."""
@@ -163,9 +215,23 @@ class Quarantine:
         return len(held) + gained - lost
 
     def settle(self, changes: dict[bytes, bool]) -> None:
-        """`changes` are written: hold what they say."""
+        """`changes` are written: hold what they say, and name in the log the values that
+        arrived undecodable (the first few of the batch, and how many more)."""
         for key, now in changes.items():
             if now:
                 self.keys.add(key)
             else:
                 self.keys.discard(key)
+        arrived, self._arrived = self._arrived, []
+        done = "quarantined" if self.withhold else "stored as it came"
+        for key, reason, raw in arrived[:_LOGGED]:
+            _ts, partition, offset = codec.origin(raw)
+            log.warning(
+                "store %s: the value of key %r (partition %d, offset %d) does not decode, %s: %s",
+                self.where, key.decode("utf-8", "replace"), partition, offset, done, reason,
+            )  # fmt: skip
+        if len(arrived) > _LOGGED:
+            log.warning(
+                "store %s: %d more values of that batch do not decode, %s",
+                self.where, len(arrived) - _LOGGED, done,
+            )  # fmt: skip

@@ -30,6 +30,9 @@ class StorageState:
     time_cursor: bytes | None = None
     time_entries: int = 0
     quarantined: int = 0  # keys the quarantine holds (quarantine.py)
+    # Keys whose latest record did not decode: stored as they came, or quarantined (None:
+    # not counted, a store written before the count existed).
+    undecodable: int | None = None
 
     @classmethod
     def of(cls, meta: Meta, index_entries: Mapping[str, int]) -> StorageState:
@@ -44,6 +47,7 @@ class StorageState:
             dict(meta.indexes),
             index_entries,
             quarantined=meta.quarantined,
+            undecodable=meta.undecodable,
         )
 
     def __post_init__(self) -> None:

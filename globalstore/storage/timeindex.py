@@ -171,6 +171,7 @@ class TimeIndex:
         for entry in entries:
             family.delete(wb, entry)
         staged = dict.fromkeys(deleted)  # {key: None}: the keys deleted
+        batch.forget(deleted)
         if staged:
             self._secondary.into(batch, staged, state.indexes)
         time_entries = state.time_entries - len(entries)

@@ -317,6 +317,8 @@ class InProcessSource:
             transform_failures=t.transform_failures,
             self_heals=0 if healer is None else healer.heals,
             failure=_failure(state, t.error),
+            progress=t.progress if healer is None or not healer.rebuilding else healer.progress,
+            record_delays=t.delays,
         )
 
     # -- changes -----------------------------------------------------------------------------

@@ -295,13 +295,15 @@ def by_kind(key: str, value: object) -> str:
 def test_dropping_an_index_takes_redefine(
     kafka_bootstrap: str, filled: str, tmp_path: Path
 ) -> None:
-    """A command without the store's index refuses and drops nothing; with --redefine it
-    drops the index and answers."""
+    """A command that writes without the store's index refuses and drops nothing (one that
+    reads answers from the store's files); with --redefine it drops the index and answers."""
     indexed = ["--index", f"by_kind={__name__}:by_kind"]
     assert run(kafka_bootstrap, filled, tmp_path / "s", "count", *indexed).stdout == "54\n"
 
-    refused = run(kafka_bootstrap, filled, tmp_path / "s", "count")
+    refused = run(kafka_bootstrap, filled, tmp_path / "s", "restore")
     one_line_error(refused, "would discard index 'by_kind' version 1 (not given)", "--redefine")
+    read = run(kafka_bootstrap, filled, tmp_path / "s", "count")  # reads need no function
+    assert read.stdout == "54\n" and "answering read-only" in read.output, read.output
     kept = run(kafka_bootstrap, filled, tmp_path / "s", "status", *indexed)
     assert "by_kind v1 ready, 54 entries" in kept.stdout, kept.output
 

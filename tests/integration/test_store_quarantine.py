@@ -81,12 +81,14 @@ def _independent_read(
     return good, bad
 
 
-def _kill_mid_restore(bootstrap: str, topic: str, path: Path) -> None:
-    """crash_follower.py restoring with a quarantine, 5,000 records a batch and a pause after
-    each, SIGKILLed after its fifth batch."""
+def _kill_mid_restore(
+    bootstrap: str, topic: str, path: Path, invalid_values: str = "quarantine"
+) -> None:
+    """crash_follower.py restoring with `invalid_values`, 5,000 records a batch and a pause
+    after each, SIGKILLed after its fifth batch."""
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.integration.crash_follower", bootstrap, topic, str(path),
-         "5000", "0.05", "", "", "", "quarantine"],
+         "5000", "0.05", "", "", "", invalid_values],
         cwd=REPO, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert child.stdout is not None
@@ -137,11 +139,38 @@ def test_quarantine_holds_exactly_the_bad_records_after_a_kill_mid_restore(
         assert store.get(spoiled) == good[spoiled]
         assert store.status().quarantined == len(now)
 
+    for given in (["--invalid-values", "quarantine"], []):  # the store says it quarantines
+        result = CliRunner().invoke(
+            main,
+            ["quarantine", "--topic", topic, "--bootstrap-servers", kafka_bootstrap, "--path",
+             str(path), *given],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        lines = [orjson.loads(line) for line in result.stdout.splitlines()]
+        assert {line["key"] for line in lines} == now and lines[0]["value"] == BAD.decode()
+
+
+def test_a_store_counts_exactly_the_bad_values_it_holds_after_a_kill_mid_restore(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    """invalid_values="store" (the default): the bad values are stored and counted; the
+    count is exact after a SIGKILL mid-restore, across a restart, and while following."""
+    topic = make_topic(partitions=PARTITIONS)
+    _produce(kafka_bootstrap, topic)
+    _good, bad = _independent_read(kafka_bootstrap, topic)
+    path = tmp_path / "s"
+    _kill_mid_restore(kafka_bootstrap, topic, path, "store")
+    with GlobalStore(topic, kafka_bootstrap, path) as store:
+        assert store.status().undecodable == len(bad)
+    with GlobalStore(topic, kafka_bootstrap, path, native_restore=False) as store:
+        assert store.status().undecodable == len(bad)  # kept across a restart
+        fixed = sorted(bad)[0]
+        produce(kafka_bootstrap, topic, [(fixed, {"fixed": True})])
+        assert store.wait_for(end_offsets(kafka_bootstrap, topic, 30), 30)
+        assert store.status().undecodable == len(bad) - 1
     result = CliRunner().invoke(
         main,
-        ["quarantine", "--topic", topic, "--bootstrap-servers", kafka_bootstrap, "--path",
-         str(path), "--invalid-values", "quarantine"],
-    )  # fmt: skip
+        ["status", "--topic", topic, "--bootstrap-servers", kafka_bootstrap, "--path", str(path)],
+    )
     assert result.exit_code == 0, result.output
-    lines = [orjson.loads(line) for line in result.stdout.splitlines()]
-    assert {line["key"] for line in lines} == now and lines[0]["value"] == BAD.decode()
+    assert f"undecodable:    {len(bad) - 1:,} values" in result.stdout, result.stdout

@@ -1,6 +1,7 @@
 """A store command whose options would drop an index or the time index, or rebuild the store
 with another transform, refuses and leaves the store as it was; on a store a process holds
-it answers read-only instead (nothing would be dropped)."""
+it answers read-only instead (nothing would be dropped). A command that only reads takes the
+settings the store records instead, and refuses only options given that disagree."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from globalstore.cli import main
-from globalstore.cli.discards import discards
-from globalstore.config import StoreConfig
+from globalstore.cli.discards import discards, recorded
+from globalstore.config import OnInvalidValue, StoreConfig
 from globalstore.follow.prepare import define_indexes, define_ttl
+from globalstore.shaping import quarantine
 from globalstore.shaping.transform import meta_entries
 from globalstore.storage import Storage
 from globalstore.storage.meta import Meta
@@ -83,10 +85,10 @@ def _meta(path: Path) -> Meta:
         storage.close()
 
 
-def _run(path: Path, *args: str) -> Any:
+def _run(path: Path, *args: str, command: str = "restore") -> Any:
     # Port 1: nothing listens, so a command that went past the check could not restore.
     store = ["--topic", "t", "--path", str(path), "--bootstrap-servers", "127.0.0.1:1"]
-    return CliRunner().invoke(main, ["count", *store, "--timeout", "2", *args])
+    return CliRunner().invoke(main, [*command.split(), *store, "--timeout", "2", *args])
 
 
 def test_the_settings_the_store_was_written_with_discard_nothing(written: Path) -> None:
@@ -146,6 +148,47 @@ def test_a_damaged_store_is_left_to_the_rebuild_opening_it_makes(written: Path) 
 
 
 def test_a_held_store_is_looked_into_read_only_whatever_the_options(held: Path) -> None:
-    result = _run(held)
+    result = _run(held, command="count")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == "1"
+
+
+@pytest.mark.parametrize("command", ["count", "get a", "status", "quarantine", "scan"])
+def test_a_reading_command_without_the_functions_answers_from_the_files(
+    written: Path, command: str
+) -> None:
+    result = _run(written, command=command)
+    assert result.exit_code == 0, result.output
+    assert "whose functions no option gives; answering read-only" in result.stderr
+    assert {"count": "1\n", "get a": '{"courier":"c-1"}\n'}.get(command, result.stdout) == (
+        result.stdout
+    )
+
+
+@pytest.mark.parametrize(
+    "conflicting", [["--invalid-values", "quarantine"], ["--transform-version", "3"]]
+)
+def test_a_reading_command_refuses_an_option_that_disagrees(
+    written: Path, conflicting: list[str]
+) -> None:
+    given = [*WRITTEN_WITH, *conflicting] if conflicting[0] != "--invalid-values" else conflicting
+    result = _run(written, *given, command="count")
+    assert result.exit_code == 2 and "would discard" in result.output, result.output
+
+
+def test_a_reading_command_takes_the_ttl_and_invalid_values_the_store_records(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s"
+    config = _config(path, ttl=60, invalid_values="quarantine")
+    storage = Storage(path)
+    storage.initialise("t", None, 1, quarantine.meta_entries(config))
+    storage.load(storage.read_meta())
+    define_ttl(storage, config)
+    storage.close()
+    adopted = recorded(_config(path), frozenset())
+    assert adopted is not None
+    assert (adopted.ttl, adopted.invalid_values) == (60, OnInvalidValue.QUARANTINE)
+    result = _run(path, command="count")  # it goes on to open the store: no broker here
+    assert "would discard" not in result.output
+    assert result.exit_code == 2 and "127.0.0.1:1" in result.output, result.output

@@ -68,9 +68,14 @@ def test_scan_finds_by_index_value_and_ranges_over_index_values(held: Path) -> N
     assert "by_courier v1 ready, 4 entries" in status.output
 
 
+def test_scan_queries_an_index_by_its_name_alone_from_the_files(held: Path) -> None:
+    result = _run(held, "scan", "--index", "by_courier", "--value", "c-1")
+    assert result.exit_code == 0, result.output
+    assert '{"key":"c","value":{"courier":"c-1"}}' in result.stdout
+
+
 def test_index_options_that_cannot_work_are_refused(held: Path) -> None:
     cases = {
-        ("scan", "--index", "by_courier", "--value", "c-1"): "give index 'by_courier' its function",
         ("scan", "--value", "c-1"): "--value needs the index to query",
         ("count", "--index", "by_courier"): "'by_courier' names no function",
         ("count", "--index", "x=no_such_module:fn"): "--index x",

@@ -54,6 +54,9 @@ class FakeLoop:
     def held(self) -> int:
         return 10 * len(self.asked)
 
+    def oldest(self) -> int | None:
+        return None  # its records carry no timestamp
+
     def stats(self) -> str | None:
         return self.reported.pop() if self.reported else None
 

@@ -18,11 +18,12 @@ from globalstore.follow.plan import Plan
 from globalstore.follow.prepare import Prepared
 from globalstore.follow.thread import StoreThread
 from globalstore.shaping.migrate import Migration
-from globalstore.status import State
+from globalstore.status import Delays, State
 from globalstore.storage import Storage
-from tests.unit.store_fakes import NO_SPACE, FakeConsumer, FullDisk, messages
+from tests.unit.store_fakes import NO_SPACE, FakeConsumer, FullDisk, Msg, messages
 
 TOPIC = "t"
+NO_DELAYS = Delays((), (), 0, 0.0)
 
 
 def _config(tmp_path: Path) -> StoreConfig:
@@ -139,3 +140,41 @@ def test_a_full_disk_fails_the_thread_keeps_reads_and_lets_go_of_the_database(
     storage.close()
     # The error is kept for status(), and no frame it passed through holds RocksDB open.
     Storage(tmp_path).close()
+
+
+def test_status_tells_how_far_the_restore_is_and_nothing_once_ready(storage: Storage) -> None:
+    consumer = FakeConsumer(TOPIC, {0: messages(*((f"k{i}", "v") for i in range(4)))})
+    thread = _thread(storage, consumer, {0: 10})  # the end is further than the topic holds yet
+    thread.start()
+    try:
+        _eventually(lambda: storage.state.positions.get(0) == 4, "the first records applied")
+        _eventually(lambda: thread.status.progress is not None, "progress published")
+        progress = thread.status.progress
+        assert progress is not None and thread.status.state is State.RESTORING
+        assert (progress.phase, progress.done, progress.total, progress.left) == (
+            "restore", 4, 10, 6,
+        )  # fmt: skip
+        consumer.partitions[0] += messages(*((f"m{i}", "v") for i in range(6)), start=4)
+        assert thread.ready.wait(10) and thread.status.state is State.RUNNING
+        assert thread.status.progress is None
+    finally:
+        thread.stop()
+        thread.join()
+
+
+def test_records_followed_are_counted_by_delay_not_those_restored(storage: Storage) -> None:
+    old = int(time.time() * 1000) - 90_000  # restored records are as old as the topic
+    consumer = FakeConsumer(TOPIC, {0: [Msg(b"a", b"1", 0, 0, ts=old)]})
+    thread = _thread(storage, consumer, {0: 1})
+    thread.start()
+    try:
+        assert thread.ready.wait(10)
+        fresh = int(time.time() * 1000)
+        consumer.partitions[0] += [Msg(b"b", b"2", 0, 1, ts=fresh), Msg(b"c", b"3", 0, 2, ts=fresh)]
+        _eventually(lambda: storage.state.positions.get(0) == 3, "the new records applied")
+        _eventually(lambda: (thread.status.delays or NO_DELAYS).total == 2, "delays counted")
+        delays = thread.status.delays
+        assert delays is not None and delays.sum_seconds < 2 * 5.0  # not 90 s each
+    finally:
+        thread.stop()
+        thread.join()

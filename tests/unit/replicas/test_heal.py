@@ -15,11 +15,11 @@ from rocksdict import DbClosedError
 from globalstore.config import StoreConfig
 from globalstore.follow.plan import Plan
 from globalstore.follow.prepare import Prepared
-from globalstore.follow.thread import StoreThread
+from globalstore.follow.thread import StoreThread, ThreadStatus
 from globalstore.replicas.heal import BESIDE, Healer, Replica, adopt_rebuilt
 from globalstore.replicas.live import Live
 from globalstore.shaping.migrate import Migration
-from globalstore.status import State
+from globalstore.status import Progress, State
 from globalstore.storage import Storage
 from tests.unit.follow.test_thread import _eventually
 from tests.unit.store_fakes import FakeConsumer, batch, messages
@@ -168,3 +168,14 @@ def test_a_scan_reads_its_copy_to_the_end_while_two_heals_are_asked_for(tmp_path
         healer.stop()
         healer.join()
         live.close()
+
+
+def test_a_rebuild_beside_the_store_reports_its_progress(tmp_path: Path) -> None:
+    class Rebuilding:  # the rebuild's thread, as far as the healer reads it
+        status = ThreadStatus(progress=Progress("restore", 5, 20, 15, 1.0, 15.0, 5.0))
+
+    healer = Healer(StoreConfig("t", "f:1", tmp_path), None, None, lambda: None)  # type: ignore[arg-type]
+    assert healer.progress is None
+    healer._rebuild, healer.rebuilding = Rebuilding(), True  # type: ignore[assignment]
+    progress = healer.progress
+    assert progress is not None and (progress.phase, progress.left) == ("rebuild", 15)

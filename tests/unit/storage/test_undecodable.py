@@ -1,0 +1,98 @@
+"""A store that stores values that do not decode counts them exactly: each one marked in the
+batch of its value, unmarked by a later value that decodes, a tombstone or a purge; the count
+survives a restart; both loops' put alike; each arrival is named in the log."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from globalstore.config import StoreConfig
+from globalstore.shaping import quarantine
+from globalstore.storage import Storage
+from globalstore.storage.meta import K_INVALID_HELD
+from tests.unit.storage.test_quarantine import PastTheCheckLikeTheCLoop
+from tests.unit.store_fakes import LikeTheCLoop, batch
+
+
+def counting(path: Path) -> Storage:
+    """A store as a new one of the default invalid_values ("store") is prepared."""
+    storage = Storage(path)
+    if storage.read_meta().layout is None:
+        storage.initialise("t", None, 1, quarantine.meta_entries(StoreConfig("t", "x:1", path)))
+    storage.load(storage.read_meta())
+    quarantine.define(storage, StoreConfig("t", "x:1", path))
+    return storage
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Iterator[Storage]:
+    s = counting(tmp_path / "db")
+    yield s
+    s.close()
+
+
+def test_bad_values_are_stored_counted_and_the_count_survives_a_restart(tmp_path: Path) -> None:
+    storage = counting(tmp_path / "db")
+    assert storage.state.undecodable == 0
+    storage.apply(batch(("a", '{"x":1}'), ("b", "not json {"), ("c", "{")), {}, True, 1)
+    assert (storage.get(b"b") or b"").endswith(b"not json {")  # stored as it came
+    assert storage.state.undecodable == 2 and storage.state.count == 3
+    assert storage.state.quarantined == 0
+    storage.close()
+    reopened = counting(tmp_path / "db")
+    assert reopened.state.undecodable == 2
+    reopened.apply(batch(("b", '{"ok":1}'), start=3), {}, True, 2)  # keys held are known
+    assert reopened.state.undecodable == 1
+    reopened.close()
+
+
+def test_a_value_that_decodes_or_a_tombstone_takes_the_key_out(storage: Storage) -> None:
+    storage.apply(batch(("a", "{"), ("b", "{"), ("c", "{")), {}, True, 1)
+    storage.apply(batch(("a", "1"), ("b", None), ("d", "{"), ("d", "2"), start=3), {}, True, 2)
+    assert storage.state.undecodable == 1  # c
+    storage.apply(batch(("e", "2"), ("e", "{"), start=7), {}, True, 3)
+    assert storage.state.undecodable == 2  # c, e
+
+
+def test_both_loops_count_alike(storage: Storage) -> None:
+    storage.apply_native(LikeTheCLoop(batch(("a", "1"), ("b", "x"), ("c", "x"))), 0, 1)
+    past = PastTheCheckLikeTheCLoop(batch(("c", "3"), ("d", "4"), ("e", "x"), start=3))
+    storage.apply_native(past, 0, 2)
+    assert past.unchecked == 1  # d went past the check; c is held, so it was checked
+    assert storage.state.undecodable == 2  # b, e
+    assert storage.get(b"e") is not None
+
+
+def test_a_purged_key_is_counted_out(storage: Storage) -> None:
+    storage.apply(batch(("a", "{"), ("b", "{")), {}, True, 1)
+    deleting = storage.batch()
+    deleting.wb.delete(b"a")
+    deleting.forget([b"a"])
+    storage.commit(deleting)
+    assert storage.state.undecodable == 1
+    assert storage.read_meta().undecodable == 1
+
+
+def test_each_arrival_is_named_in_the_log(
+    storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        storage.apply(batch(*((f"k{i}", "{") for i in range(12))), {}, True, 1)
+    lines = [r.getMessage() for r in caplog.records]
+    assert "key 'k0' (partition 0, offset 0) does not decode, stored as it came" in lines[0]
+    assert len(lines) == 11 and "2 more values of that batch do not decode" in lines[-1]
+
+
+def test_a_store_written_before_the_count_says_it_does_not_know(tmp_path: Path) -> None:
+    old = counting(tmp_path / "db")
+    old.write_values([], {K_INVALID_HELD: None})  # as a store of an earlier version
+    old.close()
+    storage = counting(tmp_path / "db")
+    assert storage.state.undecodable is None and storage.quarantine is None
+    storage.apply(batch(("a", "{")), {}, True, 1)
+    assert storage.state.undecodable is None
+    storage.close()
