@@ -190,13 +190,17 @@ class InvalidValue(FatalError):  # noqa: N818 - public names fixed by the API
     # value that led there (a page's cursor continues past it).
     index_value: str | None = None
 
-    def __init__(self, topic: str, key: bytes, partition: int, offset: int, reason: str) -> None:
+    def __init__(
+        self, topic: str, key: bytes | str, partition: int, offset: int, reason: str
+    ) -> None:
+        """`key` as stored (bytes) or as the API names keys (str); `key` is a str."""
+        name = key if isinstance(key, str) else key.decode("utf-8", "replace")
         super().__init__(
-            f"invalid value for key {key!r} in topic {topic!r} "
+            f"invalid value for key {name!r} in topic {topic!r} "
             f"partition {partition} offset {offset}: {reason}"
         )
         self.topic = topic
-        self.key = key
+        self.key = name  # a str, as every key of the API
         self.partition = partition
         self.offset = offset
         self.reason = reason
@@ -206,7 +210,13 @@ class ConversionFailed(InvalidValue):
     """A value format converter raised on a stored value, which stays as it was."""
 
     def __init__(
-        self, topic: str, key: bytes, partition: int, offset: int, version: int, cause: Exception
+        self,
+        topic: str,
+        key: bytes | str,
+        partition: int,
+        offset: int,
+        version: int,
+        cause: Exception,
     ) -> None:
         super().__init__(
             topic,

@@ -189,7 +189,7 @@ def _fill(
 def invalid(exc: InvalidValue) -> dict[str, Any]:
     """What a page or an export says of a value it left out."""
     said: dict[str, Any] = {
-        "key": _key(exc),
+        "key": exc.key,
         "partition": exc.partition,
         "offset": exc.offset,
         "reason": exc.reason,
@@ -200,11 +200,11 @@ def invalid(exc: InvalidValue) -> dict[str, Any]:
 
 
 def _key(exc: InvalidValue) -> str:
-    return exc.key.decode("utf-8", "replace")
+    return exc.key
 
 
 def _match(exc: InvalidValue) -> tuple[str, str]:
-    return exc.index_value or "", _key(exc)
+    return exc.index_value or "", exc.key
 
 
 def _dumps(body: Any) -> bytes:

@@ -348,7 +348,7 @@ def test_invalid_json_is_stored_and_reported_at_query(
         # A scan goes past it and reports it with its record.
         errors: list[InvalidValue] = []
         assert dict(store.items(on_invalid=errors.append)) == {"good": 1}
-        assert [(e.key, e.partition, e.offset) for e in errors] == [(b"bad", 0, 1)]
+        assert [(e.key, e.partition, e.offset) for e in errors] == [("bad", 0, 1)]
         assert list(store.keys()) == ["bad", "good"]
         produce(kafka_bootstrap, topic, [("bad", {"fixed": True})])
         assert store.wait_for({0: 3}, timeout=10)

@@ -131,7 +131,7 @@ def test_random_keys_and_headers_leave_the_store_ready_and_exact(
             good, invalid = _expected(records)
             errors: list[InvalidValue] = []
             assert dict(store.items(on_invalid=errors.append)) == good, seed
-            assert {e.key.decode() for e in errors} == invalid, seed
+            assert {e.key for e in errors} == invalid, seed
             assert store.status().state == "running", seed
 
 

@@ -44,7 +44,7 @@ def test_invalid_json_names_topic_partition_offset() -> None:
     with pytest.raises(InvalidValue) as info:
         decode(raw, b"key-1", "orders")
     err = info.value
-    assert (err.topic, err.key, err.partition, err.offset) == ("orders", b"key-1", 2, 33)
+    assert (err.topic, err.key, err.partition, err.offset) == ("orders", "key-1", 2, 33)
     assert "partition 2 offset 33" in str(err)
 
 

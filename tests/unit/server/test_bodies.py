@@ -108,7 +108,7 @@ def test_an_export_reports_a_value_left_out_in_line_and_goes_on() -> None:
     assert lines == [
         {"key": "a", "value": 1},
         {
-            "error": "InvalidValue: invalid value for key b'b' in topic 't' partition 0 "
+            "error": "InvalidValue: invalid value for key 'b' in topic 't' partition 0 "
             "offset 1: not valid JSON: nope",
             "key": "b",
             "partition": 0,

@@ -101,7 +101,7 @@ def test_an_export_skips_bad_values_reports_each_and_counts_it(storage: Storage)
         ]
         errors = [line for line in lines if "error" in line]
         assert [(e["key"], e["offset"]) for e in errors] == list(_BAD_KEYS.items())
-        assert errors[-1]["error"].startswith("InvalidValue: invalid value for key b'k11'")
+        assert errors[-1]["error"].startswith("InvalidValue: invalid value for key 'k11'")
         assert lines[-1] == errors[-1]  # the last value is bad: still reported and counted
         assert _metric(client, "globalstore_decode_errors_total") == 3
 
