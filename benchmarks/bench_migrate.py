@@ -152,7 +152,7 @@ def _p99(samples: list[float]) -> float:
 def read_latencies(s: Storage, decode_fn: Callable[..., Any], keys: int, stop: Callable[[], bool]):
     """Point-read latencies (get + decode, in µs) of random keys until stop()."""
     rng = random.Random(7)
-    get = s.reader()
+    get = s.point_get()
     out: list[float] = []
     while not stop():
         k = f"k{rng.randrange(keys):08d}".encode()

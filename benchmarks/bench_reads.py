@@ -66,7 +66,7 @@ def fill(path: Path, keys: int) -> None:
             (key_of(i).encode(), orjson.dumps(value_of(i, pad)), headers, i % 6, i // 6, i)
             for i in range(start, min(keys, start + BATCH))
         ]
-        storage.apply(records, {}, False, 1, changes=False)
+        storage.apply(records, {}, False, 1, list_keys=False)
     storage.begin_recount()
     while storage.recount_step(100_000) is None:
         pass

@@ -1,7 +1,8 @@
 """A FastAPI service that embeds a store (docs/web-service.md): the store restores while the
 service starts, /ready says when it is complete, reads are plain calls, a caller that just
-wrote waits until its write is visible here, and the project's own HTTP API is mounted
-under /store beside the service's routes.
+wrote waits until its write is visible here, /changes streams what changes, and the
+project's own HTTP API is mounted under /store beside the service's routes. A SIGTERM ends
+the open streams at once, so the server stops without waiting for their clients.
 
     ORDERS_TOPIC=orders.current KAFKA_BOOTSTRAP=127.0.0.1:9092 ORDERS_STORE=state/orders \\
         uvicorn examples.fastapi_service:app
@@ -10,17 +11,19 @@ under /store beside the service's routes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, HTTPException, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from globalstore import StoreNotReady
 from globalstore.aio import AsyncGlobalStore
-from globalstore.server import ServedStore, create_app
+from globalstore.server import ServedStore, create_app, end_changes_on_exit_signals
 
 __all__ = ["app", "store"]
 
@@ -34,6 +37,7 @@ store = AsyncGlobalStore(
 @contextlib.asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     await store.start(wait=False)  # the service answers at once; the store restores behind
+    end_changes_on_exit_signals(store)  # else uvicorn waits for every open stream's client
     try:
         yield
     finally:
@@ -73,3 +77,15 @@ async def order(order_id: str, after: str | None = None) -> Any:
     if value is None:
         raise HTTPException(404, f"no order {order_id}")
     return value
+
+
+@app.get("/changes")
+async def changes(prefix: str | None = None) -> StreamingResponse:
+    """The orders as they change, one JSON line each (a resync says: re-read)."""
+
+    async def lines() -> AsyncIterator[bytes]:
+        async with store.changes(prefix) as feed:
+            async for change in feed:
+                yield orjson.dumps(dataclasses.asdict(change)) + b"\n"
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")

@@ -30,7 +30,7 @@ from globalstore.config import RocksDBOptions, StoreConfig, StoreSettings, check
 from globalstore.listeners import StoreListener
 from globalstore.read.changes import DEFAULT_BUFFER, Change, ChangeFeed, Resync
 from globalstore.read.protocols import StoreStatus, partition_offsets
-from globalstore.read.queries import StoreReads
+from globalstore.read.queries import Queries
 from globalstore.stores.global_store import Follower, GlobalStore
 from globalstore.stores.read_only_store import ReadOnlyStore
 from globalstore.stores.shared_store import SharedStore
@@ -50,7 +50,7 @@ __all__ = [
 _Sync = TypeVar("_Sync", bound=Store)
 
 
-class AsyncStore(StoreReads, Generic[_Sync]):
+class AsyncStore(Queries, Generic[_Sync]):
     """The reads of a store over its source, and its start, waits and close as coroutines."""
 
     def __init__(self, sync: _Sync) -> None:
@@ -112,6 +112,10 @@ class AsyncStore(StoreReads, Generic[_Sync]):
         follows waits for its consumer to take over): `async for change in
         store.changes(...)`, or `async with store.changes(...) as feed`."""
         return FeedOpening(lambda: self.sync.changes(prefix, keys, buffer=buffer))
+
+    def end_changes(self) -> None:
+        """Store.end_changes(): every change feed ends, now and from now on."""
+        self._source.end_feeds()
 
     def position(self) -> dict[int, int]:
         """{partition: next offset} this store shows."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import NamedTuple
 
-__all__ = ["Changes", "Wait", "wait_until", "wait_until_async"]
+__all__ = ["Published", "Wait", "wait_until", "wait_until_async"]
 
 
 def _nothing() -> None:
@@ -19,12 +19,12 @@ def _nothing() -> None:
 
 
 class Wait(NamedTuple):
-    """What a caller waits for: `reached()`, looked at each time `changed` is notified;
+    """What a caller waits for: `reached()`, looked at each time `published` is notified;
     `check()` runs before each wait and may raise (the store stopped). Whatever the two
-    look at must be published before a notify_waiters() of `changed`: a waiter looks only
+    look at must be published before a notify_waiters() of `published`: a waiter looks only
     when woken."""
 
-    changed: Changes
+    published: Published
     reached: Callable[[], bool]
     check: Callable[[], None] = _nothing
 
@@ -32,25 +32,25 @@ class Wait(NamedTuple):
 def wait_until(wait: Wait, timeout: float | None) -> bool:
     """Block until `wait` is reached: True; False once `timeout` seconds (None: no limit)
     have passed."""
-    changed, reached, check = wait
+    published, reached, check = wait
     deadline = None if timeout is None else time.monotonic() + timeout
-    with changed:
+    with published:
         while not reached():
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return False
             check()
-            changed.wait(remaining)
+            published.wait(remaining)
     return True
 
 
 async def wait_until_async(wait: Wait, timeout: float | None) -> bool:
     """wait_until() for a coroutine: the event loop runs other tasks meanwhile, and the
-    thread that notifies `changed` wakes this one through the loop (never a poll)."""
-    changed, reached, check = wait
+    thread that notifies `published` wakes this one through the loop (never a poll)."""
+    published, reached, check = wait
     bell = _Bell(asyncio.get_running_loop())
     deadline = None if timeout is None else time.monotonic() + timeout
-    changed.watch(bell.ring)
+    published.watch(bell.ring)
     try:
         while True:
             bell.arm()  # before looking: a change published from here on rings
@@ -63,7 +63,7 @@ async def wait_until_async(wait: Wait, timeout: float | None) -> bool:
             with contextlib.suppress(TimeoutError):  # one more look, then False
                 await asyncio.wait_for(bell.rung.wait(), remaining)
     finally:
-        changed.unwatch(bell.ring)
+        published.unwatch(bell.ring)
 
 
 class _Bell:
@@ -88,7 +88,7 @@ class _Bell:
             self.loop.call_soon_threadsafe(self.rung.set)
 
 
-class Changes(threading.Condition):
+class Published(threading.Condition):
     """A condition that counts the threads inside it (waiting, or about to), and keeps the
     bells of the coroutines waiting on it, so that a writer which announces every batch
     takes no lock and wakes nobody while no one waits. A thread is counted from the moment

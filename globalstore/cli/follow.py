@@ -11,7 +11,7 @@ from types import FrameType
 
 import click
 
-from globalstore.cli.store import Progress
+from globalstore.cli.store import ProgressBar
 from globalstore.cli.target import StoreTarget, store_options
 from globalstore.cli.watch import Watcher
 
@@ -34,7 +34,7 @@ def follow(target: StoreTarget, interval: float) -> None:
     milliseconds behind this writer.
     """
     err = sys.stderr
-    store = target.open(Progress(err, tty=err.isatty()))
+    store = target.open(ProgressBar(err, tty=err.isatty()))
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

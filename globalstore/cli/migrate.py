@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from globalstore.cli.store import Progress
+from globalstore.cli.store import ProgressBar
 from globalstore.cli.target import StoreTarget, store_options
 from globalstore.errors import StoreFailed
 from globalstore.status import State
@@ -65,8 +65,8 @@ def status(path: Path) -> None:
 def run(target: StoreTarget) -> None:
     """Restore the store at --path, convert every value to the current layout and value
     format (--converter), then exit."""
-    progress = Progress(sys.stderr, sys.stderr.isatty(), "converting", "values")
-    with target.open(Progress(sys.stderr, sys.stderr.isatty())) as store:
+    progress = ProgressBar(sys.stderr, sys.stderr.isatty(), "converting", "values")
+    with target.open(ProgressBar(sys.stderr, sys.stderr.isatty())) as store:
         progress.begin(store.count())
         while (s := store.status()).migration is not None:
             if s.state in (State.FAILED, State.CLOSED):
@@ -99,7 +99,7 @@ def switch(target: StoreTarget, old_path: Path, remove_old: bool) -> None:
     switch them in process with SwitchingStore."""
     if remove_old:
         Storage(old_path, read_only=True).close()  # no store there: say so before restoring
-    with target.open(Progress(sys.stderr, sys.stderr.isatty())) as store:
+    with target.open(ProgressBar(sys.stderr, sys.stderr.isatty())) as store:
         click.echo(f"ready: {store.count():,} keys at {target.config.path}")
     if remove_old:
         remove_store(old_path)

@@ -10,7 +10,7 @@ from typing import TextIO
 import click
 
 from globalstore.cli.errors import UserError
-from globalstore.snapshots import archive as snapshots
+from globalstore.snapshots import archive
 from globalstore.storage import DirLock
 
 __all__ = ["create", "install_snapshot", "snapshot"]
@@ -32,7 +32,7 @@ def snapshot() -> None:
 def create(path: Path, dest: Path) -> None:
     """Write a consistent checkpoint of the store at --path into DEST/db."""
     try:
-        written = snapshots.create(path, dest)
+        written = archive.create(path, dest)
     except OSError as exc:
         raise UserError(f"cannot write the snapshot into {dest}: {exc}") from exc
     click.echo(f"snapshot written to {written.parent}")
@@ -45,14 +45,14 @@ def install_snapshot(source: str, path: Path, out: TextIO) -> bool:
     tty = out.isatty()
     lock = DirLock(path)
     try:
-        installed = snapshots.install(source, path, progress=_received(out, tty))
+        installed = archive.install(source, path, progress=_received(out, tty))
     finally:
         lock.release()
     if tty:
         out.write("\r\x1b[K")
     if installed:
         out.write(f"installed snapshot {source}; catching up from its offsets\n")
-    elif snapshots.is_empty(path):
+    elif archive.is_empty(path):
         out.write(f"snapshot {source} not used (see the warning); restoring from Kafka\n")
     else:
         out.write(f"{path} already holds a store: snapshot {source} not used\n")

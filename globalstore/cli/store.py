@@ -21,7 +21,6 @@ from typing import TextIO
 import click
 import orjson
 
-from globalstore import status as states
 from globalstore.cli.snapshot import install_snapshot
 from globalstore.cli.target import StoreTarget, store_options
 from globalstore.cli.watch import Watcher, watch
@@ -30,11 +29,11 @@ from globalstore.follow.progress import Estimate
 from globalstore.follow.topic import records_between
 from globalstore.listeners import StoreListener
 from globalstore.read.protocols import StoreStatus
-from globalstore.status import State
+from globalstore.status import Progress, State
 from globalstore.stores.global_store import GlobalStore
 from globalstore.stores.read_only_store import ReadOnlyStore
 
-__all__ = ["Progress", "count", "get", "quarantine", "register", "restore", "scan", "status"]
+__all__ = ["ProgressBar", "count", "get", "quarantine", "register", "restore", "scan", "status"]
 
 _LOG_INTERVAL = 5.0  # seconds between progress lines when stderr is not a terminal
 _BAR_INTERVAL = 0.1  # seconds between redraws of the terminal progress bar
@@ -47,7 +46,7 @@ def _inspect(path: Path) -> StoreStatus:
         return view.status()
 
 
-class Progress(StoreListener):
+class ProgressBar(StoreListener):
     """Restore progress on stderr: a redrawn bar on a terminal, a line every few seconds
     otherwise. Called from the store's thread, which is the only one writing meanwhile."""
 
@@ -134,7 +133,7 @@ def restore(target: StoreTarget, from_snapshot: str | None) -> None:
     err = sys.stderr
     if from_snapshot is not None:
         install_snapshot(from_snapshot, target.config.path, err)
-    progress = Progress(err, tty=err.isatty())
+    progress = ProgressBar(err, tty=err.isatty())
     store = target.open(progress)
     with contextlib.closing(store):
         click.echo(f"ready: {store.count():,} keys, position {_offsets(store.position())}")
@@ -367,7 +366,7 @@ def _describe(s: StoreStatus) -> str:
     return "\n".join(f"{name + ':':<16}{value}" for name, value in rows)
 
 
-def _progress(p: states.Progress) -> str:
+def _progress(p: Progress) -> str:
     eta = "?" if p.eta_seconds is None else str(datetime.timedelta(seconds=round(p.eta_seconds)))
     return f"{p.phase}: {p.done:,}/{p.total:,}, {p.left:,} left, {p.rate:,.0f}/s, ETA {eta}"
 

@@ -30,13 +30,13 @@ class Chores:
         config: StoreConfig,
         storage: Storage,
         listener: StoreListener,
-        report_changes: bool,
+        list_keys: bool,
         on_applied: Callable[[], None],
         on_purged: Callable[[], None],
     ) -> None:
         self.config, self.storage, self.listener = config, storage, listener
-        self.report_changes, self.on_applied, self.on_purged = (
-            report_changes, on_applied, on_purged
+        self.list_keys, self.on_applied, self.on_purged = (
+            list_keys, on_applied, on_purged
         )  # fmt: skip
         self.jobs: list[Callable[[], bool]] = []  # each step True once its job is done
         self.purge: ttl.Purge | None = None
@@ -80,7 +80,7 @@ class Chores:
         if deleted:
             self.on_purged()
             self.on_applied()
-            if self.report_changes:
+            if self.list_keys:
                 self.listener.on_changes(self.config.topic, [], [k.decode() for k in deleted])
         return purge.busy
 

@@ -26,7 +26,7 @@ from globalstore.follow.health import Health
 from globalstore.kafka.clients import LIBRDKAFKA_LOG, StoreConsumer, create_client
 from globalstore.shaping import migrate, quarantine, transform, ttl
 from globalstore.shaping.indexes import IndexBuild, Indexer
-from globalstore.snapshots import archive as snapshot
+from globalstore.snapshots import archive
 from globalstore.storage import Storage
 
 __all__ = ["Preparation", "Prepare", "Prepared", "define_indexes", "define_ttl"]
@@ -132,7 +132,7 @@ class Preparation:
                 "globalstore.snapshot.install",
                 {"globalstore.path": str(storage.path), "globalstore.rebuild_reason": reason},
             ):
-                storage.wipe(functools.partial(snapshot.install, source, cancel=stopped))
+                storage.wipe(functools.partial(archive.install, source, cancel=stopped))
         meta = storage.read_meta()
         if meta.layout is None:  # a new (or just wiped) store
             more = {**transform.meta_entries(config), **quarantine.meta_entries(config)}

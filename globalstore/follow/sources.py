@@ -27,7 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from globalstore.codec import UNREADABLE_HEADERS
 from globalstore.config import StoreConfig
-from globalstore.follow import native as native_restore
+from globalstore.follow import native
 from globalstore.follow.native import NativeRestorer
 from globalstore.follow.plan import Plan
 from globalstore.kafka.clients import StoreConsumer
@@ -114,12 +114,12 @@ class ConsumerSource:
         consumer: StoreConsumer,
         config: StoreConfig,
         exact_count: bool,
-        changes: bool,
+        list_keys: bool,
         sink: ChangeSink = NO_SINK,
     ) -> None:
         self.consumer, self.config, self.sink = consumer, config, sink
         self.exact_count = exact_count  # look up each key to keep the live-key count exact
-        self.changes = changes  # list the keys each batch changed (a listener wants them)
+        self.list_keys = list_keys  # list the keys each batch changed (a listener wants them)
         self.restoring = True
         self.busy = False  # following with work to do between batches: do not wait
         self.flowing = False  # the last batch held something: more may be queued
@@ -154,9 +154,8 @@ class ConsumerSource:
         if transformed is not None:
             records = transformed
         seen = Seen(records) if self.sink.active else None
-        applied = storage.apply(
-            records if seen is None else seen, ends, self.exact_count, now_ms, changes=self.changes
-        )
+        read = records if seen is None else seen
+        applied = storage.apply(read, ends, self.exact_count, now_ms, list_keys=self.list_keys)
         if seen is not None:  # after the commit: the batch is visible to queries
             self.sink.publish(storage, seen.records)
         failures = 0 if transformed is None else transformed.failures
@@ -371,7 +370,7 @@ def native_source(
     config: StoreConfig,
     consumer_conf: dict[str, Any],
     plan: Plan,
-    changes: bool,
+    list_keys: bool,
     consumer: StoreConsumer,
     on_stats: Callable[[str], None],
 ) -> NativeSource | None:
@@ -380,10 +379,10 @@ def native_source(
     (a warm start) for a store that is not plain. A transform runs in Python on each value
     the C loop writes. A plain store's C loop goes on to follow (NativeSource.follow)."""
     plain = is_plain(config)
-    if changes or not config.native_restore or (plan.exact_count and not plain):
+    if list_keys or not config.native_restore or (plan.exact_count and not plain):
         return None
-    conf = native_restore.native_settings(consumer_conf)
-    why = native_restore.load() if conf is not None else "a Kafka setting is a callable"
+    conf = native.native_settings(consumer_conf)
+    why = native.load() if conf is not None else "a Kafka setting is a callable"
     if conf is None or why is not None:
         log.info("restoring %s with the Python loop: %s", config.topic, why)
         return None

@@ -24,7 +24,6 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from globalstore import status as state
 from globalstore import tracing
 from globalstore.config import StoreConfig
 from globalstore.errors import BrokerUnavailable, GlobalStoreError, StartTimeout
@@ -46,7 +45,7 @@ from globalstore.kafka.clients import StoreConsumer, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.shaping import ttl
 from globalstore.shaping.migrate import Migration
-from globalstore.status import Delays, Progress, State
+from globalstore.status import Delays, Progress, State, enter
 from globalstore.storage import Storage
 
 __all__ = ["StoreThread", "ThreadStatus"]
@@ -120,21 +119,21 @@ class StoreThread(threading.Thread):
         bootstrap_from: str | Path | None = None,
         consumer_factory: Callable[[dict[str, Any]], StoreConsumer] = Consumer,
         prepare: Prepare | None = None,
-        changes: ChangeSink = NO_SINK,
+        feeds: ChangeSink = NO_SINK,
     ) -> None:
         """`rpc_timeout` bounds each broker request while preparing; `bootstrap_from` is a
-        peer snapshot to rebuild from. `prepare` replaces the preparation (tests). `changes`
-        gets the records of each batch applied while following (the store's change feeds)."""
+        peer snapshot to rebuild from. `prepare` replaces the preparation (tests). `feeds`
+        get the records of each batch applied while following (the store's change feeds)."""
         super().__init__(name=f"globalstore-{config.topic}", daemon=True)
         self.config, self.storage, self.on_applied = config, storage, on_applied
         self.listener = fan_out(listeners)
-        self._report_changes = any(wants_changes(listener) for listener in listeners)
+        self._list_keys = any(wants_changes(listener) for listener in listeners)
         self._health = health.for_store(config)
         self._prepare = prepare or Preparation(
             config, storage, self._health, rpc_timeout, bootstrap_from
         )
         self._consumer_factory = consumer_factory
-        self._changes = changes
+        self._feeds = feeds
         self.ready = threading.Event()  # set when RUNNING, or when the thread ends
         self.status = ThreadStatus()
         self._state = State.CREATED
@@ -149,7 +148,7 @@ class StoreThread(threading.Thread):
         self._delays = RecordDelays()
         self._span: tracing.Phase | None = None  # the restore's, from the start of the loop
         self._chores = Chores(
-            config, storage, self.listener, self._report_changes, on_applied, self._publish
+            config, storage, self.listener, self._list_keys, on_applied, self._publish
         )
         self._python_wanted = False  # a change feed needs each record: no C loop following
         self._in_python = threading.Event()  # set once the C loop no longer follows
@@ -184,7 +183,7 @@ class StoreThread(threading.Thread):
         return self._migrating.progress(migration.converted)
 
     def _enter(self, new: State) -> None:
-        old, self._state = self._state, state.enter(self._state, new)
+        old, self._state = self._state, enter(self._state, new)
         self._publish()
         try:
             self.listener.on_state_change(self.config.topic, old, new)
@@ -225,10 +224,8 @@ class StoreThread(threading.Thread):
 
     def _loop(self, consumer: StoreConsumer, prepared: Prepared, conf: dict[str, Any]) -> None:
         plan, config, known = prepared.plan, self.config, self._health
-        follow = ConsumerSource(
-            consumer, config, plan.exact_count, self._report_changes, self._changes
-        )
-        native = native_source(config, conf, plan, self._report_changes, consumer, known.on_stats)
+        follow = ConsumerSource(consumer, config, plan.exact_count, self._list_keys, self._feeds)
+        native = native_source(config, conf, plan, self._list_keys, consumer, known.on_stats)
         source: BatchSource = follow if native is None else native
         if native is None:
             follow.assign(plan.start_offsets)
@@ -251,7 +248,7 @@ class StoreThread(threading.Thread):
             source = self._maybe_ready(source, follow)
             next_metadata = time.monotonic() + config.metadata_interval
             while not self._stop_event.is_set():
-                wanted = self._python_wanted or self._changes.active  # feeds need each record
+                wanted = self._python_wanted or self._feeds.active  # feeds need each record
                 if wanted and source is not follow and self.ready.is_set():
                     source = self._to_consumer(source, follow)
                 self._report(source.apply(self.storage, _now_ms()))
@@ -280,9 +277,9 @@ class StoreThread(threading.Thread):
         if applied.skipped:
             self._skipped += len(applied.skipped)
             events.log_skipped(self.config.topic, applied.skipped)
-        if self._report_changes and applied.changed:
-            upserted = [key.decode() for key, live in applied.changed.items() if live]
-            deleted = [key.decode() for key, live in applied.changed.items() if not live]
+        if self._list_keys and applied.present:
+            upserted = [key.decode() for key, live in applied.present.items() if live]
+            deleted = [key.decode() for key, live in applied.present.items() if not live]
             self.listener.on_changes(self.config.topic, upserted, deleted)
         if applied.records:
             self.on_applied()

@@ -276,13 +276,13 @@ class ChangeFeed:
 
 class Feeds:
     """The open feeds of one store, and what its writer offers them. `active` is False while
-    none is open: all a writer pays then is that one look per batch. `live(source)` says
-    whether what `source` applies is what queries read (a rebuild beside the live copy is
-    not, until it is swapped in)."""
+    none is open: all a writer pays then is that one look per batch. `current(source)` says
+    whether what `source` applies is what queries read (a rebuild beside the copy that
+    answers is not, until it is swapped in)."""
 
-    def __init__(self, live: Callable[[object], bool] = lambda _source: True) -> None:
+    def __init__(self, current: Callable[[object], bool] = lambda _source: True) -> None:
         self.active = False
-        self._live = live
+        self._current = current
         self._feeds: tuple[ChangeFeed, ...] = ()  # replaced whole: offered without a lock
         self._lock = threading.Lock()
         self._ended = False
@@ -300,11 +300,11 @@ class Feeds:
         wanted = key_filter(prefix, keys)
         feed = ChangeFeed(topic, decode, wanted, buffer, self._unsubscribe, buffer_bytes)
         with self._lock:
-            if self._ended:
-                feed.end()
-            else:
+            if not self._ended:
                 self._feeds = (*self._feeds, feed)
                 self.active = True
+        if self._ended:  # also when end() ran while this one joined (end() takes no lock)
+            feed.end()
         return feed
 
     def _unsubscribe(self, feed: ChangeFeed) -> None:
@@ -314,7 +314,7 @@ class Feeds:
 
     def publish(self, source: object, records: Sequence[Record]) -> None:
         """Offer the records of a batch `source` has made visible to queries."""
-        if records and self._live(source):
+        if records and self._current(source):
             for feed in self._feeds:
                 feed.offer(records)
 
@@ -324,9 +324,11 @@ class Feeds:
             feed.resync(reason)
 
     def end(self) -> None:
-        """The store closed: every feed ends once its consumer has taken what it holds."""
-        with self._lock:
-            feeds, self._feeds, self._ended, self.active = self._feeds, (), True, False
+        """The store closed, or its application shuts down: every feed, and any subscribed
+        from now on, ends once its consumer has taken what it holds. Takes no lock, so a
+        signal handler may call it (it may have interrupted a thread holding one)."""
+        self._ended = True  # first: a subscribe() that missed the swap below sees it
+        feeds, self._feeds, self.active = self._feeds, (), False
         for feed in feeds:
             feed.end()
 

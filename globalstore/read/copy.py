@@ -23,7 +23,7 @@ class Copy:
         self.decode: codec.Decode = decoder(formats)
         # The value format queries answer in: stored JSON of this format needs no conversion.
         self.value_format = formats.current
-        self._get = storage.reader()  # RocksDB's own get, valid until the storage closes
+        self._get = storage.point_get()  # RocksDB's own get, valid until the storage closes
 
     def lookup(self, key: bytes) -> bytes | None:
         """The stored value of `key`; None if absent or expired under the stored ttl (read at

@@ -32,14 +32,14 @@ from globalstore.read.skipped import skipping, warn_once
 from globalstore.read.source import StoreSource
 from globalstore.shaping import ttl
 from globalstore.storage import Storage
-from globalstore.storage import keys as index_keys
+from globalstore.storage import keys as key_layout
 from globalstore.storage.meta import IndexDef
 from globalstore.storage.quarantine import Quarantined, held
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["StoreReads"]
+__all__ = ["Queries"]
 
 _T = TypeVar("_T")
 _Row = TypeVar("_Row")
@@ -48,7 +48,7 @@ _MISSING: Any = object()
 log = logging.getLogger(__name__)
 
 
-class StoreReads:
+class Queries:
     """Query methods over a source's copies (source.py); the faces add start, waits, close."""
 
     def __init__(self, source: StoreSource) -> None:
@@ -230,7 +230,7 @@ class StoreReads:
     ) -> tuple[Copy, Iterator[tuple[bytes, bytes]]]:
         """The copy a scan reads, and the scan, which that copy stays open for until it
         ends."""
-        lower, upper = index_keys.key_bounds(prefix, start, end)
+        lower, upper = key_layout.key_bounds(prefix, start, end)
         opened: list[Copy] = []
 
         def open_scan(copy: Copy) -> Iterator[tuple[bytes, bytes]]:
@@ -319,9 +319,9 @@ class StoreReads:
             opened.append(copy)
             storage = copy.storage
             d = self._index_def(storage, index)
-            lower, upper = index_keys.bounds(d.id, value, prefix, start, end)
+            lower, upper = key_layout.bounds(d.id, value, prefix, start, end)
             if after is not None:
-                lower, upper = index_keys.past(d.id, after, lower, upper, reverse)
+                lower, upper = key_layout.past(d.id, after, lower, upper, reverse)
             # The view is fixed here: the entries' iterator and the data's snapshot are taken.
             scan = storage.index_scan(lower, upper, reverse)
             ttl_ms = storage.state.ttl_ms
@@ -342,7 +342,7 @@ class StoreReads:
             d = self._index_def(storage, index)
             if storage.state.ttl_ms is not None:  # a scan leaves expired keys out
                 return None
-            lower, upper = index_keys.bounds(d.id, value)
+            lower, upper = key_layout.bounds(d.id, value)
             return storage.index_count(lower, upper)
 
         counted = self._on_copy(count)

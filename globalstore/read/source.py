@@ -99,3 +99,6 @@ class StoreSource(Protocol):
 
     def open_feed(self, prefix: str | None, keys: Iterable[str] | None, buffer: int) -> ChangeFeed:
         """A feed of the changes visible from now on (Store.changes())."""
+
+    def end_feeds(self) -> None:
+        """End every feed, and any opened from now on; takes no lock (Store.end_changes())."""

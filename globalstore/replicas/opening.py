@@ -8,7 +8,7 @@ from pathlib import Path
 
 from globalstore.config import StoreConfig
 from globalstore.errors import StoreClosed
-from globalstore.snapshots import archive as snapshot
+from globalstore.snapshots import archive
 from globalstore.storage import DirLock, Storage
 
 __all__ = ["open_storage"]
@@ -23,9 +23,9 @@ def open_storage(
     released if any of it fails."""
     lock = DirLock(config.path)
     try:
-        snapshot.remove_stale_checkpoints(config.path)  # the lock says none is in use
+        archive.remove_stale_checkpoints(config.path)  # the lock says none is in use
         if bootstrap_from is not None:
-            snapshot.install(bootstrap_from, config.path, timeout=timeout, cancel=closing)
+            archive.install(bootstrap_from, config.path, timeout=timeout, cancel=closing)
         if closing.is_set():
             raise StoreClosed(f"store for {config.topic!r} was closed while starting")
         return Storage(config.path, config.rocksdb, lock=lock)

@@ -2,6 +2,7 @@
 snapshots. `globalstore serve` runs it; create_app() embeds it in another ASGI server."""
 
 from globalstore.server.app import create_app
+from globalstore.server.changes import end_changes_on_exit_signals
 from globalstore.server.guard import load_token
 from globalstore.server.run import DEFAULT_HOST, DEFAULT_PORT, listen, server
 from globalstore.server.served import RestoreProgress, ServedStore
@@ -15,6 +16,7 @@ __all__ = [
     "ServerSettings",
     "binds_every_interface",
     "create_app",
+    "end_changes_on_exit_signals",
     "hosts_for",
     "listen",
     "load_token",

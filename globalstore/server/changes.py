@@ -18,7 +18,7 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from types import FrameType
 from typing import Any, Protocol, runtime_checkable
 
@@ -26,7 +26,14 @@ import orjson
 
 from globalstore.read.changes import Change, ChangeFeed, Resync
 
-__all__ = ["ChangeSource", "ChangeStreams", "sse_chunks"]
+__all__ = [
+    "ChangeSource",
+    "ChangeStreams",
+    "EndsChanges",
+    "end_changes_on_exit_signals",
+    "on_exit_signals",
+    "sse_chunks",
+]
 
 _KEEPALIVE = b": keepalive\n\n"
 
@@ -73,22 +80,49 @@ class ChangeStreams:
             feed.end()
 
     def end_on_exit_signals(self) -> None:
-        """Call end_all() on SIGTERM and SIGINT, before the handler uvicorn installed (which
-        begins the shutdown). Only in the main thread, where uvicorn handles signals; its
-        own handlers come back when it stops serving."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            previous = signal.getsignal(signum)
-            if callable(previous):
-                signal.signal(signum, self._chained(previous))
+        """Call end_all() on SIGTERM and SIGINT (on_exit_signals)."""
+        on_exit_signals(self.end_all)
 
-    def _chained(self, previous: Any) -> Any:
-        def handler(signum: int, frame: FrameType | None) -> None:
-            self.end_all()
-            previous(signum, frame)
 
-        return handler
+def on_exit_signals(call: Callable[[], None]) -> None:
+    """Call `call()` on SIGTERM and SIGINT, before the handler the server installed (which
+    begins the shutdown, and then waits for open streams). Only in the main thread, where
+    uvicorn handles signals; its own handlers come back when it stops serving. `call` runs
+    in a signal handler: it must take no lock."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(signum)
+        if callable(previous):
+            signal.signal(signum, _chained(call, previous))
+
+
+def _chained(call: Callable[[], None], previous: Any) -> Any:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        call()
+        previous(signum, frame)
+
+    return handler
+
+
+class EndsChanges(Protocol):
+    """A store whose change feeds can be ended (Store, AsyncStore)."""
+
+    def end_changes(self) -> None:
+        """End every change feed, now and from now on; takes no lock."""
+
+
+def end_changes_on_exit_signals(*stores: EndsChanges) -> None:
+    """In an application's lifespan start: end the change feeds of `stores` as soon as
+    SIGTERM or SIGINT arrives, so that open change streams (the application's own, the
+    mounted API's /v1/changes) end and the server stops instead of waiting for their
+    clients to leave."""
+
+    def end() -> None:
+        for store in stores:
+            store.end_changes()
+
+    on_exit_signals(end)
 
 
 def sse_chunks(

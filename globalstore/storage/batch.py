@@ -84,17 +84,17 @@ class Batch:
             self.wb.put(key, value, self._meta)
 
     def records(
-        self, records: Records, ends: Mapping[int, int], track: bool, changes: bool
+        self, records: Records, ends: Mapping[int, int], track: bool, list_keys: bool
     ) -> Applied:
         """Put a consumed batch's records (records.Record tuples) and note the next offset of
         each partition: the one after its last record, or the end reached with the batch
         (`ends`, {partition: offset}), whichever is further. An end made of transaction
         markers or aborted records holds nothing to apply, yet it is reached.
-        Applied.changed lists the batch's keys when `changes` is set, else it stays empty
+        Applied.present lists the batch's keys when `list_keys` is set, else it stays empty
         (one dict store a record saved)."""
         out = Applied()
         put, delete = self._staging(track)
-        out.changed = fill(put, delete, records, out, self.nexts, changes)
+        out.present = fill(put, delete, records, out, self.nexts, list_keys)
         out.records = len(records)
         for p, end in ends.items():
             # Everything before the end was delivered (or was never data).

@@ -235,7 +235,7 @@ class Storage:
         ends: Mapping[int, int],
         exact_count: bool,
         now_ms: int,
-        changes: bool = True,
+        list_keys: bool = True,
     ) -> Applied:
         """Write a consumed batch and the offsets it covers in one WriteBatch (Batch.records
         says which offsets).
@@ -243,15 +243,15 @@ class Storage:
         exact_count=True looks up each distinct key of the batch (before writing it) to keep
         the live-key count exact: cheap for a small follow batch, but ~10 µs per key already
         on disk, so a bulk restore passes False, which marks the count unknown until a
-        recount (see begin_recount) has caught up. Applied.changed lists the batch's keys
-        when exact_count or `changes` is set.
+        recount (see begin_recount) has caught up. Applied.present lists the batch's keys
+        when exact_count or `list_keys` is set.
 
         A bulk apply also skips RocksDB's write-ahead log (a third of the restore's time went
         into writing it). Atomic flush (RocksDBOptions) persists both column families
         together, so a crash loses the unflushed batches, their offsets with them; the next
         start resumes from the last flushed ones. begin_recount flushes first."""
         batch = self.batch()
-        out = batch.records(records, ends, self._tracks_writes, exact_count or changes)
+        out = batch.records(records, ends, self._tracks_writes, exact_count or list_keys)
         return self._commit_applied(batch, out, exact_count, now_ms)
 
     def apply_native(
@@ -259,12 +259,12 @@ class Storage:
     ) -> Applied:
         """Apply the batch the C loop consumes, written exactly as apply() writes the same
         records: a bulk restore (exact_count=False) or a follow batch of a plain store, which
-        keeps the count exact and lists the batch's keys in Applied.changed."""
+        keeps the count exact and lists the batch's keys in Applied.present."""
         batch = self.batch()
         out = batch.native(restorer, timeout, self._tracks_writes or exact_count)
         if exact_count:
             staged = batch.staged or {}
-            out.changed = {key: value is not None for key, value in staged.items()}
+            out.present = {key: value is not None for key, value in staged.items()}
         return self._commit_applied(batch, out, exact_count, now_ms)
 
     @property
@@ -282,7 +282,7 @@ class Storage:
             return out
         count = None
         if exact_count:
-            count = batch.count_exactly(out.changed, self._get)
+            count = batch.count_exactly(out.present, self._get)
         elif self._recount is not None:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
         if batch.staged:
@@ -354,7 +354,7 @@ class Storage:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def reader(self) -> Callable[[bytes], bytes | None]:
+    def point_get(self) -> Callable[[bytes], bytes | None]:
         """RocksDB's own get, for the query hot path (valid until close)."""
         return self._get
 

@@ -66,7 +66,7 @@ class Applied:
     # are entity ids, and a key no query can name would only break scans.
     skipped: list[tuple[int, int, bytes]] = field(default_factory=list)
     # {key: live after the batch}: what the batch wrote (True) or deleted (False).
-    changed: dict[bytes, bool] = field(default_factory=dict)
+    present: dict[bytes, bool] = field(default_factory=dict)
 
 
 class NativeBatch(Protocol):

@@ -17,7 +17,7 @@ from globalstore.read.protocols import StoreStatus, check_partitions, reaches
 from globalstore.read.report import store_status
 from globalstore.status import State
 from globalstore.storage import Storage
-from globalstore.waiting import Changes, Wait
+from globalstore.waiting import Published, Wait
 
 __all__ = ["FilesSource"]
 
@@ -36,7 +36,7 @@ class FilesSource:
         storage.load(meta)
         self.topic = meta.topic or ""
         self._view: Copy | None = Copy(storage, formats, self.topic)
-        self._changed = Changes()  # notified by nothing: what the files hold never changes
+        self._published = Published()  # notified by nothing: what the files hold never changes
 
     def copy(self) -> Copy:
         """The view opened at construction; StoreClosed after close()."""
@@ -59,7 +59,7 @@ class FilesSource:
 
     def ready_wait(self) -> Wait:
         """Reached at once while open."""
-        return Wait(self._changed, lambda: self.copy() is not None)
+        return Wait(self._published, lambda: self.copy() is not None)
 
     def abort(self) -> None:
         """Nothing to release."""
@@ -92,7 +92,7 @@ class FilesSource:
         def check() -> None:
             check_partitions(wanted, self.position().keys(), self.topic)
 
-        return Wait(self._changed, lambda: reaches(self.position(), wanted), check)
+        return Wait(self._published, lambda: reaches(self.position(), wanted), check)
 
     def count_wait(self) -> None:
         """None: a count not stored is made over a scan."""
@@ -130,3 +130,6 @@ class FilesSource:
             f"a read-only view of {self.path} has no changes: what it shows never changes "
             "(a SharedStore follows a running writer, and has)"
         )
+
+    def end_feeds(self) -> None:
+        """Nothing to end: a read-only view has no feeds."""

@@ -37,7 +37,7 @@ from globalstore.replicas.opening import open_storage
 from globalstore.status import State
 from globalstore.storage import Storage
 from globalstore.storage.failures import reported
-from globalstore.waiting import Changes, Wait
+from globalstore.waiting import Published, Wait
 
 __all__ = ["InProcessSource"]
 
@@ -71,8 +71,8 @@ class InProcessSource:
         self._healer: heal.Healer | None = None
         self._announcer: Announcer | None = None  # wakes reader processes (secondary.py)
         self._writer_id = new_writer_id()
-        self._applied = Changes()  # notified after every batch applied and every swap
-        self._feeds = Feeds(self._is_live)
+        self._published = Published()  # notified after every batch applied and every swap
+        self._feeds = Feeds(self._is_current)
         self._lifecycle = threading.Lock()
         self._closed = False
         self._closing = threading.Event()  # close() was called: stops a snapshot install
@@ -173,7 +173,7 @@ class InProcessSource:
             bootstrap_from=bootstrap_from,
             consumer_factory=self._consumer_factory,
             prepare=None if self._prepare is None else self._prepare(config, storage),
-            changes=self._feeds,
+            feeds=self._feeds,
         )
 
     def ready_wait(self) -> Wait:
@@ -183,7 +183,7 @@ class InProcessSource:
         def ready() -> bool:  # the thread notifies once `ready` is set
             return thread.ready.is_set() and self._restored(thread)
 
-        return Wait(self._applied, ready)
+        return Wait(self._published, ready)
 
     def _restored(self, thread: StoreThread) -> bool:
         """True for `thread` ready and restored, else the error that stopped it."""
@@ -260,7 +260,7 @@ class InProcessSource:
             known = self.position().keys() | self._replica().thread.status.high.keys()
             check_partitions(wanted, known, self.topic)
 
-        return Wait(self._applied, lambda: reaches(self.position(), wanted), check)
+        return Wait(self._published, lambda: reaches(self.position(), wanted), check)
 
     def count_wait(self) -> Wait:
         """Reached once the thread has counted the keys (a bulk restore counts them after
@@ -272,7 +272,7 @@ class InProcessSource:
             failed = self._replica().thread.status.state is State.FAILED
             return state.count is not None and (not building or failed)
 
-        return Wait(self._applied, counted, self._raise_if_stopped)
+        return Wait(self._published, counted, self._raise_if_stopped)
 
     def _raise_if_stopped(self) -> None:
         """For calls that wait on the store thread: it must be there and not stopped."""
@@ -333,7 +333,11 @@ class InProcessSource:
             feed.resync("the store's follower was busy when the feed opened")
         return feed
 
-    def _is_live(self, storage: object) -> bool:
+    def end_feeds(self) -> None:
+        """End every feed, and any opened from now on (no lock taken)."""
+        self._feeds.end()
+
+    def _is_current(self, storage: object) -> bool:
         live = self._live
         return live is not None and live.current.storage is storage
 
@@ -346,7 +350,7 @@ class InProcessSource:
         """After each applied batch and each swap: wake those waiting here and the reader
         processes. On the follower's hot path: neither hands the GIL over while nobody waits
         (docs/store.md, "Performance notes")."""
-        self._applied.notify_waiters()
+        self._published.notify_waiters()
         announcer = self._announcer
         if announcer is not None:
             announcer.wake()

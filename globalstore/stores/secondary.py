@@ -42,7 +42,7 @@ from globalstore.status import State
 from globalstore.stores.topic_changes import ReaderFeeds
 from globalstore.stores.writer_copy import WriterCopy
 from globalstore.stores.writer_process import WriterProcess, writer_spec
-from globalstore.waiting import Changes, Wait
+from globalstore.waiting import Published, Wait
 
 __all__ = ["WRITER_SILENT_S", "SecondarySource", "with_writer_process"]
 
@@ -84,7 +84,7 @@ class SecondarySource:
         self._heard_at = 0.0  # monotonic time of the last note
         self._in_sync_at: float | None = None
         self._last_error: str | None = None
-        self._changed = Changes()  # notified after each catch-up, a copy opened, close()
+        self._published = Published()  # notified after each catch-up, a copy opened, close()
         self._stopped = threading.Event()
         self._wake: WakeSocket | None = None
         self._thread: threading.Thread | None = None
@@ -111,7 +111,7 @@ class SecondarySource:
         )
         self._thread.start()
         if self._writer is not None:
-            self._writer.start(self._changed.notify_waiters)
+            self._writer.start(self._published.notify_waiters)
 
     def gave_up(self, timeout: float) -> StartTimeout:
         """After a start() that found no ready writer within `timeout`: stop following (so
@@ -129,7 +129,7 @@ class SecondarySource:
 
     def ready_wait(self) -> Wait:
         """Reached once the writer's copy is open here."""
-        return Wait(self._changed, lambda: self._live is not None, self._check_open)
+        return Wait(self._published, lambda: self._live is not None, self._check_open)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -152,7 +152,7 @@ class SecondarySource:
         batches, self._batches = self._batches, None
         if batches is not None:
             batches.close()
-        self._changed.notify_waiters()
+        self._published.notify_waiters()
         if self._writer is not None:
             self._writer.stop()
 
@@ -186,7 +186,7 @@ class SecondarySource:
             except Exception as exc:  # this thread must go on: the next note may fix it
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("shared store at %s: catching up failed", self.path)
-            self._changed.notify_waiters()
+            self._published.notify_waiters()
 
     def _next_note(self, wake: WakeSocket) -> WriterNote | None:
         try:
@@ -231,7 +231,7 @@ class SecondarySource:
             self._caught_up_to = before
         finally:
             self._catching_up.release()
-        self._changed.notify_waiters()
+        self._published.notify_waiters()
 
     def _fresh(self) -> None:
         """On every query: catch up first if the writer has applied a batch since."""
@@ -311,7 +311,7 @@ class SecondarySource:
             known = self.position().keys() | ({} if note is None else note.high).keys()
             check_partitions(wanted, known, self.topic)
 
-        return Wait(self._changed, lambda: reaches(self.position(), wanted), check)
+        return Wait(self._published, lambda: reaches(self.position(), wanted), check)
 
     def open_feed(self, prefix: str | None, keys: Iterable[str] | None, buffer: int) -> ChangeFeed:
         """Each change once this reader shows it; read from the topic (topic_changes.py), so
@@ -323,6 +323,10 @@ class SecondarySource:
         with self._catching_up:
             self._feeds.read_topic(copy.storage, self.topic, self._reading)
         return self._feeds.subscribe(self.topic, copy.decode, prefix, keys, buffer)
+
+    def end_feeds(self) -> None:
+        """End every feed, and any opened from now on (no lock taken)."""
+        self._feeds.end()
 
     def _reading(self) -> tuple[object, Mapping[int, int]]:
         """The copy this reader reads and its positions (the feed's reading of the topic)."""

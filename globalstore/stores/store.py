@@ -13,7 +13,7 @@ from typing import Self, TypeVar
 from globalstore.errors import StoreClosed
 from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed
 from globalstore.read.protocols import StoreStatus, partition_offsets
-from globalstore.read.queries import StoreReads
+from globalstore.read.queries import Queries
 from globalstore.read.source import StoreSource
 from globalstore.waiting import wait_until
 
@@ -22,7 +22,7 @@ __all__ = ["Store"]
 _T = TypeVar("_T")
 
 
-class Store(StoreReads):
+class Store(Queries):
     """A store over `source`: what it answers, and when, is the source's."""
 
     def __init__(self, source: StoreSource) -> None:
@@ -134,6 +134,13 @@ class Store(StoreReads):
         offset). Past `buffer` records not taken, one Resync item replaces them: re-read
         then. Close it (or use `with`). StoreNotReady until the store is ready."""
         return self._repeated(lambda: self._source.open_feed(prefix, keys, buffer))
+
+    def end_changes(self) -> None:
+        """End every change feed of this store, and any opened from now on: each hands out
+        what it holds, then stops. Queries go on. For an application's shutdown, whose
+        server waits for open streams before it closes anything (a signal handler may call
+        it: it takes no lock; globalstore.server.end_changes_on_exit_signals does)."""
+        self._source.end_feeds()
 
     def _repeated(self, call: Callable[[], _T]) -> _T:
         """`call`, repeated if it met the store closed because it moved to another copy (a

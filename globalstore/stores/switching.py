@@ -109,3 +109,7 @@ class SwitchingSource:
         """The active store's feed. A switch closes that store, which ends the feed: open one
         again, on the store switched to, and re-read."""
         return self.active.source.open_feed(prefix, keys, buffer)
+
+    def end_feeds(self) -> None:
+        """End every feed, and any opened from now on (no lock taken)."""
+        self.active.source.end_feeds()

@@ -48,13 +48,13 @@ class TopicChanges(threading.Thread):
         self,
         config: StoreConfig,
         feeds: Feeds,
-        reader: Callable[[], tuple[object, Mapping[int, int]]],
+        positions: Callable[[], tuple[object, Mapping[int, int]]],
         consumer_factory: Callable[[dict[str, Any]], Any] = Consumer,
     ) -> None:
-        """`reader()` says which copy the reader reads (any object; another one means it
+        """`positions()` says which copy the reader reads (any object; another one means it
         moved) and that copy's positions. `consumer_factory` makes the consumer (tests)."""
         super().__init__(name=f"globalstore-changes-{config.topic}", daemon=True)
-        self.config, self.feeds, self.reader = config, feeds, reader
+        self.config, self.feeds, self.positions = config, feeds, positions
         self._consumer_factory = consumer_factory
         self._stopped = threading.Event()
         self._pending: dict[int, deque[Record]] = {}
@@ -71,7 +71,7 @@ class TopicChanges(threading.Thread):
         conf = {**self.config.consumer_config(), "enable.partition.eof": False}
         consumer = create_client(self._consumer_factory, conf, "consumer")
         try:
-            copy, positions = self.reader()
+            copy, positions = self.positions()
             self._assign(consumer, positions)
             while not self._stopped.is_set():
                 held = sum(map(len, self._pending.values()))
@@ -80,7 +80,7 @@ class TopicChanges(threading.Thread):
                 if not room:  # the reader is behind: wait for it to apply what is held
                     self._stopped.wait(_WAIT_S)
                 self._keep(messages)
-                now, positions = self.reader()
+                now, positions = self.positions()
                 if now is not copy or self._behind(positions):
                     copy = now
                     self.feeds.resync("the reader moved to another copy of the store")
@@ -155,7 +155,10 @@ class ReaderFeeds:
         return self.feeds.subscribe(topic, decode, prefix, keys, buffer)
 
     def read_topic(
-        self, storage: Storage, topic: str, reader: Callable[[], tuple[object, Mapping[int, int]]]
+        self,
+        storage: Storage,
+        topic: str,
+        positions: Callable[[], tuple[object, Mapping[int, int]]],
     ) -> None:
         """Start reading `topic` for the feeds, unless already at it: ConfigurationError
         without bootstrap_servers, or for a store (`storage`) with a transform."""
@@ -173,7 +176,7 @@ class ReaderFeeds:
                 "so its readers have no change feed; the writer's GlobalStore.changes() has"
             )
         config = StoreConfig(topic, bootstrap, self.path, kafka_config=kafka_config)
-        self._reading = TopicChanges(config, self.feeds, reader)
+        self._reading = TopicChanges(config, self.feeds, positions)
         self._reading.start()
 
     def stop(self) -> None:

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from globalstore import GlobalStore
 from globalstore.cli import main
-from globalstore.cli.store import Progress
+from globalstore.cli.store import ProgressBar
 from tests.integration.store_support import produce, produce_raw
 from tests.ports import closed_port
 from tests.value_formats import v3
@@ -196,7 +196,7 @@ def test_kafka_config_reaches_the_client(kafka_bootstrap: str, filled: str, tmp_
 
 def test_progress_bar_on_a_terminal() -> None:
     out = io.StringIO()
-    bar = Progress(out, tty=True)
+    bar = ProgressBar(out, tty=True)
     bar.on_restore_start("t", {0: 0, 1: 10}, {0: 100, 1: 110})
     bar.last_shown = 0.0  # let the next batch redraw at once
     bar.on_batch_restored("t", {0: 50, 1: 60}, 100)

@@ -10,6 +10,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,6 +109,52 @@ def test_fastapi_under_uvicorn(orders: dict[str, str]) -> None:
         code = server.wait(30)
     errors = server.stderr.read()  # type: ignore[union-attr]
     assert code in (0, -signal.SIGTERM) and "Traceback" not in errors, errors  # uvicorn re-raises
+
+
+def test_a_sigterm_with_change_streams_open_stops_the_service_at_once(
+    orders: dict[str, str],
+) -> None:
+    """The service's own /changes and the mounted API's /store/v1/changes, each with a client
+    that stays: SIGTERM ends both streams (after the changes they hold) and the server stops,
+    instead of waiting for the clients to leave (uvicorn's "Waiting for connections to
+    close")."""
+    server, base = _uvicorn("examples.fastapi_service:app", orders)
+    topic, bootstrap = orders["ORDERS_TOPIC"], orders["KAFKA_BOOTSTRAP"]
+    seen: dict[str, list[bytes]] = {"/changes": [], "/store/v1/changes": []}
+    ended: dict[str, bool] = {}
+
+    def follow(route: str) -> None:
+        with httpx.stream("GET", f"{base}{route}", timeout=None) as response:
+            for line in response.iter_lines():
+                seen[route].append(line.encode())
+        ended[route] = True
+
+    readers = [threading.Thread(target=follow, args=(route,), daemon=True) for route in seen]
+    try:
+        for reader in readers:
+            reader.start()
+        eventually(lambda: all(seen.values()) or _wrote(bootstrap, topic), 30,
+                   lambda: f"no stream began: {seen}", 0.2)  # fmt: skip
+        began = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(30)
+        stopped = time.monotonic() - began
+    finally:
+        if server.poll() is None:
+            server.kill()
+    for reader in readers:
+        reader.join(10)
+    errors = server.stderr.read()  # type: ignore[union-attr]
+    assert code in (0, -signal.SIGTERM) and "Traceback" not in errors, errors
+    assert stopped < 10, (stopped, errors)  # not held until the clients leave
+    assert ended == {"/changes": True, "/store/v1/changes": True}
+    assert any(b'"o1"' in line for line in seen["/changes"]), seen["/changes"][:5]
+
+
+def _wrote(bootstrap: str, topic: str) -> bool:
+    """Write a change for the streams to carry; False, so eventually() looks again."""
+    produce(bootstrap, topic, [("o1", {"n": 1, "at": time.time()})])
+    return False
 
 
 def test_starlette(orders: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from globalstore.waiting import Changes, Wait, _Bell, wait_until, wait_until_async
+from globalstore.waiting import Published, Wait, _Bell, wait_until, wait_until_async
 
 
-class Published:
+class Told:
     """A value another thread changes, and tells of (or not)."""
 
     def __init__(self) -> None:
-        self.changes = Changes()
+        self.published = Published()
         self.value = 0
         self.looks = 0
 
@@ -27,14 +27,14 @@ class Published:
             self.looks += 1
             return self.value >= wanted
 
-        return Wait(self.changes, look)
+        return Wait(self.published, look)
 
     def set_later(self, value: int, delay: float, notify: bool = True) -> threading.Thread:
         def later() -> None:
             time.sleep(delay)
             self.value = value
             if notify:
-                self.changes.notify_waiters()
+                self.published.notify_waiters()
 
         thread = threading.Thread(target=later)
         thread.start()
@@ -42,7 +42,7 @@ class Published:
 
 
 def test_a_thread_is_woken_by_the_notify() -> None:
-    shared = Published()
+    shared = Told()
     shared.set_later(1, 0.05).join()
     began = time.monotonic()
     setter = shared.set_later(2, 0.2)
@@ -53,7 +53,7 @@ def test_a_thread_is_woken_by_the_notify() -> None:
 
 
 def test_a_thread_looks_only_when_woken() -> None:
-    shared = Published()
+    shared = Told()
     began = time.monotonic()
     shared.set_later(1, 0.05, notify=False)
     assert wait_until(shared.reached(1), 0.5)  # seen by the last look, at the timeout
@@ -62,7 +62,7 @@ def test_a_thread_looks_only_when_woken() -> None:
 
 
 def test_a_coroutine_is_woken_by_another_threads_notify() -> None:
-    shared = Published()
+    shared = Told()
 
     async def main() -> tuple[bool, int]:
         ticks = 0
@@ -82,11 +82,11 @@ def test_a_coroutine_is_woken_by_another_threads_notify() -> None:
     reached, ticks = asyncio.run(main())
     assert reached and ticks >= 10
     assert shared.looks == 2
-    assert not shared.changes._bells  # the bell is taken down: a notify costs nothing again
+    assert not shared.published._bells  # the bell is taken down: a notify costs nothing again
 
 
 def test_a_coroutine_looks_only_when_woken() -> None:
-    shared = Published()
+    shared = Told()
 
     async def main() -> bool:
         shared.set_later(1, 0.05, notify=False)
@@ -99,14 +99,14 @@ def test_a_coroutine_looks_only_when_woken() -> None:
 
 
 def test_a_coroutines_check_raises_and_its_bell_is_taken_down() -> None:
-    changes = Changes()
+    published = Published()
 
     def stopped() -> None:
         raise RuntimeError("the store stopped")
 
     with pytest.raises(RuntimeError, match="stopped"):
-        asyncio.run(wait_until_async(Wait(changes, lambda: False, stopped), 5))
-    assert not changes._bells
+        asyncio.run(wait_until_async(Wait(published, lambda: False, stopped), 5))
+    assert not published._bells
 
 
 class _CountingLoop:

@@ -143,7 +143,7 @@ def _follow(
 
     thread = StoreThread(
         config, storage, (), store._notify_applied,
-        consumer_factory=lambda _conf: consumer, prepare=prepare, changes=changes,
+        consumer_factory=lambda _conf: consumer, prepare=prepare, feeds=changes,
     )  # fmt: skip
     tally.thread = thread
     threading.setprofile(tally.profile)
@@ -206,13 +206,13 @@ def test_a_waiter_is_still_woken(store: InProcessSource) -> None:
     woken = threading.Event()
 
     def wait() -> None:
-        with store._applied:
-            if store._applied.wait(10):
+        with store._published:
+            if store._published.wait(10):
                 woken.set()
 
     waiter = threading.Thread(target=wait)
     waiter.start()
-    _eventually(lambda: store._applied._inside == 1, "the waiter waiting")
+    _eventually(lambda: store._published._inside == 1, "the waiter waiting")
     store._notify_applied()
     waiter.join(10)
     assert woken.is_set()
@@ -225,9 +225,9 @@ def test_a_coroutine_waiting_is_woken_too(store: InProcessSource) -> None:
 
     async def wait() -> bool:
         waiting = asyncio.create_task(
-            wait_until_async(Wait(store._applied, lambda: applied), timeout=10)
+            wait_until_async(Wait(store._published, lambda: applied), timeout=10)
         )
-        while not store._applied._bells:
+        while not store._published._bells:
             await asyncio.sleep(0.01)
         threading.Thread(target=notify).start()
         return await waiting
@@ -238,7 +238,7 @@ def test_a_coroutine_waiting_is_woken_too(store: InProcessSource) -> None:
         store._notify_applied()
 
     assert asyncio.run(wait())
-    assert not store._applied._bells
+    assert not store._published._bells
 
 
 def test_the_batch_doubles_while_full_up_to_its_bound(

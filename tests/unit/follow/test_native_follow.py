@@ -120,7 +120,7 @@ def test_the_count_stays_exact_across_overwrites_and_deletes(storage: Storage) -
         pass
     loop.queued = [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", None), (b"b", None)]
     applied = source.apply(storage, 0).applied
-    assert applied.changed == {b"a": True, b"b": False, b"c": False}
+    assert applied.present == {b"a": True, b"b": False, b"c": False}
     assert storage.state.count == 1
 
 

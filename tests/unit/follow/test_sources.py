@@ -39,7 +39,7 @@ class _OneBatch:
 
 def _source(batch: list[Any], tmp_path: Path) -> ConsumerSource:
     config = StoreConfig("t", "fake:1", tmp_path, native_restore=False)
-    return ConsumerSource(_OneBatch(batch), config, exact_count=True, changes=True)
+    return ConsumerSource(_OneBatch(batch), config, exact_count=True, list_keys=True)
 
 
 def test_split_makes_records_and_keeps_the_events_apart() -> None:
@@ -104,7 +104,7 @@ def test_the_source_applies_records_and_hands_the_events_on(
     done = _source(batch, tmp_path).apply(storage, 3)
     applied = done.applied
     assert applied.records == 2 and done.events == [failure, eof]
-    assert applied.changed == {b"a": True, b"b": False}
+    assert applied.present == {b"a": True, b"b": False}
     raw = storage.get(b"a")
     assert raw is not None and origin(raw) == (1_000, 0, 0) and storage.get(b"b") is None
     assert storage.state.positions == {0: 5} and storage.read_meta().offsets == {0: 5}

@@ -77,7 +77,7 @@ def test_all_keys_are_read_at_one_sequence_number(tmp_path: Path) -> None:
         while not stop.is_set():
             v += 1
             records = batch(*[(k, str(v)) for k in keys], start=v * len(keys))
-            storage.apply(records, {}, False, 1, changes=False)
+            storage.apply(records, {}, False, 1, list_keys=False)
         versions.append(v)
 
     thread = threading.Thread(target=writer)

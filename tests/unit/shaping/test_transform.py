@@ -67,18 +67,18 @@ def test_the_store_holds_what_the_transform_returns(storage: Storage, tmp_path: 
     first = messages(("a", _value(2)), ("b", _value(3)), ("c", _value(4, "y")), fmt=1)
     # Then: a kept key that the transform now drops, a dropped key now kept, a tombstone.
     later = messages(("a", _value(5)), ("b", _value(6)), ("c", None), ("d", _value(8)), start=3)
-    source = ConsumerSource(_Batches(first, later), _config(tmp_path), True, changes=True)
+    source = ConsumerSource(_Batches(first, later), _config(tmp_path), True, list_keys=True)
     done = source.apply(storage, 1)
     applied = done.applied
     assert _stored(storage) == {"a": {"n": 2, "tag": "x"}, "c": {"n": 4, "tag": "y"}}
-    assert applied.changed == {b"a": True, b"b": False, b"c": True}
+    assert applied.present == {b"a": True, b"b": False, b"c": True}
     assert storage.state.count == 2 and done.transform_failures == 0
     raw = storage.get(b"c")
     assert raw is not None and origin(raw) == (1_000, 0, 2)  # the record's own origin
 
     applied = source.apply(storage, 2).applied
     assert _stored(storage) == {"b": {"n": 6, "tag": "x"}, "d": {"n": 8, "tag": "x"}}
-    assert applied.changed == {b"a": False, b"b": True, b"c": False, b"d": True}
+    assert applied.present == {b"a": False, b"b": True, b"c": False, b"d": True}
     assert storage.state.count == 2 and storage.state.positions == {0: 7}
 
 
@@ -116,7 +116,7 @@ def test_values_the_store_cannot_read_are_stored_as_they_came(
         Msg(b"newer", _value(2).encode(), 0, 1, fmt=9),
         Msg(b"\xff", _value(2).encode(), 0, 2),  # not UTF-8: skipped by storage, reported
     ]
-    source = ConsumerSource(_Batches(unreadable), _config(tmp_path), True, changes=False)
+    source = ConsumerSource(_Batches(unreadable), _config(tmp_path), True, list_keys=False)
     done = source.apply(storage, 1)
     assert done.transform_failures == 0 and done.applied.skipped == [(0, 2, b"\xff")]
     with pytest.raises(InvalidValue, match="not valid JSON"):
@@ -250,7 +250,7 @@ def test_both_loops_write_the_same_transformed_bytes(
                 failures = shaped_batch.failures
             else:
                 shaped_records = shaper.records(records)
-                applied = storage.apply(shaped_records, {}, False, 1, changes=False)
+                applied = storage.apply(shaped_records, {}, False, 1, list_keys=False)
                 failures = shaped_records.failures
         written[name] = (dict(storage.scan(None, None, False)), storage.read_meta().offsets)
         assert applied.skipped == [(1, 3, b"\xff")] and failures == 2, name

@@ -44,7 +44,7 @@ def test_a_bad_value_is_held_apart_and_its_key_keeps_its_value(
     applied = storage.apply(batch(("a", "not json {"), ("c", "{"), start=2), {}, True, 2)
     assert (storage.get(b"a") or b"").endswith(b'{"x":1}')
     assert storage.get(b"c") is None
-    assert applied.changed == {}  # neither key changed
+    assert applied.present == {}  # neither key changed
     assert storage.state.count == 2 and storage.state.quarantined == 2
     assert storage.state.positions == {0: 4}
     [a, c] = listed(storage)
@@ -67,7 +67,7 @@ def test_a_later_valid_record_or_tombstone_takes_the_key_out(storage: Storage) -
         batch(("d", "{"), ("d", "1"), ("e", "2"), ("e", "{"), start=5), {}, True, 3
     )
     assert [q.key for q in listed(storage)] == ["c", "e"] and storage.state.quarantined == 2
-    assert applied.changed == {b"d": True, b"e": True}
+    assert applied.present == {b"d": True, b"e": True}
     assert storage.state.count == 3  # a, d, e
 
 

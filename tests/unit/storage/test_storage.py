@@ -241,7 +241,7 @@ def test_ending_a_bulk_restore_makes_its_batches_durable(tmp_path: Path) -> None
 
 
 def test_a_bulk_apply_lists_changed_keys_only_when_asked(storage: Storage) -> None:
-    quiet = storage.apply(batch(("a", "1"), ("b", None)), {}, False, 1, changes=False)
-    assert quiet.changed == {} and storage.get(b"a") is not None
+    quiet = storage.apply(batch(("a", "1"), ("b", None)), {}, False, 1, list_keys=False)
+    assert quiet.present == {} and storage.get(b"a") is not None
     told = storage.apply(batch(("c", "1"), ("a", None), start=2), {}, False, 2)
-    assert told.changed == {b"c": True, b"a": False} and storage.get(b"a") is None
+    assert told.present == {b"c": True, b"a": False} and storage.get(b"a") is None
