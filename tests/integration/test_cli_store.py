@@ -86,7 +86,7 @@ def test_scan_goes_past_a_value_that_is_not_json_names_it_and_exits_1(
     ]
     skipped = [line for line in result.stderr.splitlines() if line.startswith("skipped:")]
     assert len(skipped) == 1, result.stderr
-    assert f"key b'bad' in topic {topic!r} partition 0 offset 2: not valid JSON" in skipped[0]
+    assert f"key 'bad' in topic {topic!r} partition 0 offset 2: not valid JSON" in skipped[0]
     assert "Traceback" not in result.output
 
 

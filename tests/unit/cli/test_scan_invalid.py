@@ -34,8 +34,7 @@ def test_scan_prints_the_good_values_names_the_bad_and_exits_1(path: Path) -> No
         "skipped: invalid value for key 'b' in topic 't' partition 0 offset 1: not valid JSON"
     )
     assert skipped[1] == (
-        "skipped: invalid value for key 'd' in topic 't' partition 0 offset 3: unknown "
-        "value format"
+        "skipped: invalid value for key 'd' in topic 't' partition 0 offset 3: unknown value format"
     )
     assert reverse.exit_code == 1 and len(reverse.stdout.splitlines()) == 2
 

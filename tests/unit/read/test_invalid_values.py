@@ -90,7 +90,7 @@ def test_without_on_invalid_a_warning_names_each_record_once(
         assert dict(store.items()) == _GOOD
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 2, warned
-    assert "key b'b' in topic 't' partition 0 offset 1: not valid JSON" in warned[0]
+    assert "key 'b' in topic 't' partition 0 offset 1: not valid JSON" in warned[0]
     assert "offset 3: unknown value format" in warned[1]
     assert str(store.path) in warned[0]
     repeated = [r for r in caplog.records if r.levelno == logging.DEBUG]
@@ -107,7 +107,7 @@ def test_an_on_invalid_that_raises_ends_the_scan_with_its_own_error(
         raise StopError(exc.key)
 
     seen: list[Any] = []
-    with pytest.raises(StopError, match="b'b'"):
+    with pytest.raises(StopError, match="^b$"):
         for item in store.items(on_invalid=stop):
             seen.append(item)
     assert seen == [("a", 1)]
