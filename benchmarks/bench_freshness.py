@@ -93,6 +93,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "switch": 0.0005,
     },
     "shared, 3 readers": {"mode": "shared", "readers": 3},
+    "own writer, 0 readers": {"mode": "own writer", "readers": 0},
     "own writer, 3 readers": {"mode": "own writer", "readers": 3},
     "shared, 3 readers, switch 0.5 ms": {"mode": "shared", "readers": 3, "switch": 0.0005},
     "in-process, 3 readers, idle": {"mode": "in-process", "readers": 3, "idle": True},
