@@ -5,7 +5,10 @@ A partition or a dead link often closes no connection: requests just get no answ
 librdkafka still calls the broker UP until its request timeout. So a leader counts as
 reached only while it answers: one that has sent nothing for `silence` seconds while the
 store's requests wait for it is not (the store fetches with a short fetch.wait.max.ms, so
-a broker that is there answers within it, records or none).
+a broker that is there answers within it, records or none). When it last answered is the
+store's own record, renewed only by a response (the statistics' count of them grew): after
+a timeout librdkafka reconnects, and a new connection that has received nothing yet says
+nothing of how long the broker has been silent.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class Health:
         self.refusals = refusals  # refused credentials or certificates, kept apart
         self.silence = silence  # seconds: a leader silent this long is not heard
         self._silent: set[int] = set()  # the leaders not heard at the last statistics
+        # {broker: (responses received, monotonic time it last answered)}
+        self._answered: dict[int, tuple[int, float]] = {}
         self.high: dict[int, int] = {}
         self.connected = False
         self.ever_connected = False
@@ -95,34 +100,53 @@ class Health:
             if end is not None and end >= 0:
                 self.raise_high(pid, end)
         brokers = stats.get("brokers", {}).values()
+        now = time.monotonic()
+        answered = {b.get("nodeid"): self._answered_at(b, now) for b in brokers}
         up = {b.get("nodeid") for b in brokers if b.get("state") == "UP"}
-        silent = [b for b in brokers if b.get("nodeid") in leaders and self._quiet(b)]
+        silent = [
+            b
+            for b in brokers
+            if b.get("nodeid") in leaders and self._quiet(b, now - answered[b.get("nodeid")])
+        ]
         self.connected = bool(leaders) and leaders <= up and not silent
         if self.connected:
             self.ever_connected = True
         if silent:
-            self.last_error = "; ".join(self._silence(broker, parts) for broker in silent)
+            self.last_error = "; ".join(
+                self._silence(b, now - answered[b.get("nodeid")], parts) for b in silent
+            )
         for broker in silent:
             # It did not hold the end while it heard nothing, though it looked as if it did.
-            heard_at = time.monotonic() - broker.get("rxidle", 0) / 1e6
             if self.in_sync_at is not None:
-                self.in_sync_at = min(self.in_sync_at, heard_at)
+                self.in_sync_at = min(self.in_sync_at, answered[broker.get("nodeid")])
         if {b.get("nodeid") for b in silent} - self._silent:
             log.warning("kafka: %s", self.last_error)  # once, as a leader falls silent
         self._silent = {b.get("nodeid") for b in silent}
 
-    def _quiet(self, broker: Mapping[str, Any]) -> bool:
+    def _answered_at(self, broker: Mapping[str, Any], now: float) -> float:
+        """When `broker` last answered: at its last receive if a response came since the last
+        statistics; else as known, or earlier if its connection has been idle longer."""
+        node, responses = broker.get("nodeid", -1), broker.get("rx", 0)
+        idle = broker.get("rxidle", -1)
+        received = now - idle / 1e6 if idle >= 0 else now
+        known = self._answered.get(node)
+        if known is not None and responses <= known[0]:
+            received = min(known[1], received)
+        self._answered[node] = (responses, received)
+        return received
+
+    def _quiet(self, broker: Mapping[str, Any], silent_s: float) -> bool:
         """Requests wait for the broker, and it has sent nothing for `silence` seconds."""
         waiting = broker.get("waitresp_cnt", 0) + broker.get("outbuf_cnt", 0)
-        return bool(waiting > 0 and broker.get("rxidle", -1) >= self.silence * 1e6)
+        return bool(waiting > 0 and silent_s >= self.silence)
 
-    def _silence(self, broker: Mapping[str, Any], parts: Mapping[str, Any]) -> str:
+    def _silence(self, broker: Mapping[str, Any], silent_s: float, parts: Mapping[str, Any]) -> str:
         node = broker.get("nodeid")
         led = sorted(int(n) for n, p in parts.items() if int(n) >= 0 and p.get("leader") == node)
         return (
-            f"broker {node} ({broker.get('name')}) has answered nothing for "
-            f"{broker.get('rxidle', 0) / 1e6:.0f}s while {broker.get('waitresp_cnt', 0)} "
-            f"requests wait: waiting for partitions {led} of {self.topic}, which it leads"
+            f"broker {node} ({broker.get('name')}) has answered nothing for {silent_s:.0f}s "
+            f"while {broker.get('waitresp_cnt', 0)} requests wait: waiting for partitions "
+            f"{led} of {self.topic}, which it leads"
         )
 
     def on_error(self, err: KafkaError) -> None:

@@ -18,9 +18,12 @@ from globalstore.kafka.clients import Refusals
 TOPIC = "t"
 
 
-def _stats(rxidle_s: float, waiting: int, leaders: tuple[int, ...] = (1, 2)) -> str:
+def _stats(
+    rxidle_s: float, waiting: int, leaders: tuple[int, ...] = (1, 2), responses: int = 1
+) -> str:
     """Statistics as librdkafka sends them: partitions with their leaders and offsets, and
-    the brokers (all UP) with broker 2's receive idle time and requests in flight."""
+    the brokers (all UP) with broker 2's receive idle time (-1: nothing received on its
+    connection), requests in flight and responses received so far."""
     partitions: dict[str, Any] = {
         str(p): {"leader": leader, "ls_offset": 10 * (p + 1)} for p, leader in enumerate(leaders)
     }
@@ -30,7 +33,8 @@ def _stats(rxidle_s: float, waiting: int, leaders: tuple[int, ...] = (1, 2)) -> 
             "nodeid": n,
             "name": f"127.0.0.1:{9000 + n}/{n}",
             "state": "UP",
-            "rxidle": int(rxidle_s * 1e6) if n == 2 else 5_000,
+            "rxidle": int(rxidle_s * 1e6) if n == 2 and rxidle_s >= 0 else -1 if n == 2 else 5_000,
+            "rx": responses if n == 2 else 1,
             "waitresp_cnt": waiting if n == 2 else 1,
             "outbuf_cnt": 0,
         }
@@ -63,7 +67,21 @@ def test_a_leader_silent_while_requests_wait_is_not_reached_and_is_named() -> No
     assert health.last_error is not None
     assert "broker 2 (127.0.0.1:9002/2) has answered nothing for 4s" in health.last_error
     assert f"partitions [1] of {TOPIC}" in health.last_error
-    health.on_stats(_stats(rxidle_s=0.01, waiting=1))  # it answers again
+    health.on_stats(_stats(rxidle_s=0.01, waiting=1, responses=2))  # it answers again
+    assert health.connected
+
+
+def test_a_silent_leader_reconnected_is_not_heard_until_it_answers() -> None:
+    """librdkafka times a silent connection out and opens another, which has received
+    nothing: that says nothing of how long the broker has been silent."""
+    health = _health()
+    health.on_stats(_stats(rxidle_s=0.01, waiting=1))
+    health.on_stats(_stats(rxidle_s=4.2, waiting=1))
+    assert not health.connected
+    health.on_stats(_stats(rxidle_s=-1, waiting=1))  # a new connection, nothing received
+    assert not health.connected
+    assert "has answered nothing for 4s" in (health.last_error or "")
+    health.on_stats(_stats(rxidle_s=0.002, waiting=1, responses=2))  # an answer on it
     assert health.connected
 
 
