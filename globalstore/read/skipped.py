@@ -32,7 +32,7 @@ def skipping(rows: Iterator[_Row], read: Callable[[_Row], _T], report: OnInvalid
 # The records the default report has warned of, so that a scan run every second does not
 # repeat a WARNING per bad record each time; when full it starts over (and warns again).
 _WARNED_MAX = 10_000
-_warned: set[tuple[str, str, bytes, int, int]] = set()
+_warned: set[tuple[str, str, str, int, int]] = set()
 
 
 def warn_once(path: Path, exc: InvalidValue) -> None:

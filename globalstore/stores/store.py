@@ -23,10 +23,7 @@ _T = TypeVar("_T")
 
 
 class Store(Queries):
-    """A store over `source`: what it answers, and when, is the source's."""
-
-    def __init__(self, source: StoreSource) -> None:
-        super().__init__(source)
+    """A store over a source (Store(source)): what it answers, and when, is the source's."""
 
     @property
     def source(self) -> StoreSource:

@@ -107,7 +107,7 @@ def test_an_on_invalid_that_raises_ends_the_scan_with_its_own_error(
         raise StopError(exc.key)
 
     seen: list[Any] = []
-    with pytest.raises(StopError, match="^b$"):
+    with pytest.raises(StopError, match=r"^b$"):
         for item in store.items(on_invalid=stop):
             seen.append(item)
     assert seen == [("a", 1)]
