@@ -149,17 +149,18 @@ class ConsumerSource:
     def apply(self, storage: Storage, now_ms: int) -> SourceBatch:
         """Consume one batch (events included), transform it if the store does, and apply it with
         its offsets; the change feeds get it once it is visible."""
-        records, ends, events = split(self._batch())
-        transformed = None if self.transformer is None else self.transformer.records(records)
-        if transformed is not None:
-            records = transformed
+        consumed, ends, events = split(self._batch())
+        # Following: the batch's oldest record timestamp, read from the messages (the records
+        # below may be a transform's, which runs on each as it is read: read them once).
+        oldest = None if self.restoring or not consumed else consumed.oldest_timestamp()
+        transformed = None if self.transformer is None else self.transformer.records(consumed)
+        records: Records = consumed if transformed is None else transformed
         seen = Seen(records) if self.sink.active else None
         read = records if seen is None else seen
         applied = storage.apply(read, ends, self.exact_count, now_ms, list_keys=self.list_keys)
         if seen is not None:  # after the commit: the batch is visible to queries
             self.sink.publish(storage, seen.records)
         failures = 0 if transformed is None else transformed.failures
-        oldest = None if self.restoring or not records else min(r[5] for r in records)
         return SourceBatch(applied, events, failures, oldest)
 
     def _batch(self) -> list[Any]:
@@ -213,7 +214,7 @@ class FollowBatch:
             self.records = min(self.most, 2 * self.records)
 
 
-def split(messages: Sequence[Any]) -> tuple[Records, dict[int, int], list[Any]]:
+def split(messages: Sequence[Any]) -> tuple[MessageRecords, dict[int, int], list[Any]]:
     """A consumed batch as (its records, {partition: offset} of the partition ends it
     reached, its events: errors and ends)."""
     events = [m for m in messages if m.error() is not None]
@@ -239,6 +240,11 @@ class MessageRecords:
 
     def __len__(self) -> int:
         return len(self._messages)
+
+    def oldest_timestamp(self) -> int:
+        """The smallest record timestamp (ms) of the messages (one at least)."""
+        oldest: int = min(m.timestamp()[1] for m in self._messages)
+        return oldest
 
     def __iter__(self) -> Iterator[Record]:
         messages = self._messages

@@ -142,7 +142,7 @@ def test_server_sent_events_carry_every_change_under_the_token_and_the_cap(
     kafka_bootstrap: str, make_topic, tmp_path: Path
 ) -> None:
     topic = make_topic(partitions=2)
-    settings = ServerSettings(token="tok", max_exports=1, keepalive=0.5)
+    settings = ServerSettings(token="tok", max_change_streams=1, keepalive=0.5)
     auth = {"Authorization": "Bearer tok"}
     with running_server(served_store(topic, kafka_bootstrap, tmp_path / "s"), settings) as client:
         wait_ready(client)
