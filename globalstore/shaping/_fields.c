@@ -1,8 +1,8 @@
 /* The index values of a declared index (shaping/fields.py), read from stored JSON in C: no
  * decode of the whole value into Python objects and no Python call per value.
  *
- * values(raws, path, fmt) -> list: for each stored value of `raws` (codec.HEADER, then JSON),
- * the index values at the field `path` (a tuple of member names, as UTF-8 bytes) as a
+ * values(raws, path, fmt) -> list: for each stored value of `raws` (codec.HEADER, then JSON;
+ * None for a deleted key, which has none), the index values at the field `path` (a tuple of member names, as UTF-8 bytes) as a
  * frozenset of bytes, or None where this code is not sure to answer as the Python function
  * (fields.field_index) would: a value not of layout 1 and value format `fmt`, one that
  * _json_check.h does not find certainly JSON, a member name or a string value with an escape
@@ -190,9 +190,18 @@ static PyObject *values(PyObject *self, PyObject *args) {
         return NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *raw = PyList_GET_ITEM(raws, i), *v;
+        if (raw == Py_None) { /* a deleted key: no entries */
+            v = PyFrozenSet_New(NULL);
+            if (v == NULL) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            PyList_SET_ITEM(out, i, v);
+            continue;
+        }
         if (!PyBytes_Check(raw)) {
             Py_DECREF(out);
-            PyErr_SetString(PyExc_TypeError, "raws: a list of bytes");
+            PyErr_SetString(PyExc_TypeError, "raws: a list of bytes or None");
             return NULL;
         }
         const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(raw);

@@ -148,20 +148,15 @@ class Indexer:
         """Each key's index values in declared index `name` after the batch: read in C, one
         call for the batch; a value the C reader is unsure of through `fn`, its equivalent."""
         assert self.native is not None  # only called with the C reader
-        read = iter(
-            self.native([raw for raw in staged.values() if raw is not None], path, self.fmt)
-        )
-        out = []
-        for key, raw in staged.items():
-            if raw is None:
-                out.append(_NONE)
-                continue
-            got = next(read)
-            if got is None:
-                value = decoded.get(key)
-                got = _NONE if value is _NOTHING else self._values(name, fn, key, value, failures)
-            out.append(got)
-        return out
+        out = self.native(list(staged.values()), path, self.fmt)
+        if None in out:  # rare: values the C reader left to the function
+            for i, key in enumerate(staged):
+                if out[i] is None:
+                    value = decoded.get(key)
+                    out[i] = (
+                        _NONE if value is _NOTHING else self._values(name, fn, key, value, failures)
+                    )
+        return out  # type: ignore[return-value]  # no None left
 
     def _values(
         self, name: str, fn: IndexFn, key: bytes, value: Any, failures: _Failures
