@@ -1,8 +1,9 @@
 /* The index values of a declared index (shaping/fields.py), read from stored JSON in C: no
  * decode of the whole value into Python objects and no Python call per value.
  *
- * values(raws, path, fmt) -> list: for each stored value of `raws` (codec.HEADER, then JSON;
- * None for a deleted key, which has none), the index values at the field `path` (a tuple of member names, as UTF-8 bytes) as a
+ * values(raws, paths, fmt) -> tuple: per path of `paths`, a list: for each stored value of
+ * `raws` (codec.HEADER, then JSON; None for a deleted key, which has none), the index values
+ * at the field `path` (a tuple of member names, as UTF-8 bytes) as a
  * frozenset of bytes, or None where this code is not sure to answer as the Python function
  * (fields.field_index) would: a value not of layout 1 and value format `fmt`, one that
  * _json_check.h does not find certainly JSON, a member name or a string value with an escape
@@ -141,7 +142,7 @@ static PyObject *field_values(const unsigned char *p, size_t n, PyObject *path) 
             return PyFrozenSet_New(NULL);
         c.p = found;
     }
-    PyObject *set = PySet_New(NULL);
+    PyObject *set = PyFrozenSet_New(NULL); /* brand new: PySet_Add may fill it */
     if (set == NULL)
         return NULL;
     int ok = 1;
@@ -168,62 +169,74 @@ static PyObject *field_values(const unsigned char *p, size_t n, PyObject *path) 
             return NULL;
         Py_RETURN_NONE;
     }
-    PyObject *frozen = PyFrozenSet_New(set);
-    Py_DECREF(set);
-    return frozen;
+    return set;
 }
 
 static PyObject *values(PyObject *self, PyObject *args) {
-    PyObject *raws, *path;
+    PyObject *raws, *paths;
     int fmt;
-    if (!PyArg_ParseTuple(args, "O!O!i", &PyList_Type, &raws, &PyTuple_Type, &path, &fmt))
+    if (!PyArg_ParseTuple(args, "O!O!i", &PyList_Type, &raws, &PyTuple_Type, &paths, &fmt))
         return NULL;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(path); i++) {
-        if (!PyBytes_Check(PyTuple_GET_ITEM(path, i))) {
-            PyErr_SetString(PyExc_TypeError, "path: a tuple of bytes");
+    Py_ssize_t npaths = PyTuple_GET_SIZE(paths), count = PyList_GET_SIZE(raws);
+    for (Py_ssize_t j = 0; j < npaths; j++) {
+        PyObject *path = PyTuple_GET_ITEM(paths, j);
+        int ok = PyTuple_Check(path);
+        for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(path); i++)
+            ok = PyBytes_Check(PyTuple_GET_ITEM(path, i));
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError, "paths: a tuple of tuples of bytes");
             return NULL;
         }
     }
-    Py_ssize_t count = PyList_GET_SIZE(raws);
-    PyObject *out = PyList_New(count);
+    PyObject *out = PyTuple_New(npaths);
     if (out == NULL)
         return NULL;
+    for (Py_ssize_t j = 0; j < npaths; j++) {
+        PyObject *list = PyList_New(count);
+        if (list == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(out, j, list);
+    }
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *raw = PyList_GET_ITEM(raws, i), *v;
-        if (raw == Py_None) { /* a deleted key: no entries */
-            v = PyFrozenSet_New(NULL);
-            if (v == NULL) {
-                Py_DECREF(out);
-                return NULL;
+        PyObject *raw = PyList_GET_ITEM(raws, i);
+        const unsigned char *b = NULL;
+        Py_ssize_t n = 0;
+        int readable = 0;
+        if (raw != Py_None) { /* None: a deleted key, which has no entries */
+            if (!PyBytes_Check(raw)) {
+                PyErr_SetString(PyExc_TypeError, "raws: a list of bytes or None");
+                goto fail;
             }
-            PyList_SET_ITEM(out, i, v);
-            continue;
+            b = (const unsigned char *)PyBytes_AS_STRING(raw);
+            n = PyBytes_GET_SIZE(raw);
+            /* one check of the document for every path */
+            readable = n > HEADER_SIZE && b[0] == 1 && b[1] == fmt &&
+                       json_certain(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE));
         }
-        if (!PyBytes_Check(raw)) {
-            Py_DECREF(out);
-            PyErr_SetString(PyExc_TypeError, "raws: a list of bytes or None");
-            return NULL;
+        for (Py_ssize_t j = 0; j < npaths; j++) {
+            PyObject *v;
+            if (raw == Py_None)
+                v = PyFrozenSet_New(NULL);
+            else if (!readable)
+                v = Py_NewRef(Py_None);
+            else
+                v = field_values(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE),
+                                 PyTuple_GET_ITEM(paths, j));
+            if (v == NULL)
+                goto fail;
+            PyList_SET_ITEM(PyTuple_GET_ITEM(out, j), i, v);
         }
-        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(raw);
-        Py_ssize_t n = PyBytes_GET_SIZE(raw);
-        if (n <= HEADER_SIZE || b[0] != 1 || b[1] != fmt ||
-            !json_certain(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE))) {
-            v = Py_NewRef(Py_None);
-        } else {
-            v = field_values(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE), path);
-            if (v == NULL) {
-                Py_DECREF(out);
-                return NULL;
-            }
-        }
-        PyList_SET_ITEM(out, i, v);
     }
     return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"values", values, METH_VARARGS,
-     "values(raws, path, fmt) -> list of frozenset[bytes] | None (None: decode in Python)."},
+     "values(raws, paths, fmt) -> per path, a list of frozenset[bytes] | None (None: decode "
+     "in Python)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,9 +19,12 @@ from typing import Any
 
 __all__ = ["NativeValues", "field_index", "native_values", "path_of"]
 
-# (stored values, None for a deleted key; path; current value format) -> per value its index
-# values, or None where the equivalent function must read it
-NativeValues = Callable[[list[bytes | None], tuple[bytes, ...], int], list[frozenset[bytes] | None]]
+# (stored values, None for a deleted key; paths; current value format) -> per path, per value
+# its index values, or None where the equivalent function must read it
+NativeValues = Callable[
+    [list[bytes | None], tuple[tuple[bytes, ...], ...], int],
+    tuple[list[frozenset[bytes] | None], ...],
+]
 native_values: NativeValues | None
 try:
     from globalstore.shaping import _fields

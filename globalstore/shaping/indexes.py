@@ -110,13 +110,15 @@ class Indexer:
         if len(read) < len(names):  # a function sees every value: decode them all once
             decoded.fill()
         keys = list(staged)
+        # Every declared index in one call: each value is checked once for all of them.
+        got = dict(zip(read, self._read(tuple(read.values()), staged), strict=True))
         news = {}
         for name in names:
-            fn, path = self.fns[name], read.get(name)
-            if path is None:
-                news[name] = self._new_values(name, fn, keys, decoded, failures)
+            fn = self.fns[name]
+            if name in got:
+                news[name] = self._completed(name, fn, got[name], staged, decoded, failures)
             else:
-                news[name] = self._read(name, fn, path, staged, decoded, failures)
+                news[name] = self._new_values(name, fn, keys, decoded, failures)
         failures.end()
         return news
 
@@ -137,19 +139,26 @@ class Indexer:
         return out
 
     def _read(
+        self, paths: tuple[tuple[bytes, ...], ...], staged: Mapping[bytes, bytes | None]
+    ) -> tuple[list[frozenset[bytes] | None], ...]:
+        """Per path, each key's index values read in C (None where it left the value to the
+        equivalent function), one call for the batch."""
+        if not paths:
+            return ()
+        assert self.native is not None  # paths only with the C reader
+        return self.native(list(staged.values()), paths, self.fmt)
+
+    def _completed(
         self,
         name: str,
         fn: IndexFn,
-        path: tuple[bytes, ...],
+        out: list[frozenset[bytes] | None],
         staged: Mapping[bytes, bytes | None],
         decoded: _Decoded,
         failures: _Failures,
     ) -> list[frozenset[bytes]]:
-        """Each key's index values in declared index `name` after the batch: read in C, one
-        call for the batch; a value the C reader is unsure of through `fn`, its equivalent."""
-        assert self.native is not None  # only called with the C reader
-        out = self.native(list(staged.values()), path, self.fmt)
-        if None in out:  # rare: values the C reader left to the function
+        """`out` with the values the C reader left (rare) given by `fn`, its equivalent."""
+        if None in out:
             for i, key in enumerate(staged):
                 if out[i] is None:
                     value = decoded.get(key)

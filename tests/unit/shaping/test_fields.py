@@ -95,9 +95,11 @@ def test_declared_indexes_write_what_their_functions_write(tmp_path: Path, seed:
 def test_the_c_reader_leaves_what_it_is_unsure_of_to_python() -> None:
     assert fields.native_values is not None
     header = b"\x01\x01" + bytes(20)
-    raws = [header + v.encode() for v in ODD_VALUES[:4]] + [b"\x01\x02" + bytes(20) + b"{}"]
-    got = fields.native_values(raws, fields.path_of("customer"), 1)
-    assert got == [None, frozenset({b"a\nb"}), None, None, None]
+    raws: list[bytes | None] = [header + v.encode() for v in ODD_VALUES[:4]]
+    raws += [b"\x01\x02" + bytes(20) + b"{}", None]  # an older format; a deleted key
+    got = fields.native_values(raws, (fields.path_of("customer"), fields.path_of("order")), 1)
+    assert got[0] == [None, frozenset({b"a\nb"}), None, None, None, frozenset()]
+    assert got[1] == [None, frozenset(), None, frozenset(), None, frozenset()]
 
 
 def test_the_equivalent_function() -> None:
