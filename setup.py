@@ -1,4 +1,6 @@
-"""The optional C restore loop (globalstore/follow/_native.c). Where it cannot be compiled (no C
+"""The optional C restore loop (globalstore/follow/_native.c), the C reader of declared
+indexes (globalstore/shaping/_fields.c) and the C writer of index entries
+(globalstore/storage/_entries.c). Where it cannot be compiled (no C
 compiler or no Python headers) the package installs without it and restores use the Python
 loop. The store's log says which loop each restore ran ("restoring <topic> with the C loop")."""
 
@@ -11,6 +13,15 @@ setup(
             ["globalstore/follow/_native.c"],
             depends=["globalstore/follow/_json_check.h"],
             optional=True,
-        )
+        ),
+        Extension(
+            "globalstore.storage._entries", ["globalstore/storage/_entries.c"], optional=True
+        ),
+        Extension(
+            "globalstore.shaping._fields",
+            ["globalstore/shaping/_fields.c"],
+            depends=["globalstore/follow/_json_check.h"],
+            optional=True,
+        ),
     ]
 )

@@ -52,6 +52,7 @@ from globalstore.read.protocols import (
     StoreReader,
     StoreStatus,
 )
+from globalstore.shaping.fields import field_index
 from globalstore.status import State
 from globalstore.storage.quarantine import Quarantined
 from globalstore.stores.global_store import GlobalStore
@@ -104,4 +105,5 @@ __all__ = [
     "UnknownIndex",
     "UnreadableStore",
     "end_offsets",
+    "field_index",
 ]

@@ -142,10 +142,11 @@ class StoreConfig:
     transform: Callable[[str, Any], Any] | None = None
     transform_version: int = 1
     # Secondary indexes {name: fn(key, value) -> str | Iterable[str] | None} (indexes.py),
-    # queried with find(name, value). index_versions {name: int} (default 1) is stored with
+    # or {name: "field.path"}, a declared index read in C (fields.py), queried with
+    # find(name, value). index_versions {name: int} (default 1) is stored with
     # each index: a new index or a changed version is built in the background from the
     # stored values, index_build_chunk keys at a time between follow batches.
-    indexes: Mapping[str, IndexFn] = field(default_factory=dict)
+    indexes: Mapping[str, IndexFn | str] = field(default_factory=dict)
     index_versions: Mapping[str, int] = field(default_factory=dict)
     index_build_chunk: int = 2_000
     # Time to live in seconds (ttl.py): a key whose newest record's timestamp is older is
@@ -280,7 +281,7 @@ class StoreSettings(TypedDict, total=False):
     converters: Mapping[int, Callable[[Any], Any]]
     transform: Callable[[str, Any], Any] | None
     transform_version: int
-    indexes: Mapping[str, IndexFn]
+    indexes: Mapping[str, IndexFn | str]
     index_versions: Mapping[str, int]
     index_build_chunk: int
     ttl: float | None
@@ -362,6 +363,14 @@ def check_follow_batch(least: Any, most: Any) -> None:
         )
 
 
+def _check_path(name: str, path: str) -> None:
+    if not path or "" in path.split(".") or "\x00" in path:
+        raise ConfigurationError(
+            f"index {name!r}: a declared index names a JSON field, a path of "
+            f"non-empty names joined by '.' (such as 'customer.id'), not {path!r}"
+        )
+
+
 def check_indexes(indexes: Mapping[str, Any], versions: Mapping[str, Any]) -> None:
     """ConfigurationError for an index setting the store cannot use."""
     if not isinstance(indexes, Mapping):
@@ -374,7 +383,9 @@ def check_indexes(indexes: Mapping[str, Any], versions: Mapping[str, Any]) -> No
                 f"index name {name!r} may hold only letters, digits, '_', '.' and '-' "
                 "(and may not start with '.' or '-')"
             )
-        if not callable(fn):
+        if isinstance(fn, str):
+            _check_path(name, fn)
+        elif not callable(fn):
             raise ConfigurationError(f"index {name!r}: function is not callable: {fn!r}")
     for name, version in versions.items():
         if name not in indexes:

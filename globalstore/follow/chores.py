@@ -44,13 +44,18 @@ class Chores:
 
     def queue(self, prepared: Prepared, recount: bool) -> None:
         """The jobs of a store just ready: the recount if asked (after a bulk restore: from
-        here on every apply is exact and adds its change to it), then the eager migration
-        and the indexes new to the stored values, if pending."""
+        here on every apply is exact and adds its change to it), the pass that counts the
+        undecodable values a bulk restore stored unchecked, then the eager migration and the
+        indexes new to the stored values, if pending."""
         self.purge, self._marked = prepared.purge, time.monotonic()
         if recount:
             # Counting 1M keys takes about a second: in chunks between follow batches.
             self.storage.begin_recount()
             self.jobs.append(self._recount_step)
+        # Not only after this start's bulk restore: one that a crash or a stop cut short is
+        # still due (the store says so until the pass ends).
+        if self.storage.begin_undecodable_count():
+            self.jobs.append(self._undecodable_step)
         jobs = (prepared.migration, prepared.indexing)
         self.jobs += [job.step for job in jobs if job is not None and job.pending]
 
@@ -90,4 +95,11 @@ class Chores:
             return False
         log.info("counted %d live keys in %s after a bulk restore", n, self.storage.path)
         self.on_applied()  # wakes count() callers waiting for the number
+        return True
+
+    def _undecodable_step(self) -> bool:
+        n = self.storage.undecodable_step(self.config.recount_chunk)
+        if n is None:
+            return False
+        log.info("counted %d undecodable values in %s after a bulk restore", n, self.storage.path)
         return True

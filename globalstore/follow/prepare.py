@@ -179,8 +179,12 @@ def define_indexes(storage: Storage, config: StoreConfig) -> IndexBuild:
     build of the indexes the stored values are not indexed in yet."""
     wanted = config.index_definitions()
     storage.indexes.define(wanted)
+    formats = config.value_formats()
+    # Declared indexes are read in C from values of the current format, in a store that
+    # has no converters (whose values a query returns as they are stored).
+    fmt = formats.current if formats.plain else None
     storage.indexes.indexer = (
-        Indexer(config.indexes, decoder(config.value_formats()), config.topic) if wanted else None
+        Indexer(config.indexes, decoder(formats), config.topic, fmt) if wanted else None
     )
     return IndexBuild(storage.indexes, config.index_build_chunk)
 

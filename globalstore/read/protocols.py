@@ -106,7 +106,8 @@ class StoreStatus:
     # Keys whose latest record's value does not decode: stored as it came (invalid_values=
     # "store"; a get of one raises InvalidValue) or held in the quarantine. Exact: counted in
     # each value's write batch. None: not counted (a store written before the count existed,
-    # until it is rebuilt).
+    # until it is rebuilt), or not yet (after a bulk restore, until the pass over the values
+    # that counts them ends, as key_count).
     undecodable: int | None = None
     # While a restore, a rebuild or a migration runs: done, left, rate and ETA (else None).
     progress: Progress | None = None

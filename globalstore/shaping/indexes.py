@@ -1,5 +1,7 @@
 """Secondary indexes: GlobalStore(indexes={"by_courier": fn}), fn(key, value) -> str |
-Iterable[str] | None, and store.find("by_courier", "c-17").
+Iterable[str] | None, and store.find("by_courier", "c-17"). An index may also be declared by
+the JSON field it reads (indexes={"by_courier": "courier"}, fields.py): the same entries as
+its equivalent function, read in C.
 
 An index function sees each stored value as queries return it (decoded, brought to the
 current value format by the converters, after the transform if there is one) and names the
@@ -34,6 +36,7 @@ from typing import Any
 
 from globalstore.codec import Decode
 from globalstore.config import IndexFn
+from globalstore.shaping.fields import field_index, native_values, path_of
 from globalstore.storage.index_defs import SecondaryIndexes
 from globalstore.storage.keys import SEP
 from globalstore.storage.meta import IndexDef
@@ -72,10 +75,25 @@ class _Failures:
 
 
 class Indexer:
-    """A store's index functions, and what they need: how stored values are decoded."""
+    """A store's index functions, and what they need: how stored values are decoded. A
+    declared index (a field's path, fields.py) is read from the stored JSON in C when the
+    C reader is built and the store has no converters (`fmt`: its value format; None: every
+    value goes through the equivalent Python function)."""
 
-    def __init__(self, fns: Mapping[str, IndexFn], decode: Decode, topic: str) -> None:
-        self.fns, self.decode, self.topic = dict(fns), decode, topic
+    def __init__(
+        self,
+        fns: Mapping[str, IndexFn | str],
+        decode: Decode,
+        topic: str,
+        fmt: int | None = None,
+    ) -> None:
+        self.fns: dict[str, IndexFn] = {
+            name: field_index(fn) if isinstance(fn, str) else fn for name, fn in fns.items()
+        }
+        self.decode, self.topic = decode, topic
+        self.native = None if fmt is None else native_values
+        self.fmt = fmt or 0
+        self.paths = {name: path_of(fn) for name, fn in fns.items() if isinstance(fn, str)}
         self.failures = dict.fromkeys(self.fns, 0)  # since this start, per index
 
     def values(
@@ -85,13 +103,22 @@ class Indexer:
         after it, in the order of `staged`, for each index of `defs` this store has a
         function for (storage.index_defs.IndexValues)."""
         failures = _Failures(self.topic, self.failures)
-        decoded = self._decoded(staged, failures)
+        decoded = _Decoded(staged, self.decode, self.topic, failures)
+        names = [name for name in defs if name in self.fns]
+        native = self.native
+        read = {name: self.paths[name] for name in names if native and name in self.paths}
+        if len(read) < len(names):  # a function sees every value: decode them all once
+            decoded.fill()
         keys = list(staged)
-        news = {
-            name: self._new_values(name, fn, keys, decoded, failures)
-            for name in defs
-            if (fn := self.fns.get(name)) is not None
-        }
+        # Every declared index in one call: each value is checked once for all of them.
+        got = dict(zip(read, self._read(tuple(read.values()), staged), strict=True))
+        news = {}
+        for name in names:
+            fn = self.fns[name]
+            if name in got:
+                news[name] = self._completed(name, fn, got[name], staged, decoded, failures)
+            else:
+                news[name] = self._new_values(name, fn, keys, decoded, failures)
         failures.end()
         return news
 
@@ -100,30 +127,45 @@ class Indexer:
         name: str,
         fn: IndexFn,
         keys: list[bytes],
-        decoded: Mapping[bytes, Any],
+        decoded: _Decoded,
         failures: _Failures,
     ) -> list[frozenset[bytes]]:
         """Each key's index values in index `name` after the batch."""
         out = []
+        values = decoded.values
         for key in keys:
-            value = decoded.get(key, _NOTHING)
+            value = values[key]
             out.append(_NONE if value is _NOTHING else self._values(name, fn, key, value, failures))
         return out
 
-    def _decoded(
-        self, staged: Mapping[bytes, bytes | None], failures: _Failures
-    ) -> dict[bytes, Any]:
-        """{key: value as queries return it} of the keys the batch left live and readable."""
-        out: dict[bytes, Any] = {}
-        decode, topic = self.decode, self.topic
-        for key, raw in staged.items():
-            if raw is None:
-                continue
-            try:
-                out[key] = decode(raw, key, topic)
-            except Exception as exc:  # InvalidValue, ConversionFailed: no entries anywhere
-                failures.add(None, key, exc)
-        return out
+    def _read(
+        self, paths: tuple[tuple[bytes, ...], ...], staged: Mapping[bytes, bytes | None]
+    ) -> tuple[list[frozenset[bytes] | None], ...]:
+        """Per path, each key's index values read in C (None where it left the value to the
+        equivalent function), one call for the batch."""
+        if not paths:
+            return ()
+        assert self.native is not None  # paths only with the C reader
+        return self.native(list(staged.values()), paths, self.fmt)
+
+    def _completed(
+        self,
+        name: str,
+        fn: IndexFn,
+        out: list[frozenset[bytes] | None],
+        staged: Mapping[bytes, bytes | None],
+        decoded: _Decoded,
+        failures: _Failures,
+    ) -> list[frozenset[bytes]]:
+        """`out` with the values the C reader left (rare) given by `fn`, its equivalent."""
+        if None in out:
+            for i, key in enumerate(staged):
+                if out[i] is None:
+                    value = decoded.get(key)
+                    out[i] = (
+                        _NONE if value is _NOTHING else self._values(name, fn, key, value, failures)
+                    )
+        return out  # type: ignore[return-value]  # no None left
 
     def _values(
         self, name: str, fn: IndexFn, key: bytes, value: Any, failures: _Failures
@@ -135,7 +177,41 @@ class Indexer:
             return _NONE
 
 
+class _Decoded:
+    """The values of a batch's keys as queries return them, each decoded once, when first
+    needed or all at once (fill): _NOTHING for a key deleted or unreadable, which counts one
+    failure in every index."""
+
+    def __init__(
+        self,
+        staged: Mapping[bytes, bytes | None],
+        decode: Decode,
+        topic: str,
+        failures: _Failures,
+    ) -> None:
+        self.staged, self.decode, self.topic, self.failures = staged, decode, topic, failures
+        self.values: dict[bytes, Any] = {}
+
+    def fill(self) -> None:
+        for key in self.staged:
+            self.get(key)
+
+    def get(self, key: bytes) -> Any:
+        value = self.values.get(key, _UNSEEN)
+        if value is not _UNSEEN:
+            return value
+        raw, value = self.staged[key], _NOTHING
+        if raw is not None:
+            try:
+                value = self.decode(raw, key, self.topic)
+            except Exception as exc:  # InvalidValue, ConversionFailed: no entries anywhere
+                self.failures.add(None, key, exc)
+        self.values[key] = value
+        return value
+
+
 _NOTHING: Any = object()
+_UNSEEN: Any = object()
 _NONE: frozenset[bytes] = frozenset()
 
 

@@ -23,11 +23,13 @@ from globalstore.storage.meta import (
     K_APPLIED_AT,
     K_COUNT,
     K_IN_SYNC_AT,
+    K_INVALID_HELD,
     K_LAYOUT,
     K_MIGRATE_FROM,
     K_RESTORED_AT,
     K_TOPIC,
     K_TOPIC_ID,
+    UNDECODABLE_COUNTING,
     offset_key,
     opt_int,
 )
@@ -164,10 +166,15 @@ class Batch:
             if key in quarantine.keys:
                 self.put_meta(quarantine.entry_of(key), None)
                 self.quarantining[key] = False
-        if self.quarantining:
-            held = quarantine.count_after(self.quarantining)
-            self.put_meta(quarantine.count_key, I64.pack(held))
-            self.change(undecodable=held)
+        self._count_quarantined()
+
+    def uncount(self) -> None:
+        """The batch's values go in unchecked (a bulk restore of a store that stores
+        undecodable values as they came): the count is unknown, in the batch of those values,
+        until the pass after the restore has marked them all (Storage.undecodable_step)."""
+        if not self.state.undecodable_counting:
+            self.put_meta(K_INVALID_HELD, I64.pack(UNDECODABLE_COUNTING))
+            self.change(undecodable=None, undecodable_counting=True)
 
     def settle(self) -> None:
         """The batch is written: the quarantine holds what it put in."""
@@ -182,13 +189,21 @@ class Batch:
         self.put_meta(K_APPLIED_AT, I64.pack(now_ms))
         self.put_meta(K_COUNT, None if count is None else I64.pack(count))
         self.change(positions={**self.state.positions, **moved}, count=count)
+        self._count_quarantined()
+
+    def _count_quarantined(self) -> None:
+        """The quarantine's count after the batch, in the batch: not while the marks are
+        being counted after a bulk restore (their pass writes the count when it ends)."""
         quarantine = self.quarantine
-        if quarantine is not None and self.quarantining:
-            held = quarantine.count_after(self.quarantining)
-            self.put_meta(quarantine.count_key, I64.pack(held))
-            self.change(undecodable=held)
-            if quarantine.withhold:
-                self.change(quarantined=held)
+        if quarantine is None or not self.quarantining:
+            return
+        if not quarantine.withhold and self.state.undecodable_counting:
+            return
+        held = quarantine.count_after(self.quarantining)
+        self.put_meta(quarantine.count_key, I64.pack(held))
+        self.change(undecodable=held)
+        if quarantine.withhold:
+            self.change(quarantined=held)
 
     def initialise(
         self, topic: str | None, topic_id: str | None, now_ms: int, more: Mapping[bytes, bytes]

@@ -40,8 +40,10 @@ from globalstore.storage.meta import (
     I64,
     INDEX_CF,
     INDEX_PREFIX,
+    INVALID_PREFIX,
     K_COUNT,
     K_IN_SYNC_AT,
+    K_INVALID_HELD,
     META_CF,
     OFFSET_PREFIX,
     Meta,
@@ -49,9 +51,9 @@ from globalstore.storage.meta import (
 )
 from globalstore.storage.opening import db_dir, open_rdict
 from globalstore.storage.options import rocksdb_options
-from globalstore.storage.quarantine import Quarantine
+from globalstore.storage.quarantine import Quarantine, marked
 from globalstore.storage.records import Applied, NativeBatch, Records
-from globalstore.storage.scan import Recount, scan_items
+from globalstore.storage.scan import Recount, scan_items, uncached
 from globalstore.storage.state import StorageState
 from globalstore.storage.timeindex import TimeIndex
 
@@ -89,6 +91,8 @@ class Storage:
         # Only this thread-safe reference is ever replaced: by commit() after each write.
         self.state = StorageState()
         self._recount: Recount | None = None
+        # The pass after a bulk restore: the key its next step starts from (None: none runs).
+        self._undecodable_from: bytes | None = None
         # The indexes it holds write through its IndexHost members (host.py).
         self.indexes = SecondaryIndexes(self)  # a store with indexes keeps them (index_defs.py)
         self.time = TimeIndex(self, self.indexes)  # a store with a ttl keeps it (timeindex.py)
@@ -250,7 +254,7 @@ class Storage:
         into writing it). Atomic flush (RocksDBOptions) persists both column families
         together, so a crash loses the unflushed batches, their offsets with them; the next
         start resumes from the last flushed ones. begin_recount flushes first."""
-        batch = self.batch()
+        batch = self.batch() if exact_count else self._bulk_batch()
         out = batch.records(records, ends, self._tracks_writes, exact_count or list_keys)
         return self._commit_applied(batch, out, exact_count, now_ms)
 
@@ -260,7 +264,7 @@ class Storage:
         """Apply the batch the C loop consumes, written exactly as apply() writes the same
         records: a bulk restore (exact_count=False) or a follow batch of a plain store, which
         keeps the count exact and lists the batch's keys in Applied.present."""
-        batch = self.batch()
+        batch = self.batch() if exact_count else self._bulk_batch()
         out = batch.native(restorer, timeout, self._tracks_writes or exact_count)
         if exact_count:
             staged = batch.staged or {}
@@ -297,6 +301,70 @@ class Storage:
     def batch(self) -> Batch:
         """A new write, from the state the store holds now (batch.py)."""
         return Batch(self.state, self._meta_cf, self.quarantine)
+
+    def _bulk_batch(self) -> Batch:
+        """A bulk apply's write. A store that stores undecodable values as they came checks
+        none of them there (the check was most of a cold restore's cost beyond the plain
+        one): the batch marks the count unknown, and the pass once the store is ready
+        (begin_undecodable_count) marks and counts them. A quarantining store checks each
+        value, which decides whether it is stored."""
+        quarantine = self.quarantine
+        if quarantine is None or quarantine.withhold:
+            return self.batch()
+        batch = Batch(self.state, self._meta_cf)
+        batch.uncount()
+        return batch
+
+    def begin_undecodable_count(self) -> bool:
+        """Start the pass that marks and counts the undecodable values a bulk restore stored
+        unchecked, if one is due (the store says so, in the meta of those values' batches,
+        across restarts): whether it is. Call it from the writing thread, between applies;
+        every apply from then on checks its values (Batch), so the pass only has to look at
+        each key's current value once, in key order, between them. It starts over: the
+        marks a pass cut short or an older restore left are dropped first."""
+        quarantine = self.quarantine
+        if not self.state.undecodable_counting or quarantine is None or quarantine.withhold:
+            self._undecodable_from = None
+            return False
+        batch = self.batch()
+        for key in list(marked(self.meta_items)):
+            batch.put_meta(INVALID_PREFIX + key, None)
+            batch.quarantining[key] = False
+        self.commit(batch)
+        batch.settle()
+        self._undecodable_from = b""
+        return True
+
+    def undecodable_step(self, chunk: int) -> int | None:
+        """Check up to `chunk` more stored values, marking those that do not decode (and
+        unmarking those that do) in one batch; the count (also stored) once all are, else
+        None."""
+        start, quarantine = self._undecodable_from, self.quarantine
+        if start is None or quarantine is None:
+            raise StorageError("undecodable_step() without begin_undecodable_count()")
+        pairs = list(itertools.islice(self._db.items(from_key=start, read_opt=uncached()), chunk))
+        batch, check, held = self.batch(), quarantine.check, quarantine.keys
+        for key, raw in pairs:
+            reason = check(key, raw)
+            if reason is not None:
+                if key not in held:
+                    batch.put_meta(INVALID_PREFIX + key, reason.encode("utf-8"))
+                    batch.quarantining[key] = True
+            elif key in held:
+                batch.put_meta(INVALID_PREFIX + key, None)
+                batch.quarantining[key] = False
+        done = len(pairs) < chunk
+        n = None
+        if done:
+            n = quarantine.count_after(batch.quarantining)
+            batch.put_meta(K_INVALID_HELD, I64.pack(n))
+            batch.change(undecodable=n, undecodable_counting=False)
+            self._undecodable_from = None
+        else:
+            self._undecodable_from = pairs[-1][0] + b"\x00"  # the next key after it
+        self.commit(batch)
+        batch.settle()
+        return n
 
     def commit(self, batch: Batch) -> None:
         """Write `batch` as one WriteBatch under the view lock, then publish the state it

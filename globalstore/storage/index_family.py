@@ -45,16 +45,11 @@ class IndexFamily:
         values after the batch, in the order of `keys`}) and the new entry counts of those
         that changed; returns the counts after the batch (`entries` are those before it).
         The reverse entries are read as they were before the batch."""
-        handle = self._handle  # called per entry: one call, not two
-
-        def put(key: bytes, value: bytes) -> None:
-            wb.put(key, value, handle)
-
-        def delete(key: bytes) -> None:
-            wb.delete(key, handle)
-
+        handle = self._handle
         deltas = {
-            name: write_changes(defs[name].id, keys, values, self.get_many, put, delete)
+            name: write_changes(
+                defs[name].id, keys, values, self.get_many, wb.put, wb.delete, handle
+            )
             for name, values in news.items()
         }
         after = dict(entries)

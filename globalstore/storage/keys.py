@@ -28,6 +28,11 @@ from collections.abc import Callable, Mapping
 
 from globalstore.codec import HEADER_SIZE, TIMESTAMP, TIMESTAMP_AT, V1
 
+try:
+    from globalstore.storage import _entries
+except ImportError:  # built without its C extension: write_changes runs in Python
+    _entries = None  # type: ignore[assignment]
+
 __all__ = [
     "SEP",
     "TIME",
@@ -155,18 +160,44 @@ def write_changes(
     keys: list[bytes],
     news: list[frozenset[bytes]],
     get_many: Callable[[list[bytes]], list[bytes | None]],
-    put: Callable[[bytes, bytes], object],
-    delete: Callable[[bytes], object],
+    put: Callable[..., object],
+    delete: Callable[..., object],
+    handle: object = None,
 ) -> int:
     """Put the entries of index `index_id` that `keys` gain and delete those they lose,
     going from their stored values (their reverse entries, read with `get_many`) to `news`;
-    returns the change in the index's number of entries. The hot loop of an indexed
-    restore: the prefixes are built once, and a key that had no entry (every key of a new
-    store) takes no set arithmetic."""
+    returns the change in the index's number of entries. `put` and `delete` are a
+    WriteBatch's, given the column family `handle` as last argument (None: none given).
+    The hot loop of an indexed restore: in C (_entries.c) where built, which writes the
+    same entries in the same order."""
     entries = ENTRY + _ID.pack(index_id)  # entry_key()'s layout, its prefix built once
     reverse = [KEYS + _ID.pack(index_id) + k for k in keys]
+    olds = get_many(reverse)
+    if _entries is not None:
+        return int(
+            _entries.write_changes(entries, keys, reverse, news, olds, encode_values, put,
+                                   delete, handle)
+        )  # fmt: skip
+    if handle is not None:
+        put_in, delete_in = put, delete
+        put = lambda k, v: put_in(k, v, handle)  # noqa: E731
+        delete = lambda k: delete_in(k, handle)  # noqa: E731
+    return _write_changes(entries, keys, reverse, news, olds, put, delete)
+
+
+def _write_changes(
+    entries: bytes,
+    keys: list[bytes],
+    reverse: list[bytes],
+    news: list[frozenset[bytes]],
+    olds: list[bytes | None],
+    put: Callable[..., object],
+    delete: Callable[..., object],
+) -> int:
+    """write_changes in Python (where the C module is not built): a key that had no entry
+    (every key of a new store) takes no set arithmetic."""
     delta = 0
-    for key, rkey, new, old_raw in zip(keys, reverse, news, get_many(reverse), strict=True):
+    for key, rkey, new, old_raw in zip(keys, reverse, news, olds, strict=True):
         if old_raw is None:
             if not new:
                 continue

@@ -30,7 +30,8 @@ Keys (column family "meta"):
     quarantined    how many keys the quarantine holds (i64; absent: none)
     quarantine:<key>  a quarantined record (quarantine.py), written in the batch of its offset
     invalid_held   invalid_values "store": how many keys hold a value that does not decode
-                   (i64; absent: not counted, a store written before the count existed)
+                   (i64; absent: not counted, a store written before the count existed;
+                   COUNTING: a bulk restore wrote values unchecked, the pass after it is due)
     invalid:<key>  such a key (its value is the reason), written in the batch of its value
 """
 
@@ -71,6 +72,7 @@ __all__ = [
     "META_CF",
     "OFFSET_PREFIX",
     "QUARANTINE_PREFIX",
+    "UNDECODABLE_COUNTING",
     "IndexDef",
     "Meta",
     "cursor_entry",
@@ -109,6 +111,9 @@ K_QUARANTINED = b"quarantined"
 QUARANTINE_PREFIX = b"quarantine:"
 K_INVALID_HELD = b"invalid_held"
 INVALID_PREFIX = b"invalid:"
+# K_INVALID_HELD while the count is unknown: written in a bulk restore's batches, replaced by
+# the count once the pass over the values after it (storage.database) has marked them all.
+UNDECODABLE_COUNTING = -1
 _BUILT = b"built"  # K_TIME_INDEX of a complete time index; else b"cursor:" + hex
 
 
@@ -193,6 +198,7 @@ class Meta:
     quarantined: int = 0  # keys the quarantine holds
     # Keys whose latest record did not decode, stored or quarantined (None: not counted).
     undecodable: int | None = None
+    undecodable_counting: bool = False  # K_INVALID_HELD is UNDECODABLE_COUNTING
 
 
 def opt_int(raw: bytes | None) -> int | None:
@@ -238,8 +244,14 @@ def parse_meta(
         meta.time_index = get(K_TIME_INDEX)
         meta.invalid_values = _opt_str(get(K_INVALID_VALUES))
         meta.quarantined = _opt_i64(get(K_QUARANTINED)) or 0
+        held = _opt_i64(get(K_INVALID_HELD))
+        meta.undecodable_counting = held == UNDECODABLE_COUNTING
         meta.undecodable = (
-            meta.quarantined if meta.invalid_values is not None else _opt_i64(get(K_INVALID_HELD))
+            meta.quarantined
+            if meta.invalid_values is not None
+            else None
+            if meta.undecodable_counting
+            else held
         )
         for key, value in from_indexes:
             if not key.startswith(INDEX_PREFIX):

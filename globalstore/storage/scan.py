@@ -12,7 +12,7 @@ import rocksdict
 from globalstore.storage.failures import is_absent
 from globalstore.storage.keys import split_entry
 
-__all__ = ["Recount", "bounded", "index_items", "scan_items"]
+__all__ = ["Recount", "bounded", "index_items", "scan_items", "uncached"]
 
 
 def scan_items(
@@ -24,7 +24,7 @@ def scan_items(
     the database as of its creation, so a scan never mixes two batches. Bounds are checked
     here: ReadOptions' iterate bounds are unreliable in rocksdict 0.3.29.
     """
-    ro = _uncached()
+    ro = uncached()
     if reverse:
         items = db.items(backwards=True, from_key=upper, read_opt=ro)
     else:
@@ -34,7 +34,7 @@ def scan_items(
     return bounded(items, lower, upper, reverse)
 
 
-def _uncached() -> rocksdict.ReadOptions:
+def uncached() -> rocksdict.ReadOptions:
     """Options of a read that visits each block once (a scan, the recount): it keeps them out
     of the block cache that point gets use."""
     ro = rocksdict.ReadOptions()
@@ -113,7 +113,7 @@ class Recount:
     @classmethod
     def of(cls, db: rocksdict.Rdict) -> Recount:
         """A count of the keys `db` holds now."""
-        return cls(db.keys(read_opt=_uncached()))
+        return cls(db.keys(read_opt=uncached()))
 
     def step(self, chunk: int) -> int | None:
         """Count up to `chunk` more keys: the live keys once the iterator ends, else None."""

@@ -31,8 +31,11 @@ class StorageState:
     time_entries: int = 0
     quarantined: int = 0  # keys the quarantine holds (quarantine.py)
     # Keys whose latest record did not decode: stored as they came, or quarantined (None:
-    # not counted, a store written before the count existed).
+    # not counted, a store written before the count existed, or being counted: see below).
     undecodable: int | None = None
+    # A bulk restore stored values unchecked: they are marked and counted by a pass over the
+    # values once the store is ready (Storage.begin_undecodable_count).
+    undecodable_counting: bool = False
 
     @classmethod
     def of(cls, meta: Meta, index_entries: Mapping[str, int]) -> StorageState:
@@ -48,6 +51,7 @@ class StorageState:
             index_entries,
             quarantined=meta.quarantined,
             undecodable=meta.undecodable,
+            undecodable_counting=meta.undecodable_counting,
         )
 
     def __post_init__(self) -> None:

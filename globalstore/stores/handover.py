@@ -63,7 +63,11 @@ class Handover:
             sent["transform"] = _named(sent["transform"], "transform")
         for name in _FUNCTIONS:
             if sent.get(name) is not None:
-                sent[name] = {str(k): _named(f, f"{name}[{k!r}]") for k, f in sent[name].items()}
+                sent[name] = {
+                    # A declared index (a field's path) is a str: sent as it is.
+                    str(k): f if isinstance(f, str) else _named(f, f"{name}[{k!r}]")
+                    for k, f in sent[name].items()
+                }
         return cls(
             topic,
             bootstrap_servers,
@@ -96,7 +100,8 @@ class Handover:
         for name in _FUNCTIONS:
             if settings.get(name) is not None:
                 settings[name] = {
-                    k: _imported(f, f"{name}[{k}]") for k, f in settings[name].items()
+                    k: f if isinstance(f, str) else _imported(f, f"{name}[{k}]")
+                    for k, f in settings[name].items()
                 }
         if settings.get("converters") is not None:  # JSON made the format numbers strings
             settings["converters"] = {int(k): f for k, f in settings["converters"].items()}

@@ -6,6 +6,7 @@ and resumed, equals the model too."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -249,3 +250,42 @@ def test_an_added_index_is_built_and_a_build_killed_halfway_resumes(
     finally:
         files.close()
     assert killed_at < scanned <= len(model.values) + 100
+
+
+def _index_entries(path: Path) -> list[bytes]:
+    """Every entry of the index column family a store left on disk, in order."""
+    storage = Storage(path)
+    try:
+        storage.load(storage.read_meta())
+        assert storage._index is not None
+        return storage._index.keys(b"", b"\xff" * 9, 10**9)
+    finally:
+        storage.close()
+
+
+def test_declared_indexes_write_the_bytes_of_their_functions_on_both_loops(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    rng = random.Random(int(os.environ.get("INDEX_SEED", "2517")))
+    topic = make_topic(partitions=3)
+    produce(kafka_bootstrap, topic, orders(rng, 3_000, 400))
+    declared = {"by_courier": "courier", "by_tag": "tags"}
+    stores: dict[str, dict[str, Any]] = {
+        "functions": {"indexes": INDEXES, "bulk_restore_threshold": 100},
+        "declared": {"indexes": declared, "bulk_restore_threshold": 100},  # the C loop
+        "declared, Python loop": {"indexes": declared, "native_restore": False},
+    }
+    with contextlib.ExitStack() as open_stores:
+        # Restored, then following the same records.
+        running = [
+            open_stores.enter_context(GlobalStore(topic, kafka_bootstrap, tmp_path / n, **s))
+            for n, s in stores.items()
+        ]
+        for round_ in range(3):
+            records = orders(rng, 100, 400, start=10_000 * (round_ + 1))
+            written = produce(kafka_bootstrap, topic, records)
+            assert all(store.wait_for(written, 60) for store in running)
+    entries = {name: _index_entries(tmp_path / name) for name in stores}
+    assert len(entries["functions"]) > 500
+    assert entries["declared"] == entries["functions"]
+    assert entries["declared, Python loop"] == entries["functions"]

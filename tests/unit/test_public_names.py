@@ -14,6 +14,7 @@ PUBLIC = {
     "StoreAlreadyStarted", "StoreClosed", "StoreConfig", "StoreFailed", "StoreListener",
     "StoreLocked", "StoreNotReady", "StoreReader", "StoreSettings", "StoreStatus", "SwitchingStore",
     "TopicNotCompacted", "TopicNotFound", "UnknownIndex", "UnreadableStore", "end_offsets",
+    "field_index",
 }  # fmt: skip
 
 

@@ -1,6 +1,8 @@
 """A store that stores values that do not decode counts them exactly: each one marked in the
 batch of its value, unmarked by a later value that decodes, a tombstone or a purge; the count
-survives a restart; both loops' put alike; each arrival is named in the log."""
+survives a restart; both loops' put alike; each arrival is named in the log. A bulk restore
+checks nothing: the pass after it marks and counts them, exact whatever follow batches run
+beside it and across a stop at any point."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from globalstore.config import StoreConfig
 from globalstore.shaping import quarantine
 from globalstore.storage import Storage
 from globalstore.storage.meta import K_INVALID_HELD
+from globalstore.storage.quarantine import marked
 from tests.unit.storage.test_quarantine import PastTheCheckLikeTheCLoop
 from tests.unit.store_fakes import LikeTheCLoop, batch
 
@@ -59,9 +62,9 @@ def test_a_value_that_decodes_or_a_tombstone_takes_the_key_out(storage: Storage)
 
 
 def test_both_loops_count_alike(storage: Storage) -> None:
-    storage.apply_native(LikeTheCLoop(batch(("a", "1"), ("b", "x"), ("c", "x"))), 0, 1)
+    storage.apply_native(LikeTheCLoop(batch(("a", "1"), ("b", "x"), ("c", "x"))), 0, 1, True)
     past = PastTheCheckLikeTheCLoop(batch(("c", "3"), ("d", "4"), ("e", "x"), start=3))
-    storage.apply_native(past, 0, 2)
+    storage.apply_native(past, 0, 2, True)
     assert past.unchecked == 1  # d went past the check; c is held, so it was checked
     assert storage.state.undecodable == 2  # b, e
     assert storage.get(b"e") is not None
@@ -96,3 +99,63 @@ def test_a_store_written_before_the_count_says_it_does_not_know(tmp_path: Path) 
     storage.apply(batch(("a", "{")), {}, True, 1)
     assert storage.state.undecodable is None
     storage.close()
+
+
+def bulk_then_counted(storage: Storage, chunk: int, between: object = None) -> int | None:
+    """The pass after a bulk restore, `chunk` values a step, calling `between()` (a follow
+    batch) after its first step, as the store thread runs them in turn."""
+    assert storage.begin_undecodable_count()
+    n = storage.undecodable_step(chunk)
+    if callable(between):
+        between()
+    while n is None:
+        n = storage.undecodable_step(chunk)
+    return n
+
+
+def test_a_bulk_restore_checks_nothing_and_the_pass_after_it_counts_exactly(
+    storage: Storage,
+) -> None:
+    storage.apply(batch(("a", "{"), ("z", "{")), {}, True, 1)  # marked before the restore
+    assert storage.state.undecodable == 2
+    records = [("a", None), ("b", "{"), ("c", "1"), ("d", "{"), ("e", "2"), ("f", "{")]
+    storage.apply(batch(*records, start=2), {}, False, 2)  # a bulk apply: Python loop
+    storage.apply_native(LikeTheCLoop(batch(("g", "x"), ("h", "3"), start=8)), 0, 3)  # C loop
+    assert storage.state.undecodable is None and storage.state.undecodable_counting
+    assert storage.read_meta().undecodable_counting  # in the batch of the values
+    assert storage.read_meta().undecodable is None
+    assert (storage.get(b"g") or b"").endswith(b"x")  # stored as it came
+
+    def follow() -> None:
+        # Beside the pass: keys behind its cursor and ahead of it change both ways.
+        storage.apply(batch(("b", "4"), ("h", "{"), ("f", None), ("i", "{"), start=10), {}, True, 4)
+
+    # Undecodable now: d, g, h, i, z (a was deleted by the restore, b and f changed).
+    assert bulk_then_counted(storage, 2, follow) == 5
+    assert storage.state.undecodable == 5 and not storage.state.undecodable_counting
+    assert storage.read_meta().undecodable == 5
+    assert sorted(marked(storage.meta_items)) == [b"d", b"g", b"h", b"i", b"z"]
+    storage.apply(batch(("d", "5"), start=14), {}, True, 5)  # counted again per batch
+    assert storage.state.undecodable == 4
+
+
+@pytest.mark.parametrize("steps", [0, 1])
+def test_the_count_stays_due_across_a_stop_before_or_during_the_pass(
+    tmp_path: Path, steps: int
+) -> None:
+    storage = counting(tmp_path / "db")
+    storage.apply(batch(*((f"k{i}", "{" if i % 3 else "1") for i in range(9))), {}, False, 1)
+    if steps:
+        assert storage.begin_undecodable_count()
+        assert storage.undecodable_step(4) is None  # stopped with the pass cut short
+    storage.close()
+    reopened = counting(tmp_path / "db")
+    assert reopened.state.undecodable is None and reopened.quarantine is not None
+    reopened.apply(batch(("k0", "{"), ("k1", "1"), start=9), {}, True, 2)  # a follow batch
+    assert reopened.state.undecodable is None  # not a count until the pass ends
+    assert bulk_then_counted(reopened, 4) == 6
+    assert sorted(marked(reopened.meta_items)) == [b"k0", b"k2", b"k4", b"k5", b"k7", b"k8"]
+    reopened.close()
+    again = counting(tmp_path / "db")
+    assert again.state.undecodable == 6 and not again.begin_undecodable_count()
+    again.close()
