@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from globalstore import GlobalStore, ValueCache
+from tests.conftest import TopicFactory
 from tests.integration.store_support import produce
 
 KEYS = [f"hot-{i:02d}" for i in range(20)]
@@ -17,7 +18,7 @@ KEYS = [f"hot-{i:02d}" for i in range(20)]
 
 @pytest.mark.parametrize("follower", ["thread", "process"])
 def test_gets_follow_the_offset_order_while_the_keys_are_rewritten(
-    kafka_bootstrap: str, make_topic, tmp_path: Path, follower: str
+    kafka_bootstrap: str, make_topic: TopicFactory, tmp_path: Path, follower: str
 ) -> None:
     """Round v writes {"v": v} to every key, at offsets v*n .. v*n+n-1 of the one partition:
     a get that begins once position p is visible answers a round no older than the last one
