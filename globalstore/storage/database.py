@@ -207,9 +207,8 @@ class Storage:
                 self._db.try_catch_up_with_primary()
             meta = self.read_meta()
             if (meta.indexes or meta.time_index is not None) and self._index is None:
-                # The writer defined the first index (or a time index) since this
-                # instance opened, and a secondary cannot open a column family later:
-                # open again.
+                # The writer defined the first index (or a time index) since this instance
+                # opened, and a secondary cannot open a column family later: open again.
                 self._close_db()
                 self._open()
         self.load(meta)
