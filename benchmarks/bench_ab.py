@@ -7,6 +7,9 @@ uncounted send per peer, so a peer that keeps what it learned from a send shows 
     git worktree add /tmp/before HEAD~3 && (cd /tmp/before && python setup.py build_ext --inplace)
     python benchmarks/bench_ab.py /tmp/before . --keys 1000000 --rounds 3
 
+--after-value-cache N gives the after checkout's stores ValueCache(entries=N): what the
+cache's invalidation costs a restore and a follow.
+
 Each measurement runs in a child process whose PYTHONPATH is that checkout, so the child
 imports that checkout's globalstore (and its C restore loop, if built there). Prints the
 medians of each and after/before ratios.
@@ -31,6 +34,7 @@ from typing import Any
 from globalstore import GlobalStore, StoreListener
 
 CHILD_TIMEOUT_S = 1800
+CACHE_ENV = "BENCH_AB_VALUE_CACHE"  # entries of the after checkout's value cache, if any
 
 
 class _Restored(StoreListener):
@@ -41,11 +45,23 @@ class _Restored(StoreListener):
         self.records, self.seconds = total_records, seconds
 
 
+def settings() -> dict[str, Any]:
+    """The store settings this child was given (--after-value-cache, for the after checkout
+    alone: the before one may not have the setting)."""
+    entries = os.environ.get(CACHE_ENV)
+    if not entries:
+        return {}
+    from globalstore import ValueCache  # noqa: PLC0415 - only the after checkout has it
+
+    return {"value_cache": ValueCache(entries=int(entries))}
+
+
 def restore_rate(bootstrap: str, topic: str, path: Path) -> dict[str, float]:
     """Records/s of a cold restore, start() call to ready."""
     listener = _Restored()
     began = time.perf_counter()
-    store = GlobalStore(topic, bootstrap, path, listeners=[listener]).start(timeout=900)
+    store = GlobalStore(topic, bootstrap, path, listeners=[listener], **settings())
+    store.start(timeout=900)
     seconds = time.perf_counter() - began
     store.close()
     return {"rate": listener.records / seconds, "records": listener.records}
@@ -55,7 +71,7 @@ def follow_latency(bootstrap: str, topic: str, path: Path, samples: int) -> dict
     """p50 and p99 seconds from produce() to store.wait_for(that offset) returning."""
     from bench_store import visible_by_wait_for  # noqa: PLC0415 - needs the child's globalstore
 
-    with GlobalStore(topic, bootstrap, path).start(timeout=120) as store:
+    with GlobalStore(topic, bootstrap, path, **settings()).start(timeout=120) as store:
         seen = sorted(visible_by_wait_for(store, bootstrap, topic, samples))
     return {"p50": seen[len(seen) // 2], "p99": seen[int(0.99 * (len(seen) - 1))]}
 
@@ -81,8 +97,8 @@ def checkout_env(checkout: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
-def measure(checkout: Path, *args: str) -> dict[str, Any]:
-    env = checkout_env(checkout)
+def measure(checkout: Path, *args: str, cache: int = 0) -> dict[str, Any]:
+    env = {**checkout_env(checkout), CACHE_ENV: str(cache or "")}
     # -P: without it the child's sys.path starts with this script's directory, so it would
     # import this checkout's benchmark helpers (and through them modules `checkout` may lack).
     command = [sys.executable, "-P", __file__, "--child", *args]
@@ -111,6 +127,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=1000, help="produce→visible samples")
     parser.add_argument("--snapshot", action="store_true", help="also stream and boot from peers")
+    parser.add_argument(
+        "--after-value-cache", type=int, default=0, help="the after stores' ValueCache entries"
+    )
     args = parser.parse_args()
     checkouts = {"before": args.before.resolve(), "after": args.after.resolve()}
     results: dict[tuple[str, str], list[float]] = {}
@@ -127,11 +146,14 @@ def main() -> None:
                 for label in order:
                     where = checkouts[label]
                     path = str(work / f"{label}-{r}")
-                    got = measure(where, "restore", broker.bootstrap, restore_topic, path)
+                    cache = args.after_value_cache if label == "after" else 0
+                    got = measure(
+                        where, "restore", broker.bootstrap, restore_topic, path, cache=cache
+                    )
                     results.setdefault((label, "restore rec/s"), []).append(got["rate"])
                     got = measure(
                         where, "follow", broker.bootstrap, follow_topic, path + "-f",
-                        str(args.samples),
+                        str(args.samples), cache=cache,
                     )  # fmt: skip
                     results.setdefault((label, "follow p50 ms"), []).append(1000 * got["p50"])
                     results.setdefault((label, "follow p99 ms"), []).append(1000 * got["p99"])

@@ -15,7 +15,7 @@ compacted Kafka topic. See docs/store.md."""
 # The names imported below are the public API; everything else may change.
 
 from globalstore.codec import Entry
-from globalstore.config import RocksDBOptions, StoreConfig, StoreSettings
+from globalstore.config import RocksDBOptions, StoreConfig, StoreSettings, ValueCache
 from globalstore.errors import (
     AuthenticationError,
     AuthorizationError,
@@ -104,6 +104,7 @@ __all__ = [
     "TopicNotFound",
     "UnknownIndex",
     "UnreadableStore",
+    "ValueCache",
     "end_offsets",
     "field_index",
 ]

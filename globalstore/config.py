@@ -28,6 +28,7 @@ __all__ = [
     "RocksDBOptions",
     "StoreConfig",
     "StoreSettings",
+    "ValueCache",
     "check_follow_batch",
     "check_indexes",
     "check_seconds",
@@ -64,6 +65,25 @@ class RocksDBOptions:
     # with pread (docs/performance.md, "Point reads and get_many"). pread keeps memory
     # bounded by the caches.
     mmap_reads: bool = False
+
+
+@dataclass(frozen=True)
+class ValueCache:
+    """A cache of decoded values for get() of hot keys: a key asked again is answered without
+    a RocksDB lookup or a JSON decode, until a write replaces its value (that write drops it
+    before anyone can see the write) or it ages out under the ttl. At most `entries` values
+    and `max_bytes` of their stored bytes (a decoded value takes a few times its stored
+    size in memory); past either, the value kept longest goes first.
+
+    get() then returns the cached object itself to every caller: treat it as read-only
+    (copy it before changing it), or every later get() of the key sees the change."""
+
+    entries: int = 10_000
+    max_bytes: int = 16 << 20
+
+    def __post_init__(self) -> None:
+        if self.entries < 1 or self.max_bytes < 1:
+            raise ValueError(f"ValueCache needs entries and max_bytes >= 1: {self}")
 
 
 class OnUnreadable(enum.StrEnum):
@@ -104,6 +124,8 @@ class StoreConfig:
     # offline longer than delete.retention.ms is resumed, not rebuilt (a WARNING says so).
     check_topic_config: bool = True
     rocksdb: RocksDBOptions = field(default_factory=RocksDBOptions)
+    # Decoded values of hot keys for get() (ValueCache); None: every get reads RocksDB.
+    value_cache: ValueCache | None = None
     # Records per consume() call while restoring: large batches amortise Python overhead.
     restore_batch_size: int = 10_000
     # Follow with a short poll so a produced record becomes visible within a few ms. A follow
@@ -267,6 +289,7 @@ class StoreSettings(TypedDict, total=False):
     allow_uncompacted: bool
     check_topic_config: bool
     rocksdb: RocksDBOptions
+    value_cache: ValueCache | None
     restore_batch_size: int
     follow_batch_size: int
     follow_batch_max: int

@@ -33,6 +33,7 @@ from globalstore.read.source import StoreSource
 from globalstore.shaping import ttl
 from globalstore.storage import Storage
 from globalstore.storage import keys as key_layout
+from globalstore.storage.cache import NOT_KEPT
 from globalstore.storage.meta import IndexDef
 from globalstore.storage.quarantine import Quarantined, held
 
@@ -75,11 +76,26 @@ class Queries:
         value cannot be decoded (it names the record it came from)."""
         k = key.encode()
         copy = self._source.copy()
+        hot = copy.hot
+        if hot is None:
+            try:
+                raw = copy.lookup(k)
+            except Exception as exc:
+                return self._again(exc, copy, lambda: self.get(key, default))
+            return default if raw is None else copy.decode(raw, k, copy.topic)
+        value = hot.value(k, copy.storage.state.ttl_ms)
+        if value is not NOT_KEPT:
+            return value
+        seen = hot.generation  # before the lookup: a write from then on refuses what it read
         try:
             raw = copy.lookup(k)
         except Exception as exc:
             return self._again(exc, copy, lambda: self.get(key, default))
-        return default if raw is None else copy.decode(raw, k, copy.topic)
+        if raw is None:
+            return default
+        value = copy.decode(raw, k, copy.topic)
+        hot.keep(k, seen, value, raw)
+        return value
 
     def __getitem__(self, key: str) -> Any:
         value = self.get(key, _MISSING)

@@ -71,7 +71,8 @@ class Replica(Copy):
     """A copy of the store and the thread filling it."""
 
     def __init__(self, storage: Storage, thread: StoreThread) -> None:
-        super().__init__(storage, thread.config.value_formats(), thread.config.topic)
+        config = thread.config
+        super().__init__(storage, config.value_formats(), config.topic, config.value_cache)
         self.thread = thread
 
     def note(self, writer: str, home: Path) -> WriterNote:

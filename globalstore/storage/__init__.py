@@ -7,6 +7,8 @@ consumer returns; the C loop (follow/native.py) fills its batches itself.
 database.py   Storage: open (locked, read-only or as a secondary that catches up), apply a
               batch of records with its offsets, commit every write, read, wipe, checkpoint
 batch.py      Batch: one write, its WriteBatch and the state the store holds once written
+cache.py      HotValues, the decoded values get() keeps of hot keys: every write drops
+              what it replaces before its state is published
 state.py      StorageState, what it holds as of one batch, replaced whole after every write
 meta.py       the meta column family's keys and entries, and their parsing
 keys.py       the index column family's keys: secondary index entries and time entries

@@ -12,7 +12,7 @@ of the same batch (contract 5), and the data on disk is never behind the state i
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import rocksdict
@@ -67,6 +67,9 @@ class Batch:
         # tracked) {key: stored bytes, None if deleted}, the last write of each key.
         self.nexts: dict[int, int] = {}
         self.staged: dict[bytes, bytes | None] | None = None
+        # The data keys it writes, for the cache of decoded values (cache.py): None when
+        # they are not listed (the whole cache is then emptied), empty for a meta-only write.
+        self.changed: Collection[bytes] | None = None
         # A store that quarantines invalid values: its quarantine, and what the batch changes
         # in it ({key: held after the batch}; quarantine.py).
         self.quarantine = quarantine

@@ -32,6 +32,7 @@ import rocksdict
 from globalstore.config import RocksDBOptions
 from globalstore.errors import StorageError
 from globalstore.storage.batch import Batch
+from globalstore.storage.cache import HotValues
 from globalstore.storage.failures import close_when_unborrowed, reported
 from globalstore.storage.index_defs import SecondaryIndexes
 from globalstore.storage.index_family import IndexFamily
@@ -100,6 +101,8 @@ class Storage:
         # Held while writing, and while a reader opens its two iterators (values and index
         # entries): then both see the database at the same sequence number.
         self.view_lock = threading.Lock()
+        # The decoded values of hot keys its reads keep (cache.py), once hot_values() made it.
+        self.hot: HotValues | None = None
         try:
             self._open()
         except BaseException:
@@ -147,17 +150,39 @@ class Storage:
             self._index = IndexFamily(self._db)
         return self._index
 
+    def hot_values(self, entries: int, max_bytes: int) -> HotValues:
+        """The cache of decoded values its reads keep, made on the first call: every write
+        from then on drops from it what the write replaces."""
+        if self.hot is None:
+            self.hot = HotValues(entries, max_bytes)
+        return self.hot
+
     def wipe(self, refill: Callable[[Path], object] | None = None) -> None:
         """Drop every key and all meta; the caller restores from the beginning. `refill`,
         given the store directory while the database is closed and gone, may put another
         database in its place (a snapshot): that one is opened instead."""
-        self._close_db()
-        with reported(f"wiping the store at {self.path}", self.path):
-            shutil.rmtree(db_dir(self.path), ignore_errors=True)
-            if refill is not None:
-                refill(self.path)
-        self._open()
+        with self._replacing():
+            self._close_db()
+            with reported(f"wiping the store at {self.path}", self.path):
+                shutil.rmtree(db_dir(self.path), ignore_errors=True)
+                if refill is not None:
+                    refill(self.path)
+            self._open()
         self.state = StorageState()
+
+    @contextlib.contextmanager
+    def _replacing(self, keys: Iterable[bytes] | None = None) -> Iterator[None]:
+        """Around a change of what the database holds: the values of `keys` (None: of any
+        key) leave the cache first, and none read meanwhile is kept (cache.py)."""
+        hot = self.hot
+        if hot is None:
+            yield
+            return
+        hot.writing(keys)
+        try:
+            yield
+        finally:
+            hot.written()
 
     # -- meta --------------------------------------------------------------------------------
 
@@ -180,7 +205,8 @@ class Storage:
     def catch_up(self) -> None:
         """A secondary instance: read what the writer logged since the last call (its
         write-ahead log and manifest), and adopt the meta it now holds as the state."""
-        with reported(f"catching up with the writer of {self.path}", self.path):
+        # Which keys the writer wrote is not known here: the whole cache goes.
+        with reported(f"catching up with the writer of {self.path}", self.path), self._replacing():
             with self.view_lock:  # not between a reader's two iterators
                 self._db.try_catch_up_with_primary()
             meta = self.read_meta()
@@ -193,7 +219,7 @@ class Storage:
 
     def mark_restored(self, now_ms: int) -> None:
         """Record that a restore reached its end offsets (kept across restarts for status)."""
-        batch = self.batch()
+        batch = self.batch(data=False)
         batch.mark_restored(now_ms)
         self.commit(batch)
 
@@ -211,13 +237,13 @@ class Storage:
         """Mark an empty store as current layout, for this topic, with the `more` meta
         entries its config asks for (transform.py). Its retention clock starts now:
         everything it will read was in the topic at this moment or later."""
-        batch = self.batch()
+        batch = self.batch(data=False)
         batch.initialise(topic, topic_id, now_ms, more or {})
         self.commit(batch)
 
     def put_meta(self, key: bytes, value: bytes | None) -> None:
         """Put (None: delete) one meta entry, in a batch of its own."""
-        batch = self.batch()
+        batch = self.batch(data=False)
         batch.put_meta(key, value)
         self.commit(batch)
 
@@ -255,7 +281,9 @@ class Storage:
         together, so a crash loses the unflushed batches, their offsets with them; the next
         start resumes from the last flushed ones. begin_recount flushes first."""
         batch = self.batch() if exact_count else self._bulk_batch()
-        out = batch.records(records, ends, self._tracks_writes, exact_count or list_keys)
+        listed = exact_count or list_keys
+        out = batch.records(records, ends, self._tracks_writes, listed)
+        batch.changed = out.present if listed else batch.staged
         return self._commit_applied(batch, out, exact_count, now_ms)
 
     def apply_native(
@@ -269,6 +297,7 @@ class Storage:
         if exact_count:
             staged = batch.staged or {}
             out.present = {key: value is not None for key, value in staged.items()}
+        batch.changed = batch.staged
         return self._commit_applied(batch, out, exact_count, now_ms)
 
     @property
@@ -298,9 +327,13 @@ class Storage:
         batch.settle()
         return out
 
-    def batch(self) -> Batch:
-        """A new write, from the state the store holds now (batch.py)."""
-        return Batch(self.state, self._meta_cf, self.quarantine)
+    def batch(self, data: bool = True) -> Batch:
+        """A new write, from the state the store holds now (batch.py); data=False: of meta
+        entries only, which leaves the cache of decoded values as it is."""
+        batch = Batch(self.state, self._meta_cf, self.quarantine)
+        if not data:
+            batch.changed = ()
+        return batch
 
     def _bulk_batch(self) -> Batch:
         """A bulk apply's write. A store that stores undecodable values as they came checks
@@ -369,7 +402,7 @@ class Storage:
     def commit(self, batch: Batch) -> None:
         """Write `batch` as one WriteBatch under the view lock, then publish the state it
         carries: every write of the store comes here, and makes one new state."""
-        with self._writing(), self.view_lock:
+        with self._writing(), self.view_lock, self._replacing(batch.changed):
             self._db.write(batch.wb, self._logged if batch.logged else self._unlogged)
         if self._recount is not None:
             self._recount.delta += batch.live_delta
@@ -390,7 +423,7 @@ class Storage:
         n = recount.step(chunk)
         if n is not None:
             self._recount = None
-            batch = self.batch()
+            batch = self.batch(data=False)
             batch.put_meta(K_COUNT, I64.pack(n))
             batch.change(count=n)
             self.commit(batch)

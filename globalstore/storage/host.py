@@ -39,8 +39,8 @@ class IndexHost(Protocol):
     def index_family(self) -> IndexFamily:
         """The index column family, created if the store has none yet."""
 
-    def batch(self) -> Batch:
-        """A new write, from the state the store holds now."""
+    def batch(self, data: bool = True) -> Batch:
+        """A new write, from the state the store holds now; data=False: of no data key."""
 
     def commit(self, batch: Batch) -> None:
         """Write `batch`, then publish its state."""

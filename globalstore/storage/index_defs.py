@@ -113,7 +113,7 @@ class SecondaryIndexes:
     def build_chunk(self, name: str, new: IndexDef, staged: Mapping[bytes, bytes | None]) -> None:
         """Index the `staged` keys (a chunk of stored values) in index `name`, and record its
         definition `new` (its cursor past the chunk), in one batch: a crash resumes there."""
-        batch = self._s.batch()
+        batch = self._s.batch(data=False)
         self.into(batch, staged, {name: new})
         batch.put_meta(index_key(name), new.to_bytes())
         batch.change(indexes={**batch.state.indexes, name: new})

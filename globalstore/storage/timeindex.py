@@ -172,6 +172,7 @@ class TimeIndex:
             family.delete(wb, entry)
         staged = dict.fromkeys(deleted)  # {key: None}: the keys deleted
         batch.forget(deleted)
+        batch.changed = deleted
         if staged:
             self._secondary.into(batch, staged, state.indexes)
         time_entries = state.time_entries - len(entries)
@@ -192,7 +193,7 @@ class TimeIndex:
         many keys it read."""
         s, state = self._s, self._s.state
         pairs = s.keys_from(state.time_cursor, limit)
-        batch = s.batch()
+        batch = s.batch(data=False)
         family = s.index_family()
         keys = [key for key, _ in pairs]
         _, puts = time_changes(keys, [None] * len(keys), dict(pairs))  # none had an entry

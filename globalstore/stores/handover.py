@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from globalstore.config import RocksDBOptions, StoreSettings
+from globalstore.config import RocksDBOptions, StoreSettings, ValueCache
 from globalstore.converters import import_converter, import_name
 from globalstore.errors import ConfigurationError
 
@@ -59,6 +59,8 @@ class Handover:
         sent: dict[str, Any] = dict(settings)
         if "rocksdb" in sent:
             sent["rocksdb"] = dataclasses.asdict(sent["rocksdb"])
+        if sent.get("value_cache") is not None:
+            sent["value_cache"] = dataclasses.asdict(sent["value_cache"])
         if sent.get("transform") is not None:
             sent["transform"] = _named(sent["transform"], "transform")
         for name in _FUNCTIONS:
@@ -95,6 +97,8 @@ class Handover:
         settings = dict(self.settings)
         if "rocksdb" in settings:
             settings["rocksdb"] = RocksDBOptions(**settings["rocksdb"])
+        if settings.get("value_cache") is not None:
+            settings["value_cache"] = ValueCache(**settings["value_cache"])
         if settings.get("transform") is not None:
             settings["transform"] = _imported(settings["transform"], "transform")
         for name in _FUNCTIONS:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from globalstore.config import RocksDBOptions, StoreConfig, check_seconds
+from globalstore.config import RocksDBOptions, StoreConfig, ValueCache, check_seconds
 from globalstore.converters import ValueFormats
 from globalstore.errors import (
     GlobalStoreError,
@@ -69,15 +69,18 @@ class SecondarySource:
         max_staleness: float | None,
         feeds: ReaderFeeds,
         writer: WriterProcess | None = None,
+        value_cache: ValueCache | None = None,
     ) -> None:
         """`max_staleness` of what this reader shows; `feeds` read the topic for changes();
-        `writer` is a writer process of this store's own."""
+        `writer` is a writer process of this store's own; `value_cache` for get() of each
+        copy it reads."""
         check_seconds("max_staleness", max_staleness)
         self.path = path
         self.formats = formats
         self._max_staleness = max_staleness
         self.topic = ""  # the writer's, once its copy is open
         self._rocksdb = rocksdb
+        self._value_cache = value_cache
         self._closed = False
         self._live: Live[WriterCopy] | None = None
         self._note: WriterNote | None = None
@@ -247,7 +250,9 @@ class SecondarySource:
         assert wake is not None  # the thread that calls this stops before it goes
         self._copies += 1
         work = wake.directory / f"copy-{self._copies}"
-        copy = WriterCopy.open(self.path, note, self._rocksdb, self.formats, work)
+        copy = WriterCopy.open(
+            self.path, note, self._rocksdb, self.formats, work, self._value_cache
+        )
         self.topic = copy.topic or self.topic
         if self._live is None:
             self._batches = BatchCounter(self.path, create=False)  # the writer made it
@@ -402,4 +407,4 @@ def with_writer_process(config: StoreConfig) -> SecondarySource:
     feeds = ReaderFeeds(config.path, config.bootstrap_servers, config.kafka_config)
     writer = WriterProcess(spec)
     return SecondarySource(config.path, config.rocksdb, config.value_formats(),
-                           config.max_staleness, feeds, writer)  # fmt: skip
+                           config.max_staleness, feeds, writer, config.value_cache)  # fmt: skip

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from globalstore import codec
-from globalstore.config import RocksDBOptions, StoreSettings, check_setting_names
+from globalstore.config import RocksDBOptions, StoreSettings, ValueCache, check_setting_names
 from globalstore.converters import ValueFormats
 from globalstore.stores.secondary import SecondarySource
 from globalstore.stores.store import Store
@@ -33,15 +33,19 @@ class SharedStore(Store):
         bootstrap_servers: str | None = None,
         kafka_config: Mapping[str, Any] | None = None,
         writer: WriterProcess | None = None,
+        value_cache: ValueCache | None = None,
     ) -> None:
         """value_format and converters as for GlobalStore: the format queries answer in;
         max_staleness as for GlobalStore, of what this reader shows; bootstrap_servers and
         kafka_config as for GlobalStore, for changes() alone (it reads the topic); `writer`
-        is a writer process of this store's own (with_writer())."""
+        is a writer process of this store's own (with_writer()); value_cache as for
+        GlobalStore, emptied whenever this reader catches up with the writer."""
         path = Path(path)
         feeds = ReaderFeeds(path, bootstrap_servers, kafka_config or {})
         formats = ValueFormats(value_format, dict(converters or {}))
-        self._reader = SecondarySource(path, rocksdb, formats, max_staleness, feeds, writer)
+        self._reader = SecondarySource(
+            path, rocksdb, formats, max_staleness, feeds, writer, value_cache
+        )
         super().__init__(self._reader)
 
     @classmethod
@@ -70,6 +74,7 @@ class SharedStore(Store):
             bootstrap_servers=bootstrap_servers,
             kafka_config=kafka_config,
             writer=WriterProcess(spec),
+            value_cache=settings.get("value_cache"),
         )
 
     def writer_alive(self) -> bool:

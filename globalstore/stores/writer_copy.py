@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from globalstore.config import RocksDBOptions
+from globalstore.config import RocksDBOptions, ValueCache
 from globalstore.converters import ValueFormats
 from globalstore.read.copy import Copy
 from globalstore.replicas.announce import WriterNote
@@ -18,10 +18,17 @@ class WriterCopy(Copy):
     """A secondary instance on one writer's live copy."""
 
     def __init__(
-        self, storage: Storage, formats: ValueFormats, writer: str, live: str, topic: str
+        self,
+        storage: Storage,
+        formats: ValueFormats,
+        writer: str,
+        live: str,
+        topic: str,
+        cache: ValueCache | None = None,
     ) -> None:
-        """`writer` and `live` as the writer's note names them; `topic` as the copy says."""
-        super().__init__(storage, formats, topic)
+        """`writer` and `live` as the writer's note names them; `topic` as the copy says.
+        A `cache` is emptied at each catch-up: which keys the writer wrote is not known here."""
+        super().__init__(storage, formats, topic, cache)
         self.writer, self.live = writer, live
 
     @classmethod
@@ -32,6 +39,7 @@ class WriterCopy(Copy):
         rocksdb: RocksDBOptions | None,
         formats: ValueFormats,
         work: Path,
+        cache: ValueCache | None = None,
     ) -> WriterCopy:
         """Open the copy `note` calls live in the store at `path`, the secondary instance's
         own files in `work`, and load its state."""
@@ -42,4 +50,4 @@ class WriterCopy(Copy):
             storage.close()
             raise
         storage.load(meta)
-        return cls(storage, formats, note.writer, note.live, meta.topic or "")
+        return cls(storage, formats, note.writer, note.live, meta.topic or "", cache)

@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from globalstore.codec import format_headers
+from globalstore.config import ValueCache
 from globalstore.converters import ValueFormats
 from globalstore.read.copy import Copy
 from globalstore.storage import Applied, Record, Storage
@@ -180,9 +181,9 @@ class OneCopy:
     """A store source over one Storage open already (read/source.py), for unit tests of the
     queries: what a ready store reads from, nothing that starts, follows or waits."""
 
-    def __init__(self, storage: Storage, topic: str) -> None:
+    def __init__(self, storage: Storage, topic: str, cache: ValueCache | None = None) -> None:
         self.topic, self.path = topic, storage.path
-        self._copy = Copy(storage, ValueFormats(), topic)
+        self._copy = Copy(storage, ValueFormats(), topic, cache)
 
     def copy(self) -> Copy:
         return self._copy

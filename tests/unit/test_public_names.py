@@ -13,8 +13,8 @@ PUBLIC = {
     "ScanFilters", "ScanOptions", "SharedStore", "StartTimeout", "State", "StorageError",
     "StoreAlreadyStarted", "StoreClosed", "StoreConfig", "StoreFailed", "StoreListener",
     "StoreLocked", "StoreNotReady", "StoreReader", "StoreSettings", "StoreStatus", "SwitchingStore",
-    "TopicNotCompacted", "TopicNotFound", "UnknownIndex", "UnreadableStore", "end_offsets",
-    "field_index",
+    "TopicNotCompacted", "TopicNotFound", "UnknownIndex", "UnreadableStore", "ValueCache",
+    "end_offsets", "field_index",
 }  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from globalstore import ConfigurationError, RocksDBOptions, SharedStore
+from globalstore import ConfigurationError, RocksDBOptions, SharedStore, ValueCache
 from globalstore.stores.handover import Handover
 from globalstore.stores.writer_process import writer_spec
 
@@ -35,6 +35,7 @@ def test_settings_arrive_as_given() -> None:
         "value_format": 2,
         "converters": {1: from_v1},
         "rocksdb": RocksDBOptions(block_cache_size=1 << 20, compression="zstd"),
+        "value_cache": ValueCache(entries=500, max_bytes=1 << 20),
         "ttl": 60.0,
         "invalid_values": "quarantine",
         "poll_timeout": 0.5,
