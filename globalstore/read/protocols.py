@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ArrowOptions",
     "FollowingStore",
+    "HistoryStatus",
     "IndexStatus",
     "ScanFilters",
     "ScanOptions",
@@ -62,6 +63,18 @@ class TtlStatus:
 
 
 @dataclass(frozen=True)
+class HistoryStatus:
+    """A store that keeps versions for reads as of a time (storage/history.py)."""
+
+    seconds: float  # the window
+    # The oldest time (epoch seconds) a read as of a time can ask for now: the window's
+    # start, or later while the versions are complete only since the store's restore or
+    # resume (complete_from).
+    oldest: float
+    complete_from: float | None
+
+
+@dataclass(frozen=True)
 class StoreStatus:
     """A point-in-time report, cheap enough to poll for health checks."""
 
@@ -95,6 +108,7 @@ class StoreStatus:
     # Secondary indexes by name (empty without): built or not, entries, failures.
     indexes: dict[str, IndexStatus] = field(default_factory=dict)
     ttl: TtlStatus | None = None  # None: no time to live
+    history: HistoryStatus | None = None  # None: no history kept
     # Held the topic's end within the last max_staleness seconds (at this instant, without a
     # bound): a store that knows it is further behind is never fresh.
     fresh: bool = False
