@@ -14,13 +14,13 @@ import math
 from collections.abc import Iterator
 
 from globalstore.errors import HistoryUnavailable
+from globalstore.read.protocols import AsOf
 from globalstore.shaping import ttl
 from globalstore.shaping.history import horizon_ms
 from globalstore.storage import Storage
 
-__all__ = ["AsOf", "lookup", "moment", "scan", "to_ms"]
+__all__ = ["AsOf", "lookup", "moment", "parse", "scan", "to_ms"]
 
-AsOf = float | int | dt.datetime
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -34,6 +34,28 @@ def to_ms(as_of: AsOf) -> int:
         raise ValueError(f"as_of must be epoch seconds or an aware datetime, not {as_of!r}")
     # Through the decimal the float prints as: 2.01 s is 2010 ms, where 2.01 * 1000 is not.
     return int(decimal.Decimal(repr(as_of)).scaleb(3) // 1)
+
+
+def parse(text: str) -> AsOf:
+    """A time as a user writes it: epoch seconds, or RFC 3339 with a time zone
+    (2026-11-29T09:00:00Z); ValueError naming the two forms otherwise."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(seconds):
+            raise ValueError(f"a time must be a finite number of seconds, not {text[:40]!r}")
+        return seconds
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"a time is RFC 3339 (2026-11-29T09:00:00Z) or epoch seconds, not {text[:40]!r}"
+        ) from None
+    if when.tzinfo is None:
+        raise ValueError(f"a time must name its time zone (Z or +hh:mm), not {text[:40]!r}")
+    return when
 
 
 def _iso(ms: int) -> str:

@@ -7,6 +7,7 @@ server serves.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArrowOptions",
+    "AsOf",
     "FollowingStore",
     "HistoryStatus",
     "IndexStatus",
@@ -37,6 +39,9 @@ __all__ = [
     "reaches",
     "serving",
 ]
+
+# A read's time: epoch seconds, or an aware datetime (read/as_of.py).
+AsOf = float | int | dt.datetime
 
 
 @dataclass(frozen=True)
@@ -228,31 +233,36 @@ class StoreReader(Protocol):
     def topic(self) -> str:
         """The Kafka topic the store holds."""
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: Any = None, *, as_of: AsOf | None = None) -> Any:
         """The decoded value of `key`, or `default` if absent; InvalidValue if the stored value does
-        not decode."""
+        not decode. `as_of` (epoch seconds or an aware datetime): the value then, in a store
+        with history; HistoryUnavailable for a time it cannot answer."""
 
     def __getitem__(self, key: str) -> Any: ...
 
     def __contains__(self, key: object) -> bool: ...
 
-    def get_entry(self, key: str) -> Entry | None:
+    def get_entry(self, key: str, *, as_of: AsOf | None = None) -> Entry | None:
         """Value plus record timestamp, partition and offset, or None if absent."""
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+    def get_many(self, keys: Iterable[str], *, as_of: AsOf | None = None) -> dict[str, Any]:
         """{key: value} for the keys present, in the order asked, all read at one instant."""
 
-    def items(self, **filters: Unpack[ScanOptions]) -> Iterator[tuple[str, Any]]:
+    def items(
+        self, *, as_of: AsOf | None = None, **filters: Unpack[ScanOptions]
+    ) -> Iterator[tuple[str, Any]]:
         """(key, value) in key byte order over one point-in-time view, as ScanOptions filter it; a
         value that does not decode is left out and reported."""
 
-    def keys(self, **filters: Unpack[ScanFilters]) -> Iterator[str]:
+    def keys(self, *, as_of: AsOf | None = None, **filters: Unpack[ScanFilters]) -> Iterator[str]:
         """Keys with the same filters as items()."""
 
-    def values(self, **filters: Unpack[ScanOptions]) -> Iterator[Any]:
+    def values(self, *, as_of: AsOf | None = None, **filters: Unpack[ScanOptions]) -> Iterator[Any]:
         """Values with the same filters and reports as items()."""
 
-    def entries(self, **filters: Unpack[ScanOptions]) -> Iterator[Entry]:
+    def entries(
+        self, *, as_of: AsOf | None = None, **filters: Unpack[ScanOptions]
+    ) -> Iterator[Entry]:
         """Entries (key, value, record timestamp, partition, offset), filtered and reported like
         items()."""
 

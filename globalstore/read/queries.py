@@ -26,10 +26,10 @@ from globalstore.errors import (
     UnknownIndex,
 )
 from globalstore.read import arrow
-from globalstore.read.as_of import AsOf, lookup, moment, to_ms
+from globalstore.read.as_of import lookup, moment, to_ms
 from globalstore.read.as_of import scan as history_scan
 from globalstore.read.copy import Copy
-from globalstore.read.protocols import ScanFilters
+from globalstore.read.protocols import AsOf, ScanFilters
 from globalstore.read.skipped import skipping, warn_once
 from globalstore.read.source import StoreSource
 from globalstore.shaping import ttl
