@@ -202,4 +202,9 @@ def define_history(storage: Storage, config: StoreConfig) -> history.Prune | Non
     purge of the versions older than the window (None without history)."""
     history_ms = history.to_ms(config.history)
     storage.history.define(history_ms, int(time.time() * 1000))
-    return None if history_ms is None else history.Prune(storage.history, history_ms)
+    if history_ms is None:
+        return None
+    # A sweep reads every version: between two, a tenth of the window (from 1 s to 1 min),
+    # so the versions past it wait at most that much longer for their space.
+    idle = min(60.0, max(1.0, history_ms / 10_000))
+    return history.Prune(storage.history, history_ms, idle=idle)

@@ -130,6 +130,15 @@ def versions_of(
         yield key, versions
 
 
+def _absent(version: bytes, cutoff_ms: int, ttl_ms: int | None) -> bool:
+    """Whether `version`, a key's last before the cutoff, reads absent from the cutoff on:
+    a tombstone, or a value expired then under `ttl_ms` (and so ever after)."""
+    if version[:1] == _TOMBSTONE:
+        return True
+    ts = _timestamp(version)
+    return ttl_ms is not None and 0 <= ts < cutoff_ms - ttl_ms
+
+
 class Recorder:
     """The versions of one batch's records, put in its WriteBatch beside their values: the
     put and delete a loop fills the batch with, wrapped. A put finds the record's timestamp,
@@ -281,6 +290,7 @@ class History:
         if index is None or s.state.history_ms is None:
             return PurgeStep(0, False)
         items = index.items_from(self._cursor or PREFIX)
+        ttl_ms = s.state.ttl_ms
         batch = s.batch()
         removed = 0
         last_entry: bytes | None = None
@@ -290,20 +300,24 @@ class History:
             if not entry.startswith(PREFIX):
                 break
             if group and _key_of(entry) != _key_of(group[0][0]):
-                removed += self._drop_old(batch.wb, group, cutoff_ms)
+                removed += self._drop_old(batch.wb, group, cutoff_ms, ttl_ms)
                 group = []
                 if seen >= limit:  # a chunk ends between two keys
                     more, last_entry = True, entry
                     break
             group.append((entry, version))
-        removed += self._drop_old(batch.wb, group, cutoff_ms)
+        removed += self._drop_old(batch.wb, group, cutoff_ms, ttl_ms)
         self._cursor = last_entry if more else None
         if removed:
             s.commit(batch)
         return PurgeStep(removed, more)
 
     def _drop_old(
-        self, wb: rocksdict.WriteBatch, group: list[tuple[bytes, bytes]], cutoff_ms: int
+        self,
+        wb: rocksdict.WriteBatch,
+        group: list[tuple[bytes, bytes]],
+        cutoff_ms: int,
+        ttl_ms: int | None,
     ) -> int:
         family = self._s.index_family()
         old = [(e, v) for e, v in group if _timestamp(v) <= cutoff_ms]
@@ -312,9 +326,9 @@ class History:
         # In each partition the last of them answers from the cutoff on until a later one.
         last = {_partition(v): e for e, v in old}
         drop = [e for e, v in old if last[_partition(v)] != e]
-        # A tombstone answers "absent", which no version at all says too only when it is
-        # all the key has left.
-        if len(old) == len(group) and len(last) == 1 and old[-1][1][:1] == _TOMBSTONE:
+        # A tombstone answers "absent", and so does a value past the ttl at the cutoff (and
+        # after it), which no version at all says too only when it is all the key has left.
+        if len(old) == len(group) and len(last) == 1 and _absent(old[-1][1], cutoff_ms, ttl_ms):
             drop.append(old[-1][0])
         for entry in drop:
             family.delete(wb, entry)

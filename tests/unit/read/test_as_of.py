@@ -234,6 +234,19 @@ def test_ttl_at_the_time_asked_a_key_expired_then_reads_absent(tmp_path: Path) -
     storage.close()
 
 
+def test_the_purge_drops_a_key_expired_under_the_ttl_for_every_time_left(tmp_path: Path) -> None:
+    storage = _open(tmp_path / "s")
+    storage.apply([_rec("old", 1, 1_000, 0, 0), _rec("young", 1, 9_000, 0, 1)], {}, True, 1)
+    storage.state = dataclasses.replace(storage.state, ttl_ms=5_000)
+    # At the cutoff 10 s "old" is expired (1 s + 5 s < 10 s) and stays so: its version goes.
+    # "young" (9 s) still answers at the cutoff: it stays.
+    assert storage.history.purge(10_000, 100).removed == 1
+    view = _View(storage)
+    assert view.get("young", as_of=10.0) == 1 and view.get("old", as_of=10.0) is None
+    assert _versions(storage) == 1
+    storage.close()
+
+
 def test_versions_are_written_in_the_values_own_write_batch(tmp_path: Path) -> None:
     """The crash argument: RocksDB writes a WriteBatch whole or not at all, and the version
     goes into the same WriteBatch as the value and the offset; so after a crash at any
