@@ -433,6 +433,7 @@ class Queries:
         batch_rows: int = arrow.BATCH_ROWS,
         batch_bytes: int = arrow.BATCH_BYTES,
         on_invalid: OnInvalid | None = None,
+        as_of: AsOf | None = None,
     ) -> pa.RecordBatchReader:
         """A pyarrow RecordBatchReader of the keys items() visits, or, with `index`, of the
         keys find_matches() visits (`value`, prefix, start and end then filter index values),
@@ -441,19 +442,22 @@ class Queries:
         the fields `schema` names), timestamp (the record's); index_value first with `index`.
         A value that does not decode, or does not fit `schema`, has no row: it is reported
         as items() does (on_invalid, else a WARNING), as the batches are read, so a caller's
-        on_invalid collects the errors beside the table. Read or close the reader before
-        close(). ImportError without pyarrow."""
+        on_invalid collects the errors beside the table. `as_of`: the keys present then,
+        with their values and timestamps then (as items(); not with `index`). Read or
+        close the reader before close(). ImportError without pyarrow."""
         reporter = self._reporter(on_invalid)
         export = arrow.Export(self.topic, codec.decode, codec.VALUE_FORMAT_VERSION, reporter,
                               schema, batch_rows, batch_bytes)  # fmt: skip
         if index is None and value is not None:
             raise ValueError("to_arrow() takes a value only with an index")
+        if index is not None and as_of is not None:
+            raise ValueError("to_arrow() reads an index as it is now: as_of is for keys")
         # Bad arguments and a missing pyarrow are reported before a scan is opened.
         columns = arrow.schema(export, indexed=index is not None)
         copy: Copy
         rows: Iterator[tuple[bytes, ...]]
         if index is None:
-            copy, rows = self._scan(prefix, start, end, reverse, limit)
+            copy, rows = self._scan(prefix, start, end, reverse, limit, as_of)
         else:
             copy, rows = self._index_scan(index, value, prefix, start, end, reverse, limit)
         export = dataclasses.replace(

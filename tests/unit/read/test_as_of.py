@@ -126,6 +126,18 @@ def test_get_entry_as_of_names_the_record_and_a_datetime_is_a_time(tmp_path: Pat
     storage.close()
 
 
+def test_to_arrow_as_of_a_time_has_the_rows_of_then(tmp_path: Path) -> None:
+    storage = _open(tmp_path / "s")
+    storage.apply([_rec("a", {"v": 1}, 1_000, 0, 0), _rec("b", {"v": 1}, 1_000, 0, 1)], {}, True, 1)
+    storage.apply([_rec("a", {"v": 2}, 2_000, 0, 2), _rec("b", None, 2_000, 0, 3)], {}, True, 1)
+    table = _View(storage).to_arrow(as_of=1.5).read_all()
+    assert table.column("key").to_pylist() == ["a", "b"]
+    one_second = dt.datetime.fromtimestamp(1, dt.UTC)
+    assert table.column("timestamp").to_pylist() == [one_second, one_second]
+    assert _View(storage).to_arrow(as_of=2.5).read_all().column("key").to_pylist() == ["a"]
+    storage.close()
+
+
 def test_a_key_with_a_nul_keeps_its_versions_apart(tmp_path: Path) -> None:
     storage = _open(tmp_path / "s")
     storage.apply(
