@@ -6,6 +6,7 @@ and versions written in the value's own WriteBatch."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import random
@@ -15,6 +16,8 @@ from typing import Any
 import orjson
 import pytest
 
+from globalstore import ReadOnlyStore
+from globalstore.aio import AsyncReadOnlyStore
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError, HistoryUnavailable
 from globalstore.follow.plan import rebuild_reason
@@ -136,6 +139,26 @@ def test_to_arrow_as_of_a_time_has_the_rows_of_then(tmp_path: Path) -> None:
     assert table.column("timestamp").to_pylist() == [one_second, one_second]
     assert _View(storage).to_arrow(as_of=2.5).read_all().column("key").to_pylist() == ["a"]
     storage.close()
+
+
+def test_the_faces_over_files_answer_as_of_a_time(tmp_path: Path) -> None:
+    """ReadOnlyStore and its async face read the history the writer kept, as it recorded
+    it (window and horizon from the meta column family)."""
+    storage = _open(tmp_path / "s", from_ms=500)
+    storage.apply([_rec("a", 1, 1_000, 0, 0), _rec("a", 2, 2_000, 0, 1)], {}, True, 1)
+    storage.close()
+    with ReadOnlyStore(tmp_path / "s") as files:
+        assert files.get("a", as_of=1.5) == 1 and files.get("a") == 2
+        with pytest.raises(HistoryUnavailable):
+            files.get("a", as_of=0.4)
+        status = files.status().history
+        assert status is not None and status.complete_from == 0.5
+
+    async def read() -> Any:
+        async with AsyncReadOnlyStore(tmp_path / "s") as store:
+            return store.get("a", as_of=1.5), dict(store.items(as_of=2.0))
+
+    assert asyncio.run(read()) == (1, {"a": 2})
 
 
 def test_a_key_with_a_nul_keeps_its_versions_apart(tmp_path: Path) -> None:
