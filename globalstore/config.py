@@ -175,6 +175,10 @@ class StoreConfig:
     # left out of every query at once, and purged from disk in the background. None: keys
     # live until a tombstone deletes them.
     ttl: float | None = None
+    # History in seconds (storage/history.py): every version of every key written within
+    # the window is kept, for reads as of a time; older ones are purged in the background.
+    # None: no history. Turning it on or off rebuilds the store; another length is adopted.
+    history: float | None = None
     # A store in a layout or value format this version cannot read (written by a newer
     # version), and offsets out of range while following (heal.py). Their names as
     # strings ("refuse", "stop") are accepted too.
@@ -196,6 +200,7 @@ class StoreConfig:
             raise ConfigurationError(f"transform is not callable: {self.transform!r}")
         check_indexes(self.indexes, self.index_versions)
         check_seconds("ttl", self.ttl)
+        check_seconds("history", self.history)
         check_seconds("max_staleness", self.max_staleness)
         check_follow_batch(self.follow_batch_size, self.follow_batch_max)
         object.__setattr__(self, "indexes", dict(self.indexes))
@@ -308,6 +313,7 @@ class StoreSettings(TypedDict, total=False):
     index_versions: Mapping[str, int]
     index_build_chunk: int
     ttl: float | None
+    history: float | None
     unreadable_store: OnUnreadable | str
     out_of_range: OnOutOfRange | str
     max_staleness: float | None

@@ -15,6 +15,8 @@
         ├── TopicNotFound         the topic does not exist
         ├── TopicNotCompacted     the topic is not compacted and allow_uncompacted is False
         ├── UnknownIndex          find() names an index the store does not have
+        ├── HistoryUnavailable    a read as of a time the store cannot answer (before its
+        │                         oldest time, or a store without history)
         ├── ConfigurationError    a setting is refused: by a Kafka client, by RocksDB (its
         │                         options, or a feature its build lacks), or because the
         │                         store relies on its own value (names it)
@@ -53,6 +55,7 @@ __all__ = [
     "DamagedLayoutError",
     "FatalError",
     "GlobalStoreError",
+    "HistoryUnavailable",
     "IndexNotReady",
     "InvalidValue",
     "OffsetsOutOfRange",
@@ -133,6 +136,16 @@ class UnknownIndex(FatalError, KeyError):  # noqa: N818 - reads as the condition
 
     def __str__(self) -> str:  # KeyError's own quotes its message
         return str(self.args[0]) if self.args else ""
+
+
+class HistoryUnavailable(FatalError):  # noqa: N818 - reads as the condition
+    """A read as of a time the store cannot answer: before the oldest time it holds every
+    version for (`oldest`, epoch seconds), or a store that keeps no history (`oldest` is
+    None). Never answered with a guess: ask for a later time."""
+
+    def __init__(self, message: str, oldest: float | None = None) -> None:
+        super().__init__(message)
+        self.oldest = oldest
 
 
 class ConfigurationError(FatalError):

@@ -2,14 +2,16 @@
 
 The library's StoreConfig is declarative: a store opened without one of its indexes (or
 with another version of it) drops that index, one opened without its ttl drops its time
-index, and one opened with another transform is rebuilt from the topic. In an application
-that is a change of its code; from the shell it is nearly always a forgotten option, and a
-large store takes minutes to build again. So store commands refuse it unless --redefine.
+index, one opened without its history its versions, and one opened with another transform
+is rebuilt from the topic. In an application that is a change of its code; from the shell
+it is nearly always a forgotten option, and a large store takes minutes to build again. So
+store commands refuse it unless --redefine.
 
-A command that only reads (status, quarantine, get, scan, count) needs none of them: it takes
-the ttl and invalid_values the store records where no option gives them, and, where the
-store has indexes or a transform whose functions no option gives, answers from its files as
-they are (`recorded`). It refuses only options given that disagree with the store.
+A command that only reads (status, quarantine, get, scan, count) needs none of them: it
+takes the ttl, history and invalid_values the store records where no option gives them,
+and, where the store has indexes or a transform whose functions no option gives, answers
+from its files as they are (`recorded`). It refuses only options given that disagree with
+the store.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 from globalstore.cli.errors import UserError
 from globalstore.config import OnInvalidValue, StoreConfig
 from globalstore.errors import StorageError
-from globalstore.shaping import quarantine
+from globalstore.shaping import history, quarantine
 from globalstore.shaping.transform import rebuild_reason
 from globalstore.storage import Storage
 from globalstore.storage.index_defs import reconcile
@@ -30,13 +32,17 @@ from globalstore.storage.meta import Meta
 __all__ = ["RECORDED", "discards", "recorded", "refuse_discarding"]
 
 # The options that say what a store holds, which a command that only reads may leave out.
-RECORDED = frozenset({"index", "invalid_values", "transform", "ttl"})
+RECORDED = frozenset({"history", "index", "invalid_values", "transform", "ttl"})
 
 
 def discards(meta: Meta, config: StoreConfig) -> list[str]:
     """What a store whose meta is `meta` loses when opened with `config`, a phrase each."""
     lost = []
-    reason = rebuild_reason(meta, config) or quarantine.rebuild_reason(meta, config)
+    reason = (
+        rebuild_reason(meta, config)
+        or quarantine.rebuild_reason(meta, config)
+        or history.rebuild_reason(meta, config)
+    )
     if reason is not None:
         lost.append(f"every value, rebuilt from the topic: {reason}")
     wanted = config.index_definitions()
@@ -46,6 +52,8 @@ def discards(meta: Meta, config: StoreConfig) -> list[str]:
         lost.append(f"index {name!r} version {old.version} ({now})")
     if meta.ttl_ms is not None and config.ttl is None:
         lost.append(f"the time index of its ttl ({meta.ttl_ms / 1000:g} s; no --ttl given)")
+    if meta.history_ms is not None and config.history is None:
+        lost.append(f"its history ({meta.history_ms / 1000:g} s; no --history given)")
     return lost
 
 
@@ -69,6 +77,8 @@ def recorded(config: StoreConfig, given: frozenset[str]) -> StoreConfig | None:
         config = dataclasses.replace(config, invalid_values=stored)
     if "ttl" not in given and meta.ttl_ms is not None:
         config = dataclasses.replace(config, ttl=meta.ttl_ms / 1000)
+    if "history" not in given and meta.history_ms is not None:
+        config = dataclasses.replace(config, history=meta.history_ms / 1000)
     lost = discards(meta, config)
     if not lost:
         return config
@@ -96,7 +106,7 @@ def _refusal(config: StoreConfig, lost: list[str]) -> str:
     return (
         f"opening {config.path} with these options would discard "
         + "; ".join(lost)
-        + ". Give the store's --index, --index-version, --ttl, --transform and "
+        + ". Give the store's --index, --index-version, --ttl, --history, --transform and "
         "--invalid-values as it was written with, or --redefine to discard them."
     )
 

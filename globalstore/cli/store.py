@@ -28,7 +28,8 @@ from globalstore.errors import BrokerUnavailable, InvalidValue
 from globalstore.follow.progress import Estimate
 from globalstore.follow.topic import records_between
 from globalstore.listeners import StoreListener
-from globalstore.read.protocols import StoreStatus
+from globalstore.read.as_of import parse as parse_time
+from globalstore.read.protocols import AsOf, StoreStatus
 from globalstore.status import Progress, State
 from globalstore.stores.global_store import GlobalStore
 from globalstore.stores.read_only_store import ReadOnlyStore
@@ -139,18 +140,44 @@ def restore(target: StoreTarget, from_snapshot: str | None) -> None:
         click.echo(f"ready: {store.count():,} keys, position {_offsets(store.position())}")
 
 
+class _Time(click.ParamType):  # type: ignore[type-arg]
+    """A time as --as-of takes it: RFC 3339 with a time zone, or epoch seconds."""
+
+    name = "TIME"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> AsOf:
+        if not isinstance(value, str):
+            return value  # type: ignore[return-value]  # a default given as a time already
+        try:
+            return parse_time(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+_AS_OF = click.option(
+    "--as-of",
+    type=_Time(),
+    help="Answer as of this time (RFC 3339 with a zone, or epoch seconds): needs a store "
+    "kept with history; a time older than it can answer is refused, naming the oldest.",
+)
+
+
 @click.command()
 @store_options
 @click.option("--entry", is_flag=True, help="Also print the record's timestamp/partition/offset.")
+@_AS_OF
 @click.argument("key")
 def get(
     target: StoreTarget,
     entry: bool,
+    as_of: AsOf | None,
     key: str,
 ) -> None:
     """Print the JSON value of KEY; exit status 1 if the key is absent."""
     with contextlib.closing(target.open_for_queries()) as store:
-        found = store.get_entry(key)
+        found = store.get_entry(key, as_of=as_of)
     if found is None:
         click.echo(f"key {key!r} not found", err=True)
         sys.exit(1)
@@ -170,6 +197,7 @@ def get(
     help="With an index: only keys of this index value (--prefix/--start/--end then range "
     "over index values instead of keys).",
 )
+@_AS_OF
 def scan(
     target: StoreTarget,
     prefix: str | None,
@@ -178,6 +206,7 @@ def scan(
     limit: int | None,
     reverse: bool,
     value: str | None,
+    as_of: AsOf | None,
 ) -> None:
     """Print records in key order as NDJSON lines: {"key": ..., "value": ...}. With
     `--index NAME` (its function given too) or with --value: the keys an index finds, by
@@ -185,14 +214,17 @@ def scan(
     not decode is left out and named on stderr (one line each, with its partition and
     offset); the scan goes on, and exits with status 1 at the end."""
     index = _queried_index(target, value)
+    if index is not None and as_of is not None:
+        raise click.UsageError("--as-of reads keys, not an index (an index holds no history)")
     out = sys.stdout.buffer
     skipped = _Skipped()
     with contextlib.closing(target.open_for_queries()) as store:
         report = skipped.report
         if index is None:
             items = store.items(
-                prefix=prefix, start=start, end=end, reverse=reverse, limit=limit, on_invalid=report
-            )
+                prefix=prefix, start=start, end=end, reverse=reverse, limit=limit,
+                on_invalid=report, as_of=as_of,
+            )  # fmt: skip
         elif value is not None:
             items = store.find(index, value, reverse=reverse, limit=limit, on_invalid=report)
         else:

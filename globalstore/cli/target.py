@@ -109,6 +109,7 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             "transform": transform is not None,
             "index": bool(indexes or versions),
             "ttl": params["ttl"] is not None,
+            "history": params["history"] is not None,
             "invalid_values": _given(params, "invalid_values"),
         }
         config = StoreConfig(
@@ -121,6 +122,7 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             indexes=indexes,
             index_versions=versions,
             ttl=params.pop("ttl"),
+            history=params.pop("history"),
             max_staleness=params.pop("max_staleness"),
             invalid_values=params.pop("invalid_values"),
         )
@@ -214,6 +216,14 @@ def store_options(command: Callable[..., None]) -> Callable[..., None]:
             help="Time to live: keys whose newest record is older are left out of every "
             "answer and purged from disk (docs/store.md). Give it every time: without it, "
             "the command refuses (--redefine drops the store's time index).",
+        ),
+        click.option(
+            "--history",
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="SECONDS",
+            help="Keep every version written within this window, for --as-of (docs/store.md). "
+            "Give it every time: without it, the command refuses (--redefine drops the "
+            "versions); turning it on rebuilds the store from the topic.",
         ),
         click.option(
             "--max-staleness",

@@ -13,7 +13,7 @@ from globalstore.config import StoreConfig
 from globalstore.follow.health import Health
 from globalstore.follow.prepare import Prepared
 from globalstore.listeners import StoreListener
-from globalstore.shaping import ttl
+from globalstore.shaping import history, ttl
 from globalstore.storage import Storage
 
 __all__ = ["Chores"]
@@ -40,6 +40,7 @@ class Chores:
         )  # fmt: skip
         self.jobs: list[Callable[[], bool]] = []  # each step True once its job is done
         self.purge: ttl.Purge | None = None
+        self.prune: history.Prune | None = None
         self._marked = time.monotonic()  # when "in sync" was last written to the store
 
     def queue(self, prepared: Prepared, recount: bool) -> None:
@@ -47,7 +48,7 @@ class Chores:
         here on every apply is exact and adds its change to it), the pass that counts the
         undecodable values a bulk restore stored unchecked, then the eager migration and the
         indexes new to the stored values, if pending."""
-        self.purge, self._marked = prepared.purge, time.monotonic()
+        self.purge, self.prune, self._marked = prepared.purge, prepared.prune, time.monotonic()
         if recount:
             # Counting 1M keys takes about a second: in chunks between follow batches.
             self.storage.begin_recount()
@@ -73,7 +74,8 @@ class Chores:
         # Beside the jobs, never after them: expired keys must not wait for a long migration
         # to leave the disk (each write keeps the purge right).
         purging = self._purge_step()
-        return bool(self.jobs) or purging
+        pruning = self.prune is not None and (self.prune.step() > 0 or self.prune.busy)
+        return bool(self.jobs) or purging or pruning
 
     def _purge_step(self) -> bool:
         """A step of the purge of expired keys (ttl.py), reported to the listeners as

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from globalstore.config import StoreConfig
 from globalstore.follow.topic import Marks, TopicInfo, records_between
-from globalstore.shaping import migrate, quarantine, transform
+from globalstore.shaping import history, migrate, quarantine, transform
 from globalstore.storage.meta import Meta
 
 __all__ = ["Plan", "Rebuild", "plan", "rebuild_reason"]
@@ -83,7 +83,11 @@ def _reason(
     unreadable = migrate.unreadable_reason(meta, config.value_formats())
     if unreadable is not None:
         return unreadable
-    shaped = transform.rebuild_reason(meta, config) or quarantine.rebuild_reason(meta, config)
+    shaped = (
+        transform.rebuild_reason(meta, config)
+        or quarantine.rebuild_reason(meta, config)
+        or history.rebuild_reason(meta, config)
+    )
     if shaped is not None:
         return shaped
     if meta.topic is not None and meta.topic != config.topic:

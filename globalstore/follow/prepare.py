@@ -24,12 +24,12 @@ from globalstore.errors import BrokerUnavailable, DamagedLayoutError, Unreadable
 from globalstore.follow import plan, topic
 from globalstore.follow.health import Health
 from globalstore.kafka.clients import LIBRDKAFKA_LOG, StoreConsumer, create_client
-from globalstore.shaping import migrate, quarantine, transform, ttl
+from globalstore.shaping import history, migrate, quarantine, transform, ttl
 from globalstore.shaping.indexes import IndexBuild, Indexer
 from globalstore.snapshots import archive
 from globalstore.storage import Storage
 
-__all__ = ["Preparation", "Prepare", "Prepared", "define_indexes", "define_ttl"]
+__all__ = ["Preparation", "Prepare", "Prepared", "define_history", "define_indexes", "define_ttl"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,7 @@ class Prepared:
     rebuild_reason: str | None = None
     indexing: IndexBuild | None = None  # builds the indexes not built yet, if any
     purge: ttl.Purge | None = None  # a store with a ttl: purges its expired keys
+    prune: history.Prune | None = None  # a store with history: purges its old versions
 
 
 # What a store thread calls to prepare: (its consumer, its stop event, a callback that
@@ -146,7 +147,8 @@ class Preparation:
         indexing = define_indexes(storage, config)
         purge = define_ttl(storage, config, bulk=not restore_plan.exact_count)
         quarantine.define(storage, config)
-        return Prepared(restore_plan, migration, reason, indexing, purge)
+        prune = define_history(storage, config)
+        return Prepared(restore_plan, migration, reason, indexing, purge, prune)
 
     def _refuse_if_unreadable(self) -> None:
         if self.config.unreadable_store is not OnUnreadable.REFUSE:
@@ -196,3 +198,17 @@ def define_ttl(storage: Storage, config: StoreConfig, bulk: bool = False) -> ttl
     ttl_ms = ttl.to_ms(config.ttl)
     storage.time.define(ttl_ms, bulk)
     return None if ttl_ms is None else ttl.Purge(storage.time, ttl_ms)
+
+
+def define_history(storage: Storage, config: StoreConfig) -> history.Prune | None:
+    """Before any record is applied: keep versions if the config has history, complete from
+    now on (what the topic held before may be compacted), and drop them if not. Returns the
+    purge of the versions older than the window (None without history)."""
+    history_ms = history.to_ms(config.history)
+    storage.history.define(history_ms, int(time.time() * 1000))
+    if history_ms is None:
+        return None
+    # A sweep reads every version: between two, a tenth of the window (from 1 s to 1 min),
+    # so the versions past it wait at most that much longer for their space.
+    idle = min(60.0, max(1.0, history_ms / 10_000))
+    return history.Prune(storage.history, history_ms, idle=idle)

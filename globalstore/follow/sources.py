@@ -383,9 +383,14 @@ def native_source(
     """The C loop, or None: the Python loop restores when a listener wants the changes, the C
     loop is turned off or not built, a setting is a Python callable, or the count is exact
     (a warm start) for a store that is not plain. A transform runs in Python on each value
-    the C loop writes. A plain store's C loop goes on to follow (NativeSource.follow)."""
+    the C loop writes; a store with history restores with the Python loop, which gives each
+    delete its record (storage/history.py). A plain store's C loop goes on to follow
+    (NativeSource.follow)."""
     plain = is_plain(config)
     if list_keys or not config.native_restore or (plan.exact_count and not plain):
+        return None
+    if config.history is not None:
+        log.info("restoring %s with the Python loop: it keeps history", config.topic)
         return None
     conf = native.native_settings(consumer_conf)
     why = native.load() if conf is not None else "a Kafka setting is a callable"
@@ -405,5 +410,10 @@ def native_source(
 
 def is_plain(config: StoreConfig) -> bool:
     """Whether a store runs no user function on its records (no transform, no index) and
-    keeps no time index: the C loop can follow it."""
-    return config.transform is None and not config.indexes and config.ttl is None
+    keeps no time index nor history: the C loop can follow it."""
+    return (
+        config.transform is None
+        and not config.indexes
+        and config.ttl is None
+        and config.history is None
+    )

@@ -7,6 +7,7 @@ server serves.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArrowOptions",
+    "AsOf",
     "FollowingStore",
+    "HistoryStatus",
     "IndexStatus",
     "ScanFilters",
     "ScanOptions",
@@ -36,6 +39,9 @@ __all__ = [
     "reaches",
     "serving",
 ]
+
+# A read's time: epoch seconds, or an aware datetime (read/as_of.py).
+AsOf = float | int | dt.datetime
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,18 @@ class TtlStatus:
     time_index_entries: int
     time_index_ready: bool  # False while it is built from the stored values
     purged: int = 0  # since this start: expired keys deleted from disk (the writer only)
+
+
+@dataclass(frozen=True)
+class HistoryStatus:
+    """A store that keeps versions for reads as of a time (storage/history.py)."""
+
+    seconds: float  # the window
+    # The oldest time (epoch seconds) a read as of a time can ask for now: the window's
+    # start, or later while the versions are complete only since the store's restore or
+    # resume (complete_from).
+    oldest: float
+    complete_from: float | None
 
 
 @dataclass(frozen=True)
@@ -95,6 +113,7 @@ class StoreStatus:
     # Secondary indexes by name (empty without): built or not, entries, failures.
     indexes: dict[str, IndexStatus] = field(default_factory=dict)
     ttl: TtlStatus | None = None  # None: no time to live
+    history: HistoryStatus | None = None  # None: no history kept
     # Held the topic's end within the last max_staleness seconds (at this instant, without a
     # bound): a store that knows it is further behind is never fresh.
     fresh: bool = False
@@ -215,31 +234,36 @@ class StoreReader(Protocol):
     def topic(self) -> str:
         """The Kafka topic the store holds."""
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: Any = None, *, as_of: AsOf | None = None) -> Any:
         """The decoded value of `key`, or `default` if absent; InvalidValue if the stored value does
-        not decode."""
+        not decode. `as_of` (epoch seconds or an aware datetime): the value then, in a store
+        with history; HistoryUnavailable for a time it cannot answer."""
 
     def __getitem__(self, key: str) -> Any: ...
 
     def __contains__(self, key: object) -> bool: ...
 
-    def get_entry(self, key: str) -> Entry | None:
+    def get_entry(self, key: str, *, as_of: AsOf | None = None) -> Entry | None:
         """Value plus record timestamp, partition and offset, or None if absent."""
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+    def get_many(self, keys: Iterable[str], *, as_of: AsOf | None = None) -> dict[str, Any]:
         """{key: value} for the keys present, in the order asked, all read at one instant."""
 
-    def items(self, **filters: Unpack[ScanOptions]) -> Iterator[tuple[str, Any]]:
+    def items(
+        self, *, as_of: AsOf | None = None, **filters: Unpack[ScanOptions]
+    ) -> Iterator[tuple[str, Any]]:
         """(key, value) in key byte order over one point-in-time view, as ScanOptions filter it; a
         value that does not decode is left out and reported."""
 
-    def keys(self, **filters: Unpack[ScanFilters]) -> Iterator[str]:
+    def keys(self, *, as_of: AsOf | None = None, **filters: Unpack[ScanFilters]) -> Iterator[str]:
         """Keys with the same filters as items()."""
 
-    def values(self, **filters: Unpack[ScanOptions]) -> Iterator[Any]:
+    def values(self, *, as_of: AsOf | None = None, **filters: Unpack[ScanOptions]) -> Iterator[Any]:
         """Values with the same filters and reports as items()."""
 
-    def entries(self, **filters: Unpack[ScanOptions]) -> Iterator[Entry]:
+    def entries(
+        self, *, as_of: AsOf | None = None, **filters: Unpack[ScanOptions]
+    ) -> Iterator[Entry]:
         """Entries (key, value, record timestamp, partition, offset), filtered and reported like
         items()."""
 

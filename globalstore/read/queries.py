@@ -26,8 +26,10 @@ from globalstore.errors import (
     UnknownIndex,
 )
 from globalstore.read import arrow
+from globalstore.read.as_of import lookup, moment, to_ms
+from globalstore.read.as_of import scan as history_scan
 from globalstore.read.copy import Copy
-from globalstore.read.protocols import ScanFilters
+from globalstore.read.protocols import AsOf, ScanFilters
 from globalstore.read.skipped import skipping, warn_once
 from globalstore.read.source import StoreSource
 from globalstore.shaping import ttl
@@ -71,10 +73,16 @@ class Queries:
 
     # -- point lookups -----------------------------------------------------------------------
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: Any = None, *, as_of: AsOf | None = None) -> Any:
         """The decoded JSON value of `key`, or `default` if absent. InvalidValue if the stored
-        value cannot be decoded (it names the record it came from)."""
+        value cannot be decoded (it names the record it came from). `as_of` (epoch seconds or
+        an aware datetime): the value the key held then (read/as_of.py); HistoryUnavailable
+        for a time older than the store can answer."""
         k = key.encode()
+        when = _ms(as_of)
+        if when is not None:
+            found, past = self._past(lambda copy, t: _lookup_at(copy, k, t), when)
+            return default if found is None else past.decode(found, k, past.topic)
         copy = self._source.copy()
         hot = copy.hot
         if hot is None:
@@ -108,31 +116,39 @@ class Queries:
             return False
         return self._on_copy(lambda copy: copy.lookup(key.encode()) is not None)
 
-    def get_entry(self, key: str) -> codec.Entry | None:
-        """Value plus record timestamp, partition and offset, or None if absent."""
+    def get_entry(self, key: str, *, as_of: AsOf | None = None) -> codec.Entry | None:
+        """Value plus record timestamp, partition and offset, or None if absent (as of a
+        time with `as_of`, as get())."""
         k = key.encode()
+        when = _ms(as_of)
 
         def entry(copy: Copy) -> codec.Entry | None:
-            raw = copy.lookup(k)
+            raw = copy.lookup(k) if when is None else _lookup_at(copy, k, _at(copy, when))
             return None if raw is None else codec.decode_entry(raw, k, copy.topic, copy.decode)
 
         return self._on_copy(entry)
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+    def get_many(self, keys: Iterable[str], *, as_of: AsOf | None = None) -> dict[str, Any]:
         """{key: value} for the keys present, in the order asked (a key asked twice is
         answered once), read with one RocksDB multi-get: all at one sequence number, so the
         answer never mixes two applied batches (a loop of get can). That is what it is for:
         it is only ~1.1x as fast as that loop, since RocksDB's own lookup of each key and
         the decoding of each value, which both pay in full, are ~90 % of a get
-        (docs/performance.md, "Point reads and get_many")."""
+        (docs/performance.md, "Point reads and get_many"). `as_of`: the values then, as
+        get() (each key's versions read on their own)."""
         wanted = list(keys)
         encoded = [key.encode() for key in wanted]
+        when = _ms(as_of)
 
         def many(copy: Copy) -> dict[str, Any]:
             storage, decode, topic = copy.storage, copy.decode, copy.topic
-            raws = storage.get_many(encoded)
+            if when is not None:
+                t = _at(copy, when)
+                raws = [_lookup_at(copy, k, t) for k in encoded]
+            else:
+                raws = storage.get_many(encoded)
             ttl_ms = storage.state.ttl_ms
-            if ttl_ms is not None:
+            if ttl_ms is not None and when is None:
                 cutoff = ttl.cutoff(ttl_ms)
                 raws = [None if r is None or ttl.is_expired(r, cutoff) else r for r in raws]
             return {
@@ -149,6 +165,10 @@ class Queries:
         return self._on_copy(
             lambda copy: list(itertools.islice(held(copy.storage.meta_items, after), limit))
         )
+
+    def _past(self, read: Callable[[Copy, int], _T], when: int) -> tuple[_T, Copy]:
+        """`read(copy, t)` as of `when` on the copy that answers now, with that copy."""
+        return self._on_copy(lambda copy: (read(copy, _at(copy, when)), copy))
 
     def _on_copy(self, read: Callable[[Copy], _T]) -> _T:
         """`read` on the copy that answers now; repeated on the next one if a swap closed it
@@ -181,12 +201,15 @@ class Queries:
         reverse: bool = False,
         limit: int | None = None,
         on_invalid: OnInvalid | None = None,
+        *,
+        as_of: AsOf | None = None,
     ) -> Iterator[tuple[str, Any]]:
         """(key, value) in key byte order over one point-in-time view; start inclusive, end
         exclusive; `limit` counts the keys visited. A value that does not decode is left
-        out and reported: on_invalid(InvalidValue), else a WARNING (ScanOptions). Exhaust
-        or close the iterator before close()."""
-        copy, scan = self._scan(prefix, start, end, reverse, limit)  # view fixed here
+        out and reported: on_invalid(InvalidValue), else a WARNING (ScanOptions). `as_of`:
+        the keys present then, with their values then (as get()). Exhaust or close the
+        iterator before close()."""
+        copy, scan = self._scan(prefix, start, end, reverse, limit, as_of)  # view fixed here
         report = self._reporter(on_invalid)
         return codec.decode_items(
             self._guarded(scan), copy.topic, report, copy.decode, copy.value_format
@@ -199,9 +222,11 @@ class Queries:
         end: str | None = None,
         reverse: bool = False,
         limit: int | None = None,
+        *,
+        as_of: AsOf | None = None,
     ) -> Iterator[str]:
         """Keys with the same filters as items()."""
-        _, scan = self._scan(prefix, start, end, reverse, limit)
+        _, scan = self._scan(prefix, start, end, reverse, limit, as_of)
         return self._guarded(k.decode() for k, _ in scan)
 
     def values(
@@ -212,9 +237,12 @@ class Queries:
         reverse: bool = False,
         limit: int | None = None,
         on_invalid: OnInvalid | None = None,
+        *,
+        as_of: AsOf | None = None,
     ) -> Iterator[Any]:
         """Values with the same filters and reports as items()."""
-        return (value for _, value in self.items(prefix, start, end, reverse, limit, on_invalid))
+        rows = self.items(prefix, start, end, reverse, limit, on_invalid, as_of=as_of)
+        return (value for _, value in rows)
 
     def entries(
         self,
@@ -224,10 +252,12 @@ class Queries:
         reverse: bool = False,
         limit: int | None = None,
         on_invalid: OnInvalid | None = None,
+        *,
+        as_of: AsOf | None = None,
     ) -> Iterator[codec.Entry]:
         """Entries (key, value, record timestamp, partition, offset), filtered and reported
         like items()."""
-        copy, scan = self._scan(prefix, start, end, reverse, limit)
+        copy, scan = self._scan(prefix, start, end, reverse, limit, as_of)
         decode, topic = copy.decode, copy.topic
         report = self._reporter(on_invalid)
         return skipping(
@@ -243,15 +273,19 @@ class Queries:
         end: str | None,
         reverse: bool,
         limit: int | None,
+        as_of: AsOf | None = None,
     ) -> tuple[Copy, Iterator[tuple[bytes, bytes]]]:
         """The copy a scan reads, and the scan, which that copy stays open for until it
-        ends."""
+        ends; as of a time, if given."""
         lower, upper = key_layout.key_bounds(prefix, start, end)
+        when = _ms(as_of)
         opened: list[Copy] = []
 
         def open_scan(copy: Copy) -> Iterator[tuple[bytes, bytes]]:
             opened.append(copy)
             storage = copy.storage
+            if when is not None:
+                return history_scan(storage, lower, upper, reverse, _at(copy, when))
             scan = storage.scan(lower, upper, reverse)
             ttl_ms = storage.state.ttl_ms
             if ttl_ms is not None:  # expired keys are left out (ttl.py)
@@ -415,6 +449,7 @@ class Queries:
         batch_rows: int = arrow.BATCH_ROWS,
         batch_bytes: int = arrow.BATCH_BYTES,
         on_invalid: OnInvalid | None = None,
+        as_of: AsOf | None = None,
     ) -> pa.RecordBatchReader:
         """A pyarrow RecordBatchReader of the keys items() visits, or, with `index`, of the
         keys find_matches() visits (`value`, prefix, start and end then filter index values),
@@ -423,19 +458,22 @@ class Queries:
         the fields `schema` names), timestamp (the record's); index_value first with `index`.
         A value that does not decode, or does not fit `schema`, has no row: it is reported
         as items() does (on_invalid, else a WARNING), as the batches are read, so a caller's
-        on_invalid collects the errors beside the table. Read or close the reader before
-        close(). ImportError without pyarrow."""
+        on_invalid collects the errors beside the table. `as_of`: the keys present then,
+        with their values and timestamps then (as items(); not with `index`). Read or
+        close the reader before close(). ImportError without pyarrow."""
         reporter = self._reporter(on_invalid)
         export = arrow.Export(self.topic, codec.decode, codec.VALUE_FORMAT_VERSION, reporter,
                               schema, batch_rows, batch_bytes)  # fmt: skip
         if index is None and value is not None:
             raise ValueError("to_arrow() takes a value only with an index")
+        if index is not None and as_of is not None:
+            raise ValueError("to_arrow() reads an index as it is now: as_of is for keys")
         # Bad arguments and a missing pyarrow are reported before a scan is opened.
         columns = arrow.schema(export, indexed=index is not None)
         copy: Copy
         rows: Iterator[tuple[bytes, ...]]
         if index is None:
-            copy, rows = self._scan(prefix, start, end, reverse, limit)
+            copy, rows = self._scan(prefix, start, end, reverse, limit, as_of)
         else:
             copy, rows = self._index_scan(index, value, prefix, start, end, reverse, limit)
         export = dataclasses.replace(
@@ -472,3 +510,18 @@ class Queries:
         if isinstance(exc, GlobalStoreError):
             raise exc
         raise StorageError(f"RocksDB read failed in {self.path}: {exc}") from exc
+
+
+def _ms(as_of: AsOf | None) -> int | None:
+    """A read's time as epoch ms, checked before any copy is read (None: now)."""
+    return None if as_of is None else to_ms(as_of)
+
+
+def _at(copy: Copy, when: int) -> int:
+    """`when` (ms), checked against the horizon of `copy` (read/as_of.py)."""
+    return moment(copy.storage, when)
+
+
+def _lookup_at(copy: Copy, key: bytes, t_ms: int) -> bytes | None:
+    """The stored bytes of `key` as of `t_ms` in `copy`."""
+    return lookup(copy.storage, key, t_ms)

@@ -1,5 +1,6 @@
 """status() of every face, built in one place: what the held state says (position, lag,
-count, layout, last restore, indexes, ttl) and the freshness rule; each face adds its own."""
+count, layout, last restore, indexes, ttl, history) and the freshness rule; each face adds
+its own."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from globalstore import codec
-from globalstore.read.protocols import IndexStatus, StoreStatus, TtlStatus, behind, freshness
+from globalstore.read.protocols import (
+    HistoryStatus,
+    IndexStatus,
+    StoreStatus,
+    TtlStatus,
+    behind,
+    freshness,
+)
+from globalstore.shaping.history import horizon_ms
 from globalstore.status import State
 from globalstore.storage import StorageState
 
-__all__ = ["index_statuses", "store_status", "ttl_status"]
+__all__ = ["history_status", "index_statuses", "store_status", "ttl_status"]
 
 
 def store_status(
@@ -55,6 +64,7 @@ def store_status(
         stale=stale,
         indexes={} if held is None else index_statuses(held, failures or {}),
         ttl=None if held is None else ttl_status(held, purged),
+        history=None if held is None else history_status(held),
         quarantined=0 if held is None else held.quarantined,
         undecodable=None if held is None else held.undecodable,
         **more,
@@ -84,3 +94,11 @@ def ttl_status(state: StorageState, purged: int = 0) -> TtlStatus | None:
     if state.ttl_ms is None:
         return None
     return TtlStatus(state.ttl_ms / 1000, state.time_entries, state.time_cursor is None, purged)
+
+
+def history_status(state: StorageState) -> HistoryStatus | None:
+    """status()'s report of the history held in `state` (None: it keeps none)."""
+    if state.history_ms is None:
+        return None
+    oldest = horizon_ms(state.history_ms, state.history_from_ms)
+    return HistoryStatus(state.history_ms / 1000, oldest / 1000, _seconds(state.history_from_ms))

@@ -28,6 +28,7 @@ from globalstore import tracing
 from globalstore.codec import OnInvalid
 from globalstore.errors import (
     GlobalStoreError,
+    HistoryUnavailable,
     IndexNotReady,
     InvalidValue,
     StoreClosed,
@@ -160,8 +161,8 @@ class Api:
     def _error_answer(self, exc: Exception) -> Response | None:
         """The answer to an error a route raises; None for one that is a bug (a 500)."""
         told = self._told(exc)
-        if isinstance(exc, BadRequest):
-            return json_response({"error": told}, 400)
+        if isinstance(exc, BadRequest | HistoryUnavailable):  # a time older than the store has
+            return json_response({"error": told, **_oldest(exc)}, 400)
         if isinstance(exc, StoreNotReady):
             return self._unavailable(told)
         if isinstance(exc, StoreClosed):
@@ -225,7 +226,7 @@ class Api:
         if query:
             await self._await_position(query, self._wait(query))
         key = params.text(request.path_params, "key") or ""
-        entry = self.served.store.get_entry(key)
+        entry = self.served.store.get_entry(key, as_of=params.as_of(query))
         if entry is None:
             return json_response({"error": "key not found", "key": key}, 404)
         return json_response(entry)
@@ -238,6 +239,7 @@ class Api:
             query, "limit", self.settings.default_limit, 1, self.settings.max_limit
         )
         after = params.cursor(query)
+        when = params.as_of(query)
         await self._await_position(query, self._wait(query))
         start = span.start
         if after is not None:
@@ -251,8 +253,9 @@ class Api:
         def scan(report: OnInvalid) -> Iterator[tuple[str, Any]]:
             # limit + 1 keys visited: one past a full page says whether another follows.
             return store.items(
-                prefix=span.prefix, start=start, end=span.end, limit=limit + 1, on_invalid=report
-            )
+                prefix=span.prefix, start=start, end=span.end, limit=limit + 1, on_invalid=report,
+                as_of=when,
+            )  # fmt: skip
 
         body = await anyio.to_thread.run_sync(bodies.page, scan, limit, max_bytes, counted)
         return Response(body, media_type="application/json")
@@ -286,11 +289,12 @@ class Api:
     async def export(self, request: Request) -> Response:
         """Every key and value by prefix and/or range, as NDJSON, from one point in time."""
         span = params.key_range(request.query_params)
+        when = params.as_of(request.query_params)
         store, size = self.served.store, self.settings.export_chunk
 
         def scan(report: OnInvalid) -> Iterator[tuple[str, Any]]:
             return store.items(
-                prefix=span.prefix, start=span.start, end=span.end, on_invalid=report
+                prefix=span.prefix, start=span.start, end=span.end, on_invalid=report, as_of=when
             )
 
         def chunks() -> Generator[bytes, None, None]:
@@ -414,3 +418,8 @@ def create_app(served: ServedStore, settings: ServerSettings | None = None) -> G
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))],
     )
     return Guard(app, settings.token)
+
+
+def _oldest(exc: Exception) -> dict[str, float | None]:
+    """The oldest time a store with history answers, for a read that asked for an older one."""
+    return {"oldest": exc.oldest} if isinstance(exc, HistoryUnavailable) else {}

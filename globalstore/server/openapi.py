@@ -6,6 +6,7 @@ from typing import Any
 
 from globalstore.server.bodies import QUARANTINE_VALUE_BYTES
 from globalstore.server.openapi_common import (
+    AS_OF_PARAMS,
     ERROR,
     INVALID,
     POSITION,
@@ -121,6 +122,7 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                             "required": True,
                             "schema": {"type": "string", "minLength": 1},
                         },
+                        *AS_OF_PARAMS,
                         *WAIT_PARAMS,
                     ],
                     "responses": {
@@ -141,6 +143,7 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                     "parameters": [
                         *RANGE_PARAMS,
                         *page_params(settings),
+                        *AS_OF_PARAMS,
                         *WAIT_PARAMS,
                     ],
                     "responses": {"200": json_content(page, "A page"), **QUERY_ERRORS},
@@ -191,7 +194,7 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                     "{error, key, partition, offset, reason} stands in its place and the "
                     "stream goes on (each counted in globalstore_decode_errors_total). A line "
                     "with `error` alone ends a stream cut short (the store was closed).",
-                    "parameters": [*RANGE_PARAMS, *WAIT_PARAMS],
+                    "parameters": [*RANGE_PARAMS, *AS_OF_PARAMS, *WAIT_PARAMS],
                     "responses": {
                         "200": {
                             "description": "NDJSON stream",

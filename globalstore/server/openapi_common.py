@@ -8,6 +8,7 @@ from typing import Any
 from globalstore.server.settings import ServerSettings
 
 __all__ = [
+    "AS_OF_PARAMS",
     "ERROR",
     "INVALID",
     "POSITION",
@@ -124,6 +125,14 @@ WAIT_PARAMS = [
         "max wait).",
         type="number",
         minimum=0,
+    ),
+]
+AS_OF_PARAMS = [
+    query_param(
+        "as_of",
+        "Answer as of this time: RFC 3339 with a time zone (`2026-11-29T09:00:00Z`) or epoch "
+        "seconds. Needs a store with history; a time older than the oldest it can answer "
+        "(/v1/status `history.oldest`) is a 400 naming that time.",
     ),
 ]
 RANGE_PARAMS = [

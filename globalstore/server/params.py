@@ -11,9 +11,13 @@ from dataclasses import dataclass
 
 import orjson
 
+from globalstore.read.as_of import parse as parse_time
+from globalstore.read.protocols import AsOf
+
 __all__ = [
     "BadRequest",
     "Range",
+    "as_of",
     "cursor",
     "encode_cursor",
     "encode_match_cursor",
@@ -84,6 +88,18 @@ def seconds(params: Mapping[str, str], name: str, default: float, high: float) -
     if not math.isfinite(value) or not 0 <= value <= high:
         raise BadRequest(f"{name} must be between 0 and {high} seconds, got {raw[:40]!r}")
     return value
+
+
+def as_of(params: Mapping[str, str]) -> AsOf | None:
+    """The `as_of` parameter: RFC 3339 with a time zone (2026-11-29T09:00:00Z) or epoch
+    seconds; None when absent (now)."""
+    raw = params.get("as_of")
+    if raw is None:
+        return None
+    try:
+        return parse_time(raw)
+    except ValueError as exc:
+        raise BadRequest(f"as_of: {exc}") from None
 
 
 def encode_cursor(key: str) -> str:

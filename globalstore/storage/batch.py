@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rocksdict
 
@@ -45,6 +45,9 @@ from globalstore.storage.records import (
 )
 from globalstore.storage.state import StorageState
 
+if TYPE_CHECKING:
+    from globalstore.storage.history import Recorder
+
 __all__ = ["Batch"]
 
 
@@ -75,6 +78,8 @@ class Batch:
         self.quarantine = quarantine
         self.quarantining: dict[bytes, bool] = {}
         self.checked: Checked | None = None  # the C loop's way past the check, if it may
+        # A store with history: what writes each record's version beside its value.
+        self.recorder: Recorder | None = None
         self._meta = meta
 
     def change(self, **fields: Any) -> None:
@@ -99,7 +104,12 @@ class Batch:
         (one dict store a record saved)."""
         out = Applied()
         put, delete = self._staging(track)
-        out.present = fill(put, delete, records, out, self.nexts, list_keys)
+        recorder = self.recorder
+        if recorder is None:
+            out.present = fill(put, delete, records, out, self.nexts, list_keys)
+        else:
+            put, delete = recorder.wrap(put, delete)
+            out.present = fill(put, delete, recorder.follow(records), out, self.nexts, list_keys)
         out.records = len(records)
         for p, end in ends.items():
             # Everything before the end was delivered (or was never data).

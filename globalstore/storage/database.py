@@ -34,6 +34,7 @@ from globalstore.errors import StorageError
 from globalstore.storage.batch import Batch
 from globalstore.storage.cache import HotValues
 from globalstore.storage.failures import close_when_unborrowed, reported
+from globalstore.storage.history import History
 from globalstore.storage.index_defs import SecondaryIndexes
 from globalstore.storage.index_family import IndexFamily
 from globalstore.storage.lock import DirLock, NoLock
@@ -98,6 +99,7 @@ class Storage:
         self.indexes = SecondaryIndexes(self)  # a store with indexes keeps them (index_defs.py)
         self.time = TimeIndex(self, self.indexes)  # a store with a ttl keeps it (timeindex.py)
         self.quarantine: Quarantine | None = None  # a store that quarantines (quarantine.py)
+        self.history = History(self)  # a store with history keeps versions (history.py)
         # Held while writing, and while a reader opens its two iterators (values and index
         # entries): then both see the database at the same sequence number.
         self.view_lock = threading.Lock()
@@ -200,7 +202,8 @@ class Storage:
         """Adopt positions, count, layout, last restore time and indexes from meta."""
         index = self._index
         entries = {n: 0 if index is None else index.entries(d.id) for n, d in meta.indexes.items()}
-        self.state = self.time.loaded(StorageState.of(meta, entries), meta)
+        state = self.time.loaded(StorageState.of(meta, entries), meta)
+        self.state = self.history.loaded(state, meta)
 
     def catch_up(self) -> None:
         """A secondary instance: read what the writer logged since the last call (its
@@ -210,7 +213,9 @@ class Storage:
             with self.view_lock:  # not between a reader's two iterators
                 self._db.try_catch_up_with_primary()
             meta = self.read_meta()
-            if (meta.indexes or meta.time_index is not None) and self._index is None:
+            if self._index is None and (
+                meta.indexes or meta.time_index is not None or meta.history_ms is not None
+            ):
                 # The writer defined the first index (or a time index) since this instance
                 # opened, and a secondary cannot open a column family later: open again.
                 self._close_db()
@@ -281,6 +286,7 @@ class Storage:
         together, so a crash loses the unflushed batches, their offsets with them; the next
         start resumes from the last flushed ones. begin_recount flushes first."""
         batch = self.batch() if exact_count else self._bulk_batch()
+        batch.recorder = self.history.recorder(batch.wb)
         listed = exact_count or list_keys
         out = batch.records(records, ends, self._tracks_writes, listed)
         batch.changed = out.present if listed else batch.staged
@@ -291,7 +297,10 @@ class Storage:
     ) -> Applied:
         """Apply the batch the C loop consumes, written exactly as apply() writes the same
         records: a bulk restore (exact_count=False) or a follow batch of a plain store, which
-        keeps the count exact and lists the batch's keys in Applied.present."""
+        keeps the count exact and lists the batch's keys in Applied.present. Never with
+        history: the C loop does not give a delete its record (history.py)."""
+        if self.state.history_ms is not None:
+            raise StorageError("a store with history applies its records with the Python loop")
         batch = self.batch() if exact_count else self._bulk_batch()
         out = batch.native(restorer, timeout, self._tracks_writes or exact_count)
         if exact_count:

@@ -109,3 +109,7 @@ class IndexFamily:
         if not keys:
             return []
         return self._family.get(keys)
+
+    def items_from(self, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """(entry, value) in key order from `start` on, over one point-in-time iterator."""
+        return self._family.items(from_key=start)

@@ -24,6 +24,9 @@ Keys (column family "meta"):
     index.next_id  the id the next index defined gets (ids are never reused)
     ttl            the store's time to live (ms, i64; shaping/ttl.py), for readers in other
                    processes
+    history        the history window (ms, i64; storage/history.py): versions are kept
+    history.from   wall ms from which the kept versions are complete (a restore's or a
+                   resume's start)
     time_index     "built", or "cursor:<hex>" while the time index is built (timeindex.py)
     invalid_values "quarantine" in a store that quarantines values that do not decode;
                    absent: stored as they come
@@ -53,6 +56,8 @@ __all__ = [
     "K_APPLIED_AT",
     "K_CONVERT_CURSOR",
     "K_COUNT",
+    "K_HISTORY",
+    "K_HISTORY_FROM",
     "K_INDEX_NEXT_ID",
     "K_INVALID_HELD",
     "K_INVALID_VALUES",
@@ -105,6 +110,8 @@ OFFSET_PREFIX = b"offset:"
 INDEX_PREFIX = b"index:"
 K_INDEX_NEXT_ID = b"index.next_id"
 K_TTL = b"ttl"
+K_HISTORY = b"history"  # the history window (ms), when the store keeps versions
+K_HISTORY_FROM = b"history.from"  # wall ms from which its versions are complete
 K_TIME_INDEX = b"time_index"
 K_INVALID_VALUES = b"invalid_values"
 K_QUARANTINED = b"quarantined"
@@ -193,6 +200,8 @@ class Meta:
     indexes: dict[str, IndexDef] = field(default_factory=dict)  # by name
     index_next_id: int = 1
     ttl_ms: int | None = None  # the writer's time to live, if it has one
+    history_ms: int | None = None  # the history window, if the store keeps versions
+    history_from_ms: int | None = None  # from when its versions are complete
     time_index: bytes | None = None  # K_TIME_INDEX as stored (parse_cursor reads it)
     invalid_values: str | None = None  # "quarantine", or None: stored as they came
     quarantined: int = 0  # keys the quarantine holds
@@ -241,6 +250,8 @@ def parse_meta(
             meta.offsets[int(key[len(OFFSET_PREFIX) :])] = I64.unpack(value)[0]
         meta.index_next_id = opt_int(get(K_INDEX_NEXT_ID)) or 1
         meta.ttl_ms = _opt_i64(get(K_TTL))
+        meta.history_ms = _opt_i64(get(K_HISTORY))
+        meta.history_from_ms = _opt_i64(get(K_HISTORY_FROM))
         meta.time_index = get(K_TIME_INDEX)
         meta.invalid_values = _opt_str(get(K_INVALID_VALUES))
         meta.quarantined = _opt_i64(get(K_QUARANTINED)) or 0

@@ -1,0 +1,101 @@
+"""Reads as of a time (storage/history.py says which version answers): the time a caller
+gives, the horizon it must not be older than, and the lookups and scans of the versions.
+
+A time is epoch seconds (int or float) or an aware datetime; it is compared with record
+timestamps in whole milliseconds, so as of t means "at or before t's millisecond". A key
+whose version as of t is older than the ttl at t reads as absent (expired then).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+from collections.abc import Iterator
+
+from globalstore.errors import HistoryUnavailable
+from globalstore.read.protocols import AsOf
+from globalstore.shaping import ttl
+from globalstore.shaping.history import horizon_ms
+from globalstore.storage import Storage
+
+__all__ = ["AsOf", "lookup", "moment", "parse", "scan", "to_ms"]
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def to_ms(as_of: AsOf) -> int:
+    """`as_of` as epoch milliseconds; ValueError for a naive datetime or another type."""
+    if isinstance(as_of, dt.datetime):
+        if as_of.tzinfo is None or as_of.utcoffset() is None:
+            raise ValueError(f"as_of must be an aware datetime (with a time zone), not {as_of!r}")
+        return (as_of - _EPOCH) // dt.timedelta(milliseconds=1)
+    if isinstance(as_of, bool) or not isinstance(as_of, int | float) or not math.isfinite(as_of):
+        raise ValueError(f"as_of must be epoch seconds or an aware datetime, not {as_of!r}")
+    # Through the decimal the float prints as: 2.01 s is 2010 ms, where 2.01 * 1000 is not.
+    return int(decimal.Decimal(repr(as_of)).scaleb(3) // 1)
+
+
+def parse(text: str) -> AsOf:
+    """A time as a user writes it: epoch seconds, or RFC 3339 with a time zone
+    (2026-11-29T09:00:00Z); ValueError naming the two forms otherwise."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(seconds):
+            raise ValueError(f"a time must be a finite number of seconds, not {text[:40]!r}")
+        return seconds
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"a time is RFC 3339 (2026-11-29T09:00:00Z) or epoch seconds, not {text[:40]!r}"
+        ) from None
+    if when.tzinfo is None:
+        raise ValueError(f"a time must name its time zone (Z or +hh:mm), not {text[:40]!r}")
+    return when
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
+
+
+def moment(storage: Storage, t: int) -> int:
+    """`t` (ms), the time a read as of a time reads `storage` at; HistoryUnavailable if it
+    is older than the oldest time the store can answer, or the store keeps no history."""
+    state = storage.state
+    if state.history_ms is None:
+        raise HistoryUnavailable(
+            f"store {storage.path} keeps no history: a read as of a time needs history=seconds"
+        )
+    oldest = horizon_ms(state.history_ms, state.history_from_ms)
+    if t < oldest:
+        raise HistoryUnavailable(
+            f"store {storage.path} cannot answer as of {_iso(t)}: the oldest time it can "
+            f"answer is {_iso(oldest)} (epoch {oldest / 1000})",
+            oldest / 1000,
+        )
+    return t
+
+
+def lookup(storage: Storage, key: bytes, t_ms: int) -> bytes | None:
+    """The stored bytes of `key` as of `t_ms`, None if absent then (or expired then)."""
+    raw = storage.history.get(key, t_ms)
+    ttl_ms = storage.state.ttl_ms
+    if raw is not None and ttl_ms is not None and ttl.is_expired(raw, t_ms - ttl_ms):
+        return None
+    return raw
+
+
+def scan(
+    storage: Storage, lower: bytes | None, upper: bytes | None, reverse: bool, t_ms: int
+) -> Iterator[tuple[bytes, bytes]]:
+    """(key, stored bytes) as of `t_ms` in [lower, upper), expired ones left out. In reverse
+    the answer is gathered first: versions are read in key order only."""
+    rows = storage.history.scan(lower, upper, t_ms)
+    ttl_ms = storage.state.ttl_ms
+    if ttl_ms is not None:
+        rows = ttl.unexpired(rows, t_ms - ttl_ms)
+    return reversed(list(rows)) if reverse else rows

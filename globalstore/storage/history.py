@@ -1,0 +1,345 @@
+"""History: every version of every key inside a window, for reads as of a time.
+
+A store with history=seconds writes, beside each value it puts or deletes, a version entry
+in the index column family, in the same WriteBatch (so a crash keeps versions and values
+together, as it keeps offsets: contract 10). Layout, under the prefix b"h" (no secondary
+index or time entry starts with it):
+
+    h<escaped key>\\x00\\x00<offset: 8 bytes><partition: 4 bytes>   a version of the key
+        value: the stored bytes the record wrote (codec.py: header with the record
+        timestamp, partition and offset), or for a tombstone b"\\x00" + timestamp (8
+        bytes) + partition (4 bytes): no stored value starts with a zero byte
+
+The key is escaped (\\x00 as \\x00\\xff) and ended with \\x00\\x00, which keeps the versions
+of one key together and the keys in the data's byte order. A key's versions follow in
+(offset, partition) order: the order of the records in their partition.
+
+The version as of t (ms): in each partition, of the key's versions whose record timestamp
+is <= t, the one with the greatest offset; of those (one per partition the key was written
+to: a key moves when partitions are added), the one with the greatest timestamp, and on a
+tie the greater partition. A partition whose timestamps go backwards still gives one
+answer, the later record; and a key that stays in one partition reads its current value as
+of any time at or after every timestamp it was given.
+
+The meta column family records the window (K_HISTORY, ms) and the oldest time the versions
+are complete from (K_HISTORY_FROM, ms): the wall time a store began restoring or resuming.
+Before it, compaction (or an absence) may have removed versions the store never saw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Callable, Iterable, Iterator
+
+import rocksdict
+
+from globalstore.codec import HEADER, HEADER_SIZE, TIMESTAMP, TIMESTAMP_AT
+from globalstore.storage.host import IndexHost
+from globalstore.storage.keys import successor
+from globalstore.storage.meta import I64, K_HISTORY, K_HISTORY_FROM, Meta
+from globalstore.storage.records import Delete, Put, Record, Records
+from globalstore.storage.state import StorageState
+
+__all__ = ["PREFIX", "History", "PurgeStep", "Recorder", "as_of", "version_key", "versions_of"]
+
+PREFIX = b"h"
+_END = b"\x00\x00"  # ends an escaped key
+_ORDER = struct.Struct(">QI")  # offset, partition
+_SUFFIX = len(_END) + _ORDER.size
+_TOMBSTONE = b"\x00"
+_PARTITION = struct.Struct(">i")
+
+
+def _escaped(key: bytes) -> bytes:
+    return key.replace(b"\x00", b"\x00\xff") if b"\x00" in key else key
+
+
+def version_key(key: bytes, partition: int, offset: int) -> bytes:
+    """The entry of `key`'s version written by the record at (partition, offset)."""
+    return PREFIX + _escaped(key) + _END + _ORDER.pack(offset, partition)
+
+
+def _key_of(entry: bytes) -> bytes:
+    """The data key of a version entry."""
+    return entry[1:-_SUFFIX].replace(b"\x00\xff", b"\x00")
+
+
+def _bound(key: bytes | None) -> bytes | None:
+    """The entry bound of a data-key bound: every version of a key >= `key` sorts at or after
+    it, every version of a smaller key before it."""
+    return None if key is None else PREFIX + _escaped(key)
+
+
+def _partition(version: bytes) -> int:
+    if version[:1] == _TOMBSTONE:
+        return int(_PARTITION.unpack_from(version, 1 + TIMESTAMP.size)[0])
+    return int(HEADER.unpack_from(version)[3])
+
+
+def _timestamp(version: bytes) -> int:
+    if version[:1] == _TOMBSTONE:
+        return int(TIMESTAMP.unpack_from(version, 1)[0])
+    if len(version) >= HEADER_SIZE:
+        return int(TIMESTAMP.unpack_from(version, TIMESTAMP_AT)[0])
+    return -1
+
+
+def as_of(versions: Iterable[bytes], t_ms: int) -> bytes | None:
+    """Of one key's versions in entry order, the stored bytes as of `t_ms` (None: absent
+    then, or a tombstone), by the rule above. Partitions are compared as their 4 bytes
+    (big-endian and never negative: in the order of their numbers), which is cheaper than
+    unpacking them, for each version of each key a scan reads."""
+    found: bytes | None = None
+    found_ts, found_p = -1, b""
+    moved: dict[bytes, tuple[int, bytes]] | None = None  # a key in several partitions
+    unpack, tombstone = TIMESTAMP.unpack_from, _TOMBSTONE[0]
+    for version in versions:
+        if version[0] == tombstone:
+            ts, p = unpack(version, 1)[0], version[9:13]
+        else:
+            ts, p = unpack(version, TIMESTAMP_AT)[0], version[10:14]
+        if ts > t_ms:
+            continue
+        if found is not None and p != found_p and moved is None:
+            moved = {found_p: (found_ts, found)}
+        if moved is not None:
+            moved[p] = (ts, version)
+        found, found_ts, found_p = version, ts, p
+    if moved is not None:
+        _, _, found = max((ts, p, v) for p, (ts, v) in moved.items())
+    return None if found is None or found[:1] == _TOMBSTONE else found
+
+
+def versions_of(
+    items: Iterator[tuple[bytes, bytes]], lower: bytes | None, upper: bytes | None
+) -> Iterator[tuple[bytes, list[bytes]]]:
+    """(data key, its versions in entry order) for the keys in [lower, upper), from an
+    iterator over the index column family positioned at the first version entry (or
+    before it)."""
+    low, high = _bound(lower) or PREFIX, _bound(upper) or successor(PREFIX)
+    head: bytes | None = None  # the escaped key and its end, shared by its versions
+    versions: list[bytes] = []
+    order = _ORDER.size
+    for entry, version in items:
+        if entry < low:
+            continue
+        if high is not None and entry >= high:
+            break
+        this = entry[:-order]
+        if this != head:
+            if head is not None:
+                yield _key_of(head + bytes(order)), versions
+            head, versions = this, []
+        versions.append(version)
+    if head is not None:
+        yield _key_of(head + bytes(order)), versions
+
+
+def _absent(version: bytes, cutoff_ms: int, ttl_ms: int | None) -> bool:
+    """Whether `version`, a key's last before the cutoff, reads absent from the cutoff on:
+    a tombstone, or a value expired then under `ttl_ms` (and so ever after)."""
+    if version[:1] == _TOMBSTONE:
+        return True
+    ts = _timestamp(version)
+    return ttl_ms is not None and 0 <= ts < cutoff_ms - ttl_ms
+
+
+class Recorder:
+    """The versions of one batch's records, put in its WriteBatch beside their values: the
+    put and delete a loop fills the batch with, wrapped. A put finds the record's timestamp,
+    partition and offset in the stored bytes' header; a delete has only the key, so the
+    records are read through follow(), which notes the one being applied."""
+
+    def __init__(self, put: Callable[[bytes, bytes], object]) -> None:
+        self._put_version = put
+        self._current: Record | None = None
+        self.written = 0
+
+    def follow(self, records: Records) -> Records:
+        """`records`, each noted as the one being applied as the loop takes it."""
+        return _Followed(records, self)
+
+    def note(self, record: Record) -> None:
+        """`record` is the one the loop applies now."""
+        self._current = record
+
+    def wrap(self, put: Put, delete: Delete) -> tuple[Put, Delete]:
+        """`put` and `delete`, each also writing the version it makes."""
+        unpack, put_version = HEADER.unpack_from, self._put_version
+
+        def put_recorded(key: bytes, stored: bytes) -> object:
+            written = put(key, stored)
+            if written is not False:  # False: a quarantined record, the key unchanged
+                _, _, _, p, o = unpack(stored)
+                put_version(version_key(key, p, o), stored)
+                self.written += 1
+            return written
+
+        def delete_recorded(key: bytes) -> object:
+            done = delete(key)
+            current = self._current
+            if current is not None and current[0] == key:
+                _, _, _, p, o, ts = current
+                tombstone = _TOMBSTONE + TIMESTAMP.pack(ts) + _PARTITION.pack(p)
+                put_version(version_key(key, p, o), tombstone)
+                self.written += 1
+            return done
+
+        return put_recorded, delete_recorded
+
+
+class _Followed:
+    """A batch's records, noting each one in its recorder as it is taken."""
+
+    def __init__(self, records: Records, recorder: Recorder) -> None:
+        self._records, self._recorder = records, recorder
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __iter__(self) -> Iterator[Record]:
+        note = self._recorder.note
+        for record in self._records:
+            note(record)
+            yield record
+
+
+@dataclasses.dataclass
+class PurgeStep:
+    """What one purge step did: versions removed, and whether the sweep has more to do."""
+
+    removed: int
+    more: bool
+
+
+class History:
+    """A Storage's history of versions: its setting, its reads and its purge."""
+
+    def __init__(self, host: IndexHost) -> None:
+        self._s = host
+        self._cursor: bytes | None = None  # where the purge's sweep resumes
+
+    def loaded(self, state: StorageState, meta: Meta) -> StorageState:
+        """`state` with the history window and its start as `meta` says."""
+        return dataclasses.replace(
+            state, history_ms=meta.history_ms, history_from_ms=meta.history_from_ms
+        )
+
+    def define(self, history_ms: int | None, from_ms: int) -> None:
+        """Before any record is applied: keep versions for `history_ms` (None: keep none,
+        and drop those kept), complete from `from_ms` on (the wall time this start began:
+        what was written to the topic while the store was away may be compacted away)."""
+        s, state = self._s, self._s.state
+        if history_ms is None and state.history_ms is None:
+            return
+        batch = s.batch()
+        if history_ms is None:
+            if s.index is not None:
+                s.index.delete_range(batch.wb, PREFIX, successor(PREFIX) or PREFIX)
+            batch.put_meta(K_HISTORY, None)
+            batch.put_meta(K_HISTORY_FROM, None)
+            batch.change(history_ms=None, history_from_ms=None)
+        else:
+            s.index_family()  # versions are written there from the first batch on
+            start = max(from_ms, state.history_from_ms or from_ms)
+            batch.put_meta(K_HISTORY, I64.pack(history_ms))
+            batch.put_meta(K_HISTORY_FROM, I64.pack(start))
+            batch.change(history_ms=history_ms, history_from_ms=start)
+        s.commit(batch)
+
+    def recorder(self, wb: rocksdict.WriteBatch) -> Recorder | None:
+        """What records a batch's versions into `wb`, None without history."""
+        if self._s.state.history_ms is None:
+            return None
+        family = self._s.index_family()
+        return Recorder(lambda key, value: family.put(wb, key, value))
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, key: bytes, t_ms: int) -> bytes | None:
+        """The stored bytes of `key` as of `t_ms` (None: absent then)."""
+        index = self._s.index
+        if index is None:
+            return None
+        # The escaped key and its end: only this key's versions start with it.
+        prefix = PREFIX + _escaped(key) + _END
+        versions = []
+        for entry, version in index.items_from(prefix):
+            if not entry.startswith(prefix):
+                break
+            versions.append(version)
+        return as_of(versions, t_ms)
+
+    def scan(
+        self, lower: bytes | None, upper: bytes | None, t_ms: int
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """(key, stored bytes) as of `t_ms` of the keys in [lower, upper) present then, in
+        key order, over one point-in-time iterator."""
+        index = self._s.index
+        if index is None:
+            return iter(())
+        items = index.items_from(_bound(lower) or PREFIX)
+        return (
+            (key, found)
+            for key, versions in versions_of(items, lower, upper)
+            if (found := as_of(versions, t_ms)) is not None
+        )
+
+    # -- the purge ---------------------------------------------------------------------------
+
+    def purge(self, cutoff_ms: int, limit: int) -> PurgeStep:
+        """Delete the versions no read at or after `cutoff_ms` can answer with, for up to
+        about `limit` versions from where the sweep stands, in one batch: in each partition,
+        of a key's versions with a timestamp <= cutoff_ms all but the last (which can still
+        answer), and that one too when it is a tombstone and all the key has left. The
+        versions that answer at the cutoff, and so the current value, stay.
+        Called between applies, so no write comes between reading and deleting."""
+        s = self._s
+        index = s.index
+        if index is None or s.state.history_ms is None:
+            return PurgeStep(0, False)
+        items = index.items_from(self._cursor or PREFIX)
+        ttl_ms = s.state.ttl_ms
+        batch = s.batch()
+        removed = 0
+        last_entry: bytes | None = None
+        group: list[tuple[bytes, bytes]] = []
+        more = False
+        for seen, (entry, version) in enumerate(items):
+            if not entry.startswith(PREFIX):
+                break
+            if group and _key_of(entry) != _key_of(group[0][0]):
+                removed += self._drop_old(batch.wb, group, cutoff_ms, ttl_ms)
+                group = []
+                if seen >= limit:  # a chunk ends between two keys
+                    more, last_entry = True, entry
+                    break
+            group.append((entry, version))
+        removed += self._drop_old(batch.wb, group, cutoff_ms, ttl_ms)
+        self._cursor = last_entry if more else None
+        if removed:
+            s.commit(batch)
+        return PurgeStep(removed, more)
+
+    def _drop_old(
+        self,
+        wb: rocksdict.WriteBatch,
+        group: list[tuple[bytes, bytes]],
+        cutoff_ms: int,
+        ttl_ms: int | None,
+    ) -> int:
+        family = self._s.index_family()
+        old = [(e, v) for e, v in group if _timestamp(v) <= cutoff_ms]
+        if not old:
+            return 0
+        # In each partition the last of them answers from the cutoff on until a later one.
+        last = {_partition(v): e for e, v in old}
+        drop = [e for e, v in old if last[_partition(v)] != e]
+        # A tombstone answers "absent", and so does a value past the ttl at the cutoff (and
+        # after it), which no version at all says too only when it is all the key has left.
+        if len(old) == len(group) and len(last) == 1 and _absent(old[-1][1], cutoff_ms, ttl_ms):
+            drop.append(old[-1][0])
+        for entry in drop:
+            family.delete(wb, entry)
+        return len(drop)
