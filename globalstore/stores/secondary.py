@@ -32,6 +32,7 @@ from globalstore.errors import (
     StoreClosed,
     StoreNotReady,
 )
+from globalstore.follow.delays import RecordDelays
 from globalstore.read.changes import ChangeFeed
 from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus, behind, check_partitions, reaches
@@ -94,6 +95,8 @@ class SecondarySource:
         self._catching_up = threading.Lock()
         self._feeds = feeds
         self._writer = writer
+        self._visible = RecordDelays()  # the writer's batches, once this reader shows them
+        self._counted: tuple[str, str, int | None] | None = None  # (writer, copy, batch) last
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -179,6 +182,7 @@ class SecondarySource:
             self._note, self._heard_at = note, time.monotonic()
             try:
                 self._catch_up(note)
+                self._count_visible(note)
                 self._last_error = None
             except GlobalStoreError as exc:
                 self._last_error = str(exc)
@@ -255,6 +259,25 @@ class SecondarySource:
         else:
             self._live.swap(copy)  # the old copy retires (live.py)
         log.info("shared store at %s: reading the copy in %s", self.path, copy.storage.path)
+
+    def _count_visible(self, note: WriterNote) -> None:
+        """Count the delay of the batch the note says the writer applied last, once, if this
+        reader shows it now (a query may have caught up before the note came: a few
+        milliseconds late at most). Not counted: the batch of the first note of a copy (it
+        was applied before this reader opened the copy, as a restore's records are not
+        counted for the writer), and a batch whose note this reader missed (its socket's
+        queue full) or that it showed only later with another's."""
+        live = self._live
+        if live is None or (live.current.writer, live.current.live) != (note.writer, note.live):
+            return  # no copy yet, or the note names one this reader has not opened
+        if not reaches(live.current.storage.state.positions, note.positions):
+            return
+        applied, counted = note.applied, self._counted
+        self._counted = (note.writer, note.live, None if applied is None else applied.number)
+        if applied is None or counted is None or counted[:2] != self._counted[:2]:
+            return  # a writer of a version that does not say it; or a copy's first note
+        if counted[2] != applied.number:  # else a heartbeat's note repeats it
+            self._visible.observe(time.time() - applied.oldest_ms / 1000, applied.records)
 
     def _track_sync(self, note: WriterNote) -> None:
         positions = self.position()
@@ -381,6 +404,7 @@ class SecondarySource:
             failure=_WRITER_FAILED if note is not None and note.state == State.FAILED else None,
             behind_writer=None if note is None else behind(note.positions, position),
             refused_notes=0 if wake is None else wake.refused,
+            visible_delays=self._visible.snapshot(),
         )
 
     def _silence(self) -> str | None:
