@@ -7,6 +7,7 @@ a termination grace that covers the shutdown."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -100,21 +101,30 @@ def _kubeconform() -> str | None:
 
 
 @pytest.mark.skipif(_kubeconform() is None, reason="kubeconform not found")
-def test_kubeconform_accepts_them() -> None:
-    """kubeconform with the schemas kubernetes-validate ships (it cannot download its own
-    here). KUBECONFORM_SCHEMAS may name another location template."""
+def test_kubeconform_accepts_them(tmp_path: Path) -> None:
+    """kubeconform over the schemas kubernetes-validate ships (it cannot download its own
+    here), made standalone as kubeconform reads them."""
     validate = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate")
     schemas = Path(validate.__file__).parent / "kubernetes-json-schema"
-    location = os.environ.get("KUBECONFORM_SCHEMAS") or str(
-        schemas
-        / "v{{ .NormalizedKubernetesVersion }}-local-strict"
-        / "{{ .ResourceKind }}{{ .KindSuffix }}.json"
-    )
+    _standalone(schemas / f"v{SCHEMA_VERSION}-local-strict", tmp_path)
+    location = str(tmp_path / "{{ .ResourceKind }}{{ .KindSuffix }}.json")
     command = [_kubeconform() or "", "-strict", "-summary", "-kubernetes-version",
                SCHEMA_VERSION, "-schema-location", location, *map(str, MANIFESTS)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Invalid: 0, Errors: 0, Skipped: 0" in done.stdout, done.stdout
+
+
+def _standalone(local: Path, dest: Path) -> None:
+    """The schemas of the kinds the manifests use, each with the definitions it refers to
+    inside it (kubernetes-validate's refer to one shared file by an absolute path)."""
+    shared = "/api/_definitions.json#"
+    definitions = json.loads((local / "_definitions.json").read_text())["$defs"]
+    for _, doc in _documents():
+        group = doc["apiVersion"].replace("/", "-").lower()
+        name = f"{doc['kind'].lower()}-{group}.json"
+        schema = json.loads((local / name).read_text().replace(shared, "#"))
+        (dest / name).write_text(json.dumps({**schema, "$defs": definitions}))
 
 
 @pytest.mark.parametrize("name", ["orders-store", "orders-service"])
