@@ -14,6 +14,7 @@ import pytest
 
 from globalstore.config import StoreConfig
 from globalstore.errors import OffsetsOutOfRange, StorageError
+from globalstore.follow.delays import LastBatch
 from globalstore.follow.plan import Plan
 from globalstore.follow.prepare import Prepared
 from globalstore.follow.thread import StoreThread
@@ -157,6 +158,26 @@ def test_status_tells_how_far_the_restore_is_and_nothing_once_ready(storage: Sto
         consumer.partitions[0] += messages(*((f"m{i}", "v") for i in range(6)), start=4)
         assert thread.ready.wait(10) and thread.status.state is State.RUNNING
         assert thread.status.progress is None
+    finally:
+        thread.stop()
+        thread.join()
+
+
+def test_the_last_batch_followed_is_known_when_its_readers_are_woken(storage: Storage) -> None:
+    old = int(time.time() * 1000) - 90_000
+    consumer = FakeConsumer(TOPIC, {0: [Msg(b"a", b"1", 0, 0, ts=old)]})
+    thread = _thread(storage, consumer, {0: 1})
+    seen: list[LastBatch | None] = []
+    thread.on_applied = lambda: seen.append(thread.last_batch)  # where the note is built
+    thread.start()
+    try:
+        assert thread.ready.wait(10)
+        assert thread.last_batch is None  # restored: no batch followed yet
+        for offset in (1, 2):
+            fresh = int(time.time() * 1000)
+            consumer.partitions[0].append(Msg(b"b", b"2", 0, offset, ts=fresh))
+            _eventually(lambda: len(seen) > 0 and seen[-1] is not None, "woken")
+            _eventually(lambda: seen[-1] == LastBatch(offset, fresh, 1), "numbered 1, 2")
     finally:
         thread.stop()
         thread.join()
