@@ -177,7 +177,8 @@ def test_the_last_batch_followed_is_known_when_its_readers_are_woken(storage: St
             fresh = int(time.time() * 1000)
             consumer.partitions[0].append(Msg(b"b", b"2", 0, offset, ts=fresh))
             _eventually(lambda: len(seen) > 0 and seen[-1] is not None, "woken")
-            _eventually(lambda: seen[-1] == LastBatch(offset, fresh, 1), "numbered 1, 2")
+            expected = LastBatch(offset, fresh, 1)  # numbered 1, 2, ...
+            _eventually(lambda e=expected: seen[-1] == e, f"{expected}, saw {seen[-1]}")
     finally:
         thread.stop()
         thread.join()
