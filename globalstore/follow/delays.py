@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from globalstore.status import Delays
 
-__all__ = ["BOUNDS", "LastBatch", "RecordDelays"]
+__all__ = ["BOUNDS", "RECENT_BATCHES", "FollowedBatch", "RecordDelays"]
 
 # From a few milliseconds (a record visible at once) to minutes (a store far behind).
 BOUNDS = (
@@ -45,9 +45,14 @@ class RecordDelays:
         return Delays(BOUNDS, tuple(self._counts), self._total, self._sum)
 
 
-class LastBatch(NamedTuple):
-    """The batch a follower applied last, as its writer's note tells reader processes, which
-    count its records' delay once they show it (stage "visible")."""
+# The batches followed last that a writer's note lists: a reader that reads one note for
+# several batches (it takes the newest of those queued) still counts each.
+RECENT_BATCHES = 16
+
+
+class FollowedBatch(NamedTuple):
+    """A batch a follower applied, as its writer's note tells reader processes, which count
+    its records' delay once they show it (stage "visible")."""
 
     number: int  # 1, 2, ... per follower thread: a reader counts each number once
     oldest_ms: int  # the timestamp of its oldest record

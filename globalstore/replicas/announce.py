@@ -46,7 +46,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from globalstore.errors import ConfigurationError
-from globalstore.follow.delays import LastBatch
+from globalstore.follow.delays import FollowedBatch
 from globalstore.status import State
 
 __all__ = [
@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 
 READERS = "readers"  # the directory, inside the store's, where readers register
 WAKE_SOCKET = "wake.sock"
-# In a reader's directory, made before its socket: it decodes notes that say the last batch
+# In a reader's directory, made before its socket: it decodes notes that list the batches
 # applied. A reader without it (an older version) gets notes without it: its decoder would
 # refuse them, and it would stop following a newer writer.
 ACCEPTS_APPLIED = "accepts-applied"
@@ -88,17 +88,17 @@ class WriterNote:
     positions: Mapping[int, int]  # next offset it has applied, per partition
     high: Mapping[int, int]  # the topic's end offsets as it last knew them
     sent_at: float  # wall-clock seconds
-    # The batch it applied last while following (None: none yet, or a writer of a version
-    # before it): a reader counts its records' delay once it shows them.
-    applied: LastBatch | None = None
+    # The batches it followed last, oldest first (none yet, or a writer of a version before
+    # them: empty): a reader counts their records' delay once it shows them.
+    applied: tuple[FollowedBatch, ...] = ()
 
     def encode(self, *, applied: bool = True) -> bytes:
         """The note as compact JSON bytes, as readers decode it; applied=False leaves the
-        last batch out, for a reader of a version before it (whose decoder refuses a field
+        batches out, for a reader of a version before them (whose decoder refuses a field
         it does not know: ACCEPTS_APPLIED says which readers know it)."""
         body = {**self.__dict__, "positions": dict(self.positions), "high": dict(self.high)}
-        if body.pop("applied") is not None and applied:
-            body["applied"] = list(self.applied or ())
+        if body.pop("applied") and applied:
+            body["applied"] = [list(batch) for batch in self.applied]
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
@@ -118,7 +118,7 @@ class WriterNote:
             positions=_offsets(body["positions"], "positions"),
             high=_offsets(body["high"], "high"),
             sent_at=_seconds(body["sent_at"]),
-            applied=_last_batch(body["applied"]) if "applied" in body else None,
+            applied=_batches(body["applied"]) if "applied" in body else (),
         )
 
 
@@ -130,6 +130,7 @@ _STATE = re.compile("|".join(re.escape(state.value) for state in State))
 # ASCII digits only: int() also takes " 1", "1_0" and other scripts' digits.
 _PARTITION = re.compile(r"[0-9]{1,10}")
 _MAX_OFFSET = (1 << 63) - 1
+_MAX_BATCHES = 256  # a later writer may list more than RECENT_BATCHES
 
 
 def _matching(value: object, pattern: re.Pattern[str], name: str) -> str:
@@ -164,14 +165,17 @@ def _seconds(value: object) -> float:
     return float(value)
 
 
-def _last_batch(value: object) -> LastBatch:
-    if (
-        not isinstance(value, list)
-        or len(value) != len(LastBatch._fields)
-        or any(type(item) is not int or not 0 <= item <= _MAX_OFFSET for item in value)
-    ):
-        raise ValueError("applied is not three whole numbers in range")
-    return LastBatch(*value)
+def _batches(value: object) -> tuple[FollowedBatch, ...]:
+    if not isinstance(value, list) or len(value) > _MAX_BATCHES:
+        raise ValueError(f"applied is not a list of at most {_MAX_BATCHES} batches")
+    for batch in value:
+        if (
+            not isinstance(batch, list)
+            or len(batch) != len(FollowedBatch._fields)
+            or any(type(item) is not int or not 0 <= item <= _MAX_OFFSET for item in batch)
+        ):
+            raise ValueError("applied has a batch that is not three whole numbers in range")
+    return tuple(FollowedBatch(*batch) for batch in value)
 
 
 def new_writer_id() -> str:

@@ -96,7 +96,7 @@ class SecondarySource:
         self._feeds = feeds
         self._writer = writer
         self._visible = RecordDelays()  # the writer's batches, once this reader shows them
-        self._counted: tuple[str, str, int | None] | None = None  # (writer, copy, batch) last
+        self._counted: tuple[str, str, int] | None = None  # (writer, copy, newest batch)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -261,23 +261,26 @@ class SecondarySource:
         log.info("shared store at %s: reading the copy in %s", self.path, copy.storage.path)
 
     def _count_visible(self, note: WriterNote) -> None:
-        """Count the delay of the batch the note says the writer applied last, once, if this
-        reader shows it now (a query may have caught up before the note came: a few
-        milliseconds late at most). Not counted: the batch of the first note of a copy (it
-        was applied before this reader opened the copy, as a restore's records are not
-        counted for the writer), and a batch whose note this reader missed (its socket's
-        queue full) or that it showed only later with another's."""
+        """Count the delay of each batch the note lists that this reader has not counted, if
+        it shows them now (a query may have caught up before the note came, a few
+        milliseconds late at most). Not counted: the batches listed in the first note of a
+        copy (applied before this reader opened the copy, as a restore's records are not
+        counted for the writer), and batches that left the note's list before this reader
+        read a note (a reader more than RECENT_BATCHES batches behind)."""
         live = self._live
         if live is None or (live.current.writer, live.current.live) != (note.writer, note.live):
             return  # no copy yet, or the note names one this reader has not opened
         if not reaches(live.current.storage.state.positions, note.positions):
             return
-        applied, counted = note.applied, self._counted
-        self._counted = (note.writer, note.live, None if applied is None else applied.number)
-        if applied is None or counted is None or counted[:2] != self._counted[:2]:
-            return  # a writer of a version that does not say it; or a copy's first note
-        if counted[2] != applied.number:  # else a heartbeat's note repeats it
-            self._visible.observe(time.time() - applied.oldest_ms / 1000, applied.records)
+        newest = max((batch.number for batch in note.applied), default=0)
+        counted, self._counted = self._counted, (note.writer, note.live, newest)
+        # A copy's first note; or numbers that went back: another follower thread (a heal).
+        if counted is None or counted[:2] != self._counted[:2] or newest < counted[2]:
+            return
+        now = time.time()
+        for batch in note.applied:
+            if batch.number > counted[2]:  # else counted already (a heartbeat repeats them)
+                self._visible.observe(now - batch.oldest_ms / 1000, batch.records)
 
     def _track_sync(self, note: WriterNote) -> None:
         positions = self.position()

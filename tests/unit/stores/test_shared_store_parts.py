@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from globalstore import SharedStore, State
-from globalstore.follow.delays import BOUNDS, LastBatch
+from globalstore.follow.delays import BOUNDS, FollowedBatch
 from globalstore.replicas.announce import (
     HEARTBEAT_S,
     WAKE_SOCKET,
@@ -43,7 +43,7 @@ class Writer:
     live: str = "."
     state: str = "running"
     ahead: int = 0  # records the topic holds beyond what the writer applied, as it knows
-    applied: LastBatch | None = None  # the batch written last, as a follower's note says it
+    applied: tuple[FollowedBatch, ...] = ()  # the batches written, as a follower's note lists
 
     def __post_init__(self) -> None:
         self.storage.initialise("t", None, 0)
@@ -55,12 +55,16 @@ class Writer:
         return WriterNote(self.writer, self.live, self.state, True, positions, high,
                           time.time(), self.applied)  # fmt: skip
 
-    def write(self, *records: tuple[str, str | None], start: int, age: float = 0.0) -> None:
+    def write(
+        self, *records: tuple[str, str | None], start: int, age: float = 0.0, wake: bool = True
+    ) -> None:
         """Apply `records` (the oldest of them `age` seconds old) and wake the readers."""
         self.storage.apply(batch(*records, start=start), {}, True, 0)
-        number = 1 if self.applied is None else self.applied.number + 1
-        self.applied = LastBatch(number, int((time.time() - age) * 1000), len(records))
-        self.announcer.wake()
+        number = len(self.applied) + 1
+        stamp = int((time.time() - age) * 1000)
+        self.applied = (*self.applied, FollowedBatch(number, stamp, len(records)))
+        if wake:
+            self.announcer.wake()
 
     def close(self) -> None:
         self.announcer.close()
@@ -288,6 +292,18 @@ def test_a_batch_the_reader_does_not_show_yet_is_not_counted(writer: Writer) -> 
         writer.write(("a", "2"), start=1)
         eventually(lambda: sum(_visible(shared)) == 1, 5, lambda: _visible(shared))
         # A note that says a batch up to offset 9 was applied, which the copy does not hold.
-        _forge(shared, positions={"0": 9}, applied=[7, int(time.time() * 1000), 8])
+        _forge(shared, positions={"0": 9}, applied=[[7, int(time.time() * 1000), 8]])
         time.sleep(0.3)
         assert sum(_visible(shared)) == 1 and shared.status().refused_notes == 0
+
+
+def test_batches_the_reader_hears_of_in_one_note_are_each_counted(writer: Writer) -> None:
+    writer.write(("a", "1"), start=0)
+    with SharedStore(writer.home).start(timeout=5) as shared:
+        # Three batches, one note: as when a reader takes the newest of the notes queued.
+        writer.write(("a", "2"), start=1, wake=False)
+        writer.write(("b", "3"), ("c", "4"), start=2, wake=False)
+        writer.write(("d", "5"), start=4)
+        eventually(lambda: sum(_visible(shared)) == 4, 5, lambda: _visible(shared))
+        time.sleep(2.5 * HEARTBEAT_S)
+        assert sum(_visible(shared)) == 4  # and only once
