@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import bisect
 import math
+from typing import NamedTuple
 
 from globalstore.status import Delays
 
-__all__ = ["BOUNDS", "RecordDelays"]
+__all__ = ["BOUNDS", "RECENT_BATCHES", "FollowedBatch", "RecordDelays"]
 
 # From a few milliseconds (a record visible at once) to minutes (a store far behind).
 BOUNDS = (
@@ -42,3 +43,17 @@ class RecordDelays:
     def snapshot(self) -> Delays:
         """What has been counted so far."""
         return Delays(BOUNDS, tuple(self._counts), self._total, self._sum)
+
+
+# The batches followed last that a writer's note lists: a reader that reads one note for
+# several batches (it takes the newest of those queued) still counts each.
+RECENT_BATCHES = 16
+
+
+class FollowedBatch(NamedTuple):
+    """A batch a follower applied, as its writer's note tells reader processes, which count
+    its records' delay once they show it (stage "visible")."""
+
+    number: int  # 1, 2, ... per follower thread: a reader counts each number once
+    oldest_ms: int  # the timestamp of its oldest record
+    records: int

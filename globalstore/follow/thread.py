@@ -29,7 +29,7 @@ from globalstore.config import StoreConfig
 from globalstore.errors import BrokerUnavailable, GlobalStoreError, StartTimeout
 from globalstore.follow import events, health
 from globalstore.follow.chores import Chores
-from globalstore.follow.delays import RecordDelays
+from globalstore.follow.delays import RECENT_BATCHES, FollowedBatch, RecordDelays
 from globalstore.follow.prepare import Preparation, Prepare, Prepared
 from globalstore.follow.progress import Estimate, RestoreLog
 from globalstore.follow.sources import (
@@ -146,6 +146,9 @@ class StoreThread(threading.Thread):
         self._restore: RestoreLog | None = None  # from the start of the loop
         self._migrating: Estimate | None = None  # once ready, while a migration runs
         self._delays = RecordDelays()
+        # The batches followed last, oldest first. Read by the writer's note on this thread
+        # and on the heartbeat's: replaced whole, never changed in place.
+        self.recent_batches: tuple[FollowedBatch, ...] = ()
         self._span: tracing.Phase | None = None  # the restore's, from the start of the loop
         self._chores = Chores(
             config, storage, self.listener, self._list_keys, on_applied, self._publish
@@ -282,6 +285,11 @@ class StoreThread(threading.Thread):
             deleted = [key.decode() for key, live in applied.present.items() if not live]
             self.listener.on_changes(self.config.topic, upserted, deleted)
         if applied.records:
+            if batch.oldest_ms is not None:  # before on_applied(): the note it sends says it
+                recent = self.recent_batches
+                number = recent[-1].number + 1 if recent else 1
+                latest = FollowedBatch(number, batch.oldest_ms, applied.records)
+                self.recent_batches = (*recent[1 - RECENT_BATCHES :], latest)
             self.on_applied()
             if batch.oldest_ms is not None:
                 self._delays.observe((_now_ms() - batch.oldest_ms) / 1000, applied.records)

@@ -133,6 +133,9 @@ class StoreStatus:
     # Following: how long its records took from their timestamp to being applied (a face
     # that follows nothing itself: None).
     record_delays: Delays | None = None
+    # A reader process (SharedStore, serve --workers): how long the records its writer
+    # applied took from their timestamp to this reader showing them (else None).
+    visible_delays: Delays | None = None
 
 
 def freshness(

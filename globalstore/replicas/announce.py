@@ -46,9 +46,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from globalstore.errors import ConfigurationError
+from globalstore.follow.delays import FollowedBatch
 from globalstore.status import State
 
 __all__ = [
+    "ACCEPTS_APPLIED",
     "BATCHES",
     "HEARTBEAT_S",
     "MAX_SOCKET_PATH",
@@ -65,6 +67,10 @@ log = logging.getLogger(__name__)
 
 READERS = "readers"  # the directory, inside the store's, where readers register
 WAKE_SOCKET = "wake.sock"
+# In a reader's directory, made before its socket: it decodes notes that list the batches
+# applied. A reader without it (an older version) gets notes without it: its decoder would
+# refuse them, and it would stop following a newer writer.
+ACCEPTS_APPLIED = "accepts-applied"
 BATCHES = "batches"  # in READERS: the writer's batch counter
 HEARTBEAT_S = 1.0  # a note at least this often, so readers can tell a quiet writer from none
 # A Unix socket's path is limited to 107 bytes (108 with its NUL) on Linux, 103 on macOS.
@@ -82,19 +88,27 @@ class WriterNote:
     positions: Mapping[int, int]  # next offset it has applied, per partition
     high: Mapping[int, int]  # the topic's end offsets as it last knew them
     sent_at: float  # wall-clock seconds
+    # The batches it followed last, oldest first (none yet, or a writer of a version before
+    # them: empty): a reader counts their records' delay once it shows them.
+    applied: tuple[FollowedBatch, ...] = ()
 
-    def encode(self) -> bytes:
-        """The note as compact JSON bytes, as readers decode it."""
+    def encode(self, *, applied: bool = True) -> bytes:
+        """The note as compact JSON bytes, as readers decode it; applied=False leaves the
+        batches out, for a reader of a version before them (whose decoder refuses a field
+        it does not know: ACCEPTS_APPLIED says which readers know it)."""
         body = {**self.__dict__, "positions": dict(self.positions), "high": dict(self.high)}
+        if body.pop("applied") and applied:
+            body["applied"] = [list(batch) for batch in self.applied]
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> WriterNote:
-        """The note in `data`; ValueError unless it has every field and nothing else, each of
-        its type, within its size and, for the live copy and the state, a value a writer sends.
-        (json may also raise RecursionError on deep nesting.)"""
+        """The note in `data`; ValueError unless it has every field (`applied` may be
+        missing: a writer of a version before it) and nothing else, each of its type, within
+        its size and, for the live copy and the state, a value a writer sends. (json may also
+        raise RecursionError on deep nesting.)"""
         body = json.loads(data)
-        if not isinstance(body, dict) or body.keys() != _NOTE_FIELDS:
+        if not isinstance(body, dict) or body.keys() - {"applied"} != _NOTE_FIELDS:
             raise ValueError("not the fields of a writer's note")
         return cls(
             writer=_matching(body["writer"], _WRITER_ID, "writer"),
@@ -104,10 +118,11 @@ class WriterNote:
             positions=_offsets(body["positions"], "positions"),
             high=_offsets(body["high"], "high"),
             sent_at=_seconds(body["sent_at"]),
+            applied=_batches(body["applied"]) if "applied" in body else (),
         )
 
 
-_NOTE_FIELDS = frozenset(field.name for field in fields(WriterNote))
+_NOTE_FIELDS = frozenset(field.name for field in fields(WriterNote)) - {"applied"}
 _WRITER_ID = re.compile(r"[0-9a-f-]{1,64}")  # new_writer_id()'s
 # "." (the store's own directory) or one plain name in it: no separator, no "..", not absolute.
 _LIVE_COPY = re.compile(r"\.|[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
@@ -115,6 +130,7 @@ _STATE = re.compile("|".join(re.escape(state.value) for state in State))
 # ASCII digits only: int() also takes " 1", "1_0" and other scripts' digits.
 _PARTITION = re.compile(r"[0-9]{1,10}")
 _MAX_OFFSET = (1 << 63) - 1
+_MAX_BATCHES = 256  # a later writer may list more than RECENT_BATCHES
 
 
 def _matching(value: object, pattern: re.Pattern[str], name: str) -> str:
@@ -147,6 +163,19 @@ def _seconds(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError("sent_at is not a finite number")
     return float(value)
+
+
+def _batches(value: object) -> tuple[FollowedBatch, ...]:
+    if not isinstance(value, list) or len(value) > _MAX_BATCHES:
+        raise ValueError(f"applied is not a list of at most {_MAX_BATCHES} batches")
+    for batch in value:
+        if (
+            not isinstance(batch, list)
+            or len(batch) != len(FollowedBatch._fields)
+            or any(type(item) is not int or not 0 <= item <= _MAX_OFFSET for item in batch)
+        ):
+            raise ValueError("applied has a batch that is not three whole numbers in range")
+    return tuple(FollowedBatch(*batch) for batch in value)
 
 
 def new_writer_id() -> str:
@@ -211,6 +240,7 @@ class Announcer:
         self._sending = threading.Lock()
         self._seen_mtime = -1
         self._readers: list[Path] = []
+        self._know_applied: set[Path] = set()  # readers with ACCEPTS_APPLIED
         self.relist()  # readers that registered before this writer started
         self._stopped = threading.Event()
         self._heartbeat = threading.Thread(
@@ -240,6 +270,13 @@ class Announcer:
         if mtime != self._seen_mtime:
             self._seen_mtime = mtime
             self._readers = _listed(self._readers_dir)
+        # Also when the listing is unchanged: a reader makes its marker after its directory.
+        # A stat per reader that has none (an older version's) per call: once a second.
+        self._know_applied = {
+            reader
+            for reader in self._readers
+            if reader in self._know_applied or (reader / ACCEPTS_APPLIED).exists()
+        }
 
     def close(self, last: WriterNote | None = None) -> None:
         """Stop the heartbeat; send `last` (the writer's farewell) to every reader."""
@@ -260,12 +297,14 @@ class Announcer:
                 log.exception("waking the readers of %s failed", self._readers_dir.parent)
 
     def _send(self, note: WriterNote) -> None:
-        data = note.encode()
+        data, older = note.encode(), note.encode(applied=False)
         with self._sending:
             for reader in list(self._readers):
                 try:
                     with _address(reader / WAKE_SOCKET) as address:
-                        self._socket.sendto(data, address)
+                        self._socket.sendto(
+                            data if reader in self._know_applied else older, address
+                        )
                 except (BlockingIOError, FileNotFoundError):
                     pass  # queue full (it is behind anyway), or still setting up
                 except ConnectionRefusedError:
@@ -329,6 +368,7 @@ class WakeSocket:
         # The kernel then attaches the sender's uid to every datagram (Linux: SO_PASSCRED).
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         os.fchmod(self._socket.fileno(), 0o600)  # before bind: the file is made with it
+        (self.directory / ACCEPTS_APPLIED).touch(0o600)  # before a note can arrive
         with _address(self.directory / WAKE_SOCKET) as address:
             self._socket.bind(address)
 

@@ -87,6 +87,7 @@ class Replica(Copy):
             positions=dict(self.storage.state.positions),
             high=dict(status.high),
             sent_at=time.time(),
+            applied=self.thread.recent_batches,
         )
 
     def close(self) -> None:

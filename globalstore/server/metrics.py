@@ -4,7 +4,7 @@ process, as in tests, do not collide). Store gauges are read from status() at sc
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import (
@@ -120,25 +120,31 @@ class _StoreCollector(Collector):
             value=status.refused_notes,
         )
         yield from _progress_metrics(status)
-        if status.record_delays is not None:
-            yield _delay_histogram(status.record_delays)
+        stages = {"applied": status.record_delays, "visible": status.visible_delays}
+        if any(stages.values()):
+            yield _delay_histogram(stages)
         yield from _index_metrics(status)
         yield from _ttl_metrics(status)
 
 
-def _delay_histogram(delays: Delays) -> Metric:
-    """The record delay as a Prometheus histogram (cumulative buckets; le="+Inf" is all)."""
+def _delay_histogram(stages: Mapping[str, Delays | None]) -> Metric:
+    """The record delay as a Prometheus histogram per stage that has one (cumulative buckets;
+    le="+Inf" is all)."""
     histogram = HistogramMetricFamily(
         "globalstore_record_delay_seconds",
-        "Seconds from a record's timestamp to the store applying it, while following (each "
-        "record of a batch counted at its batch's oldest record's delay)",
+        "Seconds from a record's timestamp to the store applying it (stage applied) or to a "
+        "reader process showing it (stage visible), while following (each record of a batch "
+        "counted at its batch's oldest record's delay)",
         labels=["stage"],
     )
-    cumulative, running = [], 0
-    for bound, count in zip(delays.bounds, delays.counts, strict=True):
-        running += count
-        cumulative.append(("+Inf" if bound == math.inf else repr(bound), running))
-    histogram.add_metric(["applied"], cumulative, delays.sum_seconds)
+    for stage, delays in stages.items():
+        if delays is None:
+            continue
+        cumulative, running = [], 0
+        for bound, count in zip(delays.bounds, delays.counts, strict=True):
+            running += count
+            cumulative.append(("+Inf" if bound == math.inf else repr(bound), running))
+        histogram.add_metric([stage], cumulative, delays.sum_seconds)
     return histogram
 
 

@@ -32,6 +32,7 @@ from globalstore.errors import (
     StoreClosed,
     StoreNotReady,
 )
+from globalstore.follow.delays import RecordDelays
 from globalstore.read.changes import ChangeFeed
 from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus, behind, check_partitions, reaches
@@ -97,6 +98,8 @@ class SecondarySource:
         self._catching_up = threading.Lock()
         self._feeds = feeds
         self._writer = writer
+        self._visible = RecordDelays()  # the writer's batches, once this reader shows them
+        self._counted: tuple[str, str, int] | None = None  # (writer, copy, newest batch)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -182,6 +185,7 @@ class SecondarySource:
             self._note, self._heard_at = note, time.monotonic()
             try:
                 self._catch_up(note)
+                self._count_visible(note)
                 self._last_error = None
             except GlobalStoreError as exc:
                 self._last_error = str(exc)
@@ -260,6 +264,28 @@ class SecondarySource:
         else:
             self._live.swap(copy)  # the old copy retires (live.py)
         log.info("shared store at %s: reading the copy in %s", self.path, copy.storage.path)
+
+    def _count_visible(self, note: WriterNote) -> None:
+        """Count the delay of each batch the note lists that this reader has not counted, if
+        it shows them now (a query may have caught up before the note came, a few
+        milliseconds late at most). Not counted: the batches listed in the first note of a
+        copy (applied before this reader opened the copy, as a restore's records are not
+        counted for the writer), and batches that left the note's list before this reader
+        read a note (a reader more than RECENT_BATCHES batches behind)."""
+        live = self._live
+        if live is None or (live.current.writer, live.current.live) != (note.writer, note.live):
+            return  # no copy yet, or the note names one this reader has not opened
+        if not reaches(live.current.storage.state.positions, note.positions):
+            return
+        newest = max((batch.number for batch in note.applied), default=0)
+        counted, self._counted = self._counted, (note.writer, note.live, newest)
+        # A copy's first note; or numbers that went back: another follower thread (a heal).
+        if counted is None or counted[:2] != self._counted[:2] or newest < counted[2]:
+            return
+        now = time.time()
+        for batch in note.applied:
+            if batch.number > counted[2]:  # else counted already (a heartbeat repeats them)
+                self._visible.observe(now - batch.oldest_ms / 1000, batch.records)
 
     def _track_sync(self, note: WriterNote) -> None:
         positions = self.position()
@@ -386,6 +412,7 @@ class SecondarySource:
             failure=_WRITER_FAILED if note is not None and note.state == State.FAILED else None,
             behind_writer=None if note is None else behind(note.positions, position),
             refused_notes=0 if wake is None else wake.refused,
+            visible_delays=self._visible.snapshot(),
         )
 
     def _silence(self) -> str | None:

@@ -1,6 +1,6 @@
 """Freshness as a distribution on a real broker: records followed are counted by their delay
-from their timestamp to being applied, by the C loop and by the Python loop alike; records
-restored are not."""
+from their timestamp to being applied, by the C loop and by the Python loop alike, and to
+being visible in a reader (SharedStore); records restored are not."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from globalstore import GlobalStore
+from globalstore import GlobalStore, SharedStore
 from globalstore.follow.topic import end_offsets
 from globalstore.status import Delays
 from tests.integration.store_support import produce
+from tests.waiting import eventually
 
 NONE = Delays((), (), 0, 0.0)
 
@@ -30,3 +31,29 @@ def test_records_followed_are_counted_by_delay(
         assert delays is not None and delays.total == 20
         assert delays.sum_seconds / delays.total < 5.0  # applied within seconds of produce
         assert sum(delays.counts) == 20
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["c-loop", "python-loop"])
+def test_a_reader_counts_records_by_their_delay_until_it_shows_them(
+    kafka_bootstrap: str, make_topic, tmp_path: Path, native: bool
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap, topic, [(f"old-{i}", {"i": i}) for i in range(50)])
+    path = tmp_path / "s"
+    with (
+        GlobalStore(topic, kafka_bootstrap, path, native_restore=native) as writer,
+        SharedStore(path).start(timeout=30) as reader,
+    ):
+        assert (reader.status().visible_delays or NONE).total == 0  # restored: not counted
+        positions = produce(kafka_bootstrap, topic, [(f"new-{i}", {"i": i}) for i in range(20)])
+        assert reader.wait_for(positions, 30) and reader["new-19"] == {"i": 19}
+        applied = writer.status().record_delays or NONE
+
+        def visible() -> Delays:
+            return reader.status().visible_delays or NONE
+
+        # The note of the last batch may come just after a query showed it.
+        eventually(lambda: visible().total == applied.total, 5, visible)
+        assert applied.total == 20 and sum(visible().counts) == 20
+        # Shown no sooner than applied, and within seconds of produce.
+        assert applied.sum_seconds <= visible().sum_seconds < 5.0 * 20

@@ -14,6 +14,7 @@ import pytest
 
 from globalstore.config import StoreConfig
 from globalstore.errors import OffsetsOutOfRange, StorageError
+from globalstore.follow.delays import RECENT_BATCHES, FollowedBatch
 from globalstore.follow.plan import Plan
 from globalstore.follow.prepare import Prepared
 from globalstore.follow.thread import StoreThread
@@ -157,6 +158,30 @@ def test_status_tells_how_far_the_restore_is_and_nothing_once_ready(storage: Sto
         consumer.partitions[0] += messages(*((f"m{i}", "v") for i in range(6)), start=4)
         assert thread.ready.wait(10) and thread.status.state is State.RUNNING
         assert thread.status.progress is None
+    finally:
+        thread.stop()
+        thread.join()
+
+
+def test_the_batches_followed_are_listed_when_the_readers_are_woken(storage: Storage) -> None:
+    old = int(time.time() * 1000) - 90_000
+    consumer = FakeConsumer(TOPIC, {0: [Msg(b"a", b"1", 0, 0, ts=old)]})
+    thread = _thread(storage, consumer, {0: 1})
+    seen: list[tuple[FollowedBatch, ...]] = []
+    thread.on_applied = lambda: seen.append(thread.recent_batches)  # where the note is built
+    thread.start()
+    try:
+        assert thread.ready.wait(10)
+        assert thread.recent_batches == ()  # restored: no batch followed yet
+        stamps = []
+        for offset in range(1, RECENT_BATCHES + 3):
+            stamps.append(int(time.time() * 1000))
+            consumer.partitions[0].append(Msg(b"b", b"2", 0, offset, ts=stamps[-1]))
+            _eventually(lambda n=offset: len(seen) > 0 and len(seen[-1]) > 0 and
+                        seen[-1][-1].number == n, f"batch {offset} listed")  # fmt: skip
+        # Numbered 1, 2, ... with their oldest record's time; the newest RECENT_BATCHES.
+        expected = [FollowedBatch(n, stamps[n - 1], 1) for n in range(3, RECENT_BATCHES + 3)]
+        assert list(seen[-1]) == expected
     finally:
         thread.stop()
         thread.join()

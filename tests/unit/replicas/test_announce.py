@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from globalstore.follow.delays import FollowedBatch
 from globalstore.replicas.announce import (
+    ACCEPTS_APPLIED,
     BATCHES,
     HEARTBEAT_S,
     READERS,
@@ -168,11 +170,53 @@ FORGED = {
     "a partition not a number": _forged(positions={" 1": 2}),
     "an infinite time": _forged(sent_at=1e999),
     "a field too many": _forged(extra=1),
+    "applied not a list": _forged(applied={"number": 1}),
+    "a batch not a list": _forged(applied=[1, 2, 3]),
+    "a batch too short": _forged(applied=[[1, 2]]),
+    "a batch with a string": _forged(applied=[[1, "2", 3]]),
+    "a batch negative": _forged(applied=[[1, -5, 3]]),
+    "a batch with a boolean": _forged(applied=[[True, 5, 3]]),
+    "too many batches": _forged(applied=[[1, 2, 3]] * 257),
     "a field missing": json.dumps({"writer": "1-a"}).encode(),
     "not an object": b"[1, 2]",
     "nested too deep": b"[" * 5_000 + b"]" * 5_000,
     "not json": b"\xff\xfe",
 }
+
+
+# The fields a reader of a version before `applied` requires, exactly (its decoder refuses
+# a note with any other set of keys).
+OLDER_FIELDS = {"writer", "live", "state", "ready", "positions", "high", "sent_at"}
+APPLIED = dataclasses.replace(
+    NOTE, applied=(FollowedBatch(4, 1_700_000_000_000, 12), FollowedBatch(5, 1_700_000_000_100, 1))
+)
+
+
+def test_a_note_lists_the_batches_followed_last_and_one_without_them_still_decodes() -> None:
+    assert WriterNote.decode(APPLIED.encode()) == APPLIED
+    older = APPLIED.encode(applied=False)  # for an older reader, and as an older writer sends
+    assert json.loads(older).keys() == OLDER_FIELDS
+    assert WriterNote.decode(older) == NOTE  # a new reader of an older writer: no batch
+
+
+def test_only_readers_that_say_they_decode_the_batches_are_sent_them(tmp_path: Path) -> None:
+    new, old = WakeSocket(tmp_path, "new"), WakeSocket(tmp_path, "old")
+    (old.directory / ACCEPTS_APPLIED).unlink()  # a reader of a version before it
+    announcer = Announcer(tmp_path, lambda: APPLIED)
+    try:
+        announcer.wake()
+        assert new.receive(1.0) == APPLIED
+        assert old.receive(1.0) == NOTE and old.refused == 0  # without it: see above
+        # A reader whose marker comes after the writer listed it gets the batch from the
+        # next listing on, though the readers' directory did not change.
+        (old.directory / ACCEPTS_APPLIED).touch()
+        announcer.relist()
+        announcer.wake()
+        assert old.receive(1.0) == APPLIED
+    finally:
+        announcer.close()
+        new.close()
+        old.close()
 
 
 def test_forged_or_malformed_notes_are_refused_and_counted(tmp_path: Path) -> None:

@@ -39,3 +39,24 @@ def test_the_record_delay_is_a_histogram_of_cumulative_buckets() -> None:
         assert 'globalstore_record_delay_seconds_bucket{le="+Inf",stage="applied"} 6.0' in metrics
         assert 'globalstore_record_delay_seconds_count{stage="applied"} 6.0' in metrics
         assert 'globalstore_record_delay_seconds_sum{stage="applied"} 70.5' in metrics
+
+
+def test_a_reader_process_shows_its_delay_to_visible_beside_the_applied_one() -> None:
+    report = dataclasses.replace(
+        status(State.RUNNING),
+        record_delays=Delays((1.0, math.inf), (4, 0), 4, 0.4),
+        visible_delays=Delays((1.0, math.inf), (1, 2), 3, 9.0),
+    )
+    for client in client_for(ServedStore.of(ReportingStore(report))):  # type: ignore[arg-type]
+        metrics = client.get("/metrics").text
+        assert 'globalstore_record_delay_seconds_bucket{le="1.0",stage="applied"} 4.0' in metrics
+        assert 'globalstore_record_delay_seconds_bucket{le="1.0",stage="visible"} 1.0' in metrics
+        assert 'globalstore_record_delay_seconds_count{stage="visible"} 3.0' in metrics
+        assert 'globalstore_record_delay_seconds_sum{stage="visible"} 9.0' in metrics
+        # One metric family: a single HELP line, whatever the stages.
+        assert metrics.count("# HELP globalstore_record_delay_seconds ") == 1
+
+
+def test_no_delay_histogram_without_a_stage_that_has_one() -> None:
+    for client in client_for(ServedStore.of(ReportingStore(status(State.RUNNING)))):  # type: ignore[arg-type]
+        assert "globalstore_record_delay_seconds" not in client.get("/metrics").text

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from globalstore import SharedStore, State
+from globalstore.follow.delays import BOUNDS, FollowedBatch
 from globalstore.replicas.announce import (
+    HEARTBEAT_S,
     WAKE_SOCKET,
     Announcer,
     WakeSocket,
@@ -41,6 +43,7 @@ class Writer:
     live: str = "."
     state: str = "running"
     ahead: int = 0  # records the topic holds beyond what the writer applied, as it knows
+    applied: tuple[FollowedBatch, ...] = ()  # the batches written, as a follower's note lists
 
     def __post_init__(self) -> None:
         self.storage.initialise("t", None, 0)
@@ -49,11 +52,19 @@ class Writer:
     def note(self) -> WriterNote:
         positions = dict(self.storage.state.positions)
         high = {p: o + self.ahead for p, o in positions.items()}
-        return WriterNote(self.writer, self.live, self.state, True, positions, high, time.time())
+        return WriterNote(self.writer, self.live, self.state, True, positions, high,
+                          time.time(), self.applied)  # fmt: skip
 
-    def write(self, *records: tuple[str, str | None], start: int) -> None:
+    def write(
+        self, *records: tuple[str, str | None], start: int, age: float = 0.0, wake: bool = True
+    ) -> None:
+        """Apply `records` (the oldest of them `age` seconds old) and wake the readers."""
         self.storage.apply(batch(*records, start=start), {}, True, 0)
-        self.announcer.wake()
+        number = len(self.applied) + 1
+        stamp = int((time.time() - age) * 1000)
+        self.applied = (*self.applied, FollowedBatch(number, stamp, len(records)))
+        if wake:
+            self.announcer.wake()
 
     def close(self) -> None:
         self.announcer.close()
@@ -249,3 +260,50 @@ def test_a_scan_holds_its_copy_while_the_writer_moves_twice(writer: Writer) -> N
         shared.close()
         for copy in copies:
             copy.close()
+
+
+def _visible(shared: SharedStore) -> tuple[int, ...]:
+    """Records counted per bucket of the reader's delay to visible."""
+    delays = shared.status().visible_delays
+    assert delays is not None and delays.bounds == BOUNDS  # the buckets of stage "applied"
+    return delays.counts
+
+
+def test_a_reader_counts_each_batch_once_at_its_delay_until_it_shows_it(writer: Writer) -> None:
+    writer.write(("a", "0"), start=0, age=60.0)  # applied before the reader opened the copy
+    with SharedStore(writer.home).start(timeout=5) as shared:
+        assert sum(_visible(shared)) == 0  # so not counted: the reader's start is no delay
+        writer.write(("a", "1"), start=1, age=0.0)
+        eventually(lambda: sum(_visible(shared)) == 1, 5, lambda: _visible(shared))
+        writer.write(("a", "2"), ("b", "3"), start=2, age=3.0)  # its oldest: 3 s old
+        eventually(lambda: sum(_visible(shared)) == 3, 5, lambda: _visible(shared))
+        time.sleep(2.5 * HEARTBEAT_S)  # heartbeats repeat the last batch: counted once
+        counts = _visible(shared)
+        assert sum(counts) == 3 and shared["b"] == 3
+        # Two records in the bucket of 3 s (2.5 < d <= 5), one at a few milliseconds.
+        assert counts[BOUNDS.index(5.0)] == 2 and sum(counts[: BOUNDS.index(1.0) + 1]) == 1
+        delays = shared.status().visible_delays
+        assert delays is not None and 6.0 <= delays.sum_seconds < 6.0 + 2 * 1.0
+
+
+def test_a_batch_the_reader_does_not_show_yet_is_not_counted(writer: Writer) -> None:
+    writer.write(("a", "1"), start=0)
+    with SharedStore(writer.home).start(timeout=5) as shared:
+        writer.write(("a", "2"), start=1)
+        eventually(lambda: sum(_visible(shared)) == 1, 5, lambda: _visible(shared))
+        # A note that says a batch up to offset 9 was applied, which the copy does not hold.
+        _forge(shared, positions={"0": 9}, applied=[[7, int(time.time() * 1000), 8]])
+        time.sleep(0.3)
+        assert sum(_visible(shared)) == 1 and shared.status().refused_notes == 0
+
+
+def test_batches_the_reader_hears_of_in_one_note_are_each_counted(writer: Writer) -> None:
+    writer.write(("a", "1"), start=0)
+    with SharedStore(writer.home).start(timeout=5) as shared:
+        # Three batches, one note: as when a reader takes the newest of the notes queued.
+        writer.write(("a", "2"), start=1, wake=False)
+        writer.write(("b", "3"), ("c", "4"), start=2, wake=False)
+        writer.write(("d", "5"), start=4)
+        eventually(lambda: sum(_visible(shared)) == 4, 5, lambda: _visible(shared))
+        time.sleep(2.5 * HEARTBEAT_S)
+        assert sum(_visible(shared)) == 4  # and only once
