@@ -11,7 +11,7 @@ from types import FrameType
 
 import click
 
-from globalstore.cli.store import ProgressBar
+from globalstore.cli.progress import ProgressBar
 from globalstore.cli.target import StoreTarget, store_options
 from globalstore.cli.watch import Watcher
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from globalstore.cli.store import ProgressBar
+from globalstore.cli.progress import ProgressBar
 from globalstore.cli.target import StoreTarget, store_options
 from globalstore.errors import StoreFailed
 from globalstore.status import State

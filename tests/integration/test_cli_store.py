@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from globalstore import GlobalStore
 from globalstore.cli import main
-from globalstore.cli.store import ProgressBar
+from globalstore.cli.progress import ProgressBar
 from tests.integration.store_support import produce, produce_raw
 from tests.ports import closed_port
 from tests.value_formats import v3
