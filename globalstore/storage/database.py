@@ -368,7 +368,7 @@ class Storage:
         if not self.state.undecodable_counting or quarantine is None or quarantine.withhold:
             self._undecodable_from = None
             return False
-        batch = self.batch()
+        batch = self.batch(data=False)  # marks only: the cache of decoded values stays
         for key in list(marked(self.meta_items)):
             batch.put_meta(INVALID_PREFIX + key, None)
             batch.quarantining[key] = False
@@ -385,16 +385,8 @@ class Storage:
         if start is None or quarantine is None:
             raise StorageError("undecodable_step() without begin_undecodable_count()")
         pairs = list(itertools.islice(self._db.items(from_key=start, read_opt=uncached()), chunk))
-        batch, check, held = self.batch(), quarantine.check, quarantine.keys
-        for key, raw in pairs:
-            reason = check(key, raw)
-            if reason is not None:
-                if key not in held:
-                    batch.put_meta(INVALID_PREFIX + key, reason.encode("utf-8"))
-                    batch.quarantining[key] = True
-            elif key in held:
-                batch.put_meta(INVALID_PREFIX + key, None)
-                batch.quarantining[key] = False
+        batch = self.batch(data=False)  # marks only: the cache of decoded values stays
+        quarantine.remark(pairs, batch.put_meta, batch.quarantining)
         done = len(pairs) < chunk
         n = None
         if done:

@@ -203,6 +203,25 @@ class Quarantine:
 
         return put_checked, delete_checked, changes
 
+    def remark(
+        self,
+        stored: Iterable[tuple[bytes, bytes]],
+        put_meta: Callable[[bytes, bytes | None], None],
+        changes: dict[bytes, bool],
+    ) -> None:
+        """Mark the `stored` values (key, stored bytes) that do not decode and unmark those
+        that do, noting each change in `changes` as guard()'s put does: the pass over what a
+        bulk restore stored unchecked."""
+        check, held, prefix = self.check, self.keys, self._prefix
+        for key, raw in stored:
+            reason = check(key, raw)
+            if reason is not None and key not in held:
+                put_meta(prefix + key, reason.encode("utf-8"))
+                changes[key] = True
+            elif reason is None and key in held:
+                put_meta(prefix + key, None)
+                changes[key] = False
+
     def entry_of(self, key: bytes) -> bytes:
         """The meta key of `key`'s quarantined record, or of its mark."""
         return self._prefix + key
