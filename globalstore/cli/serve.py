@@ -14,7 +14,20 @@ from globalstore.cli.errors import UserError
 from globalstore.cli.target import StoreTarget, store_options
 from globalstore.follow import progress
 
-__all__ = ["serve"]
+__all__ = ["check_exposure", "serve"]
+
+
+def check_exposure(host: str, allowed_hosts: tuple[str, ...], *, has_token: bool) -> None:
+    """Refuse to bind every interface with neither a token nor named Host headers: such a
+    server answers anyone who reaches the machine, under any name (DNS rebinding included)."""
+    from globalstore import server  # noqa: PLC0415 - the optional extra, only when serving
+
+    if server.binds_every_interface(host) and not allowed_hosts and not has_token:
+        raise UserError(
+            f"--host {host} answers anyone who reaches this machine, under any name, and "
+            "there is no token: give one (--token-file or $GLOBALSTORE_TOKEN), or name the "
+            "hosts clients use (--allowed-host NAME; --allowed-host '*' to accept any)"
+        )
 
 
 @click.command()
@@ -143,12 +156,7 @@ def serve(
     except (OSError, ValueError) as exc:
         raise UserError(str(exc)) from exc
 
-    if server.binds_every_interface(host) and not allowed_hosts and token is None:
-        raise UserError(
-            f"--host {host} answers anyone who reaches this machine, under any name, and "
-            "there is no token: give one (--token-file or $GLOBALSTORE_TOKEN), or name the "
-            "hosts clients use (--allowed-host NAME; --allowed-host '*' to accept any)"
-        )
+    check_exposure(host, allowed_hosts, has_token=token is not None)
     if otel:
         _setup_otel(workers)
     target.check_discards()
