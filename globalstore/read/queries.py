@@ -78,19 +78,26 @@ class Queries:
         value cannot be decoded (it names the record it came from). `as_of` (epoch seconds or
         an aware datetime): the value the key held then (read/as_of.py); HistoryUnavailable
         for a time older than the store can answer."""
+        if as_of is not None:
+            return self._get_as_of(key.encode(), default, to_ms(as_of))
         k = key.encode()
-        when = _ms(as_of)
-        if when is not None:
-            found, past = self._past(lambda copy, t: _lookup_at(copy, k, t), when)
-            return default if found is None else past.decode(found, k, past.topic)
         copy = self._source.copy()
+        if copy.hot is not None:
+            return self._get_kept(copy, k, default)
+        try:
+            raw = copy.lookup(k)
+        except Exception as exc:
+            return self._again(exc, copy, lambda: self.get(key, default))
+        return default if raw is None else copy.decode(raw, k, copy.topic)
+
+    def _get_as_of(self, k: bytes, default: Any, when: int) -> Any:
+        found, past = self._past(lambda copy, t: _lookup_at(copy, k, t), when)
+        return default if found is None else past.decode(found, k, past.topic)
+
+    def _get_kept(self, copy: Copy, k: bytes, default: Any) -> Any:
+        """get() through the copy's cache of decoded values (config.ValueCache)."""
         hot = copy.hot
-        if hot is None:
-            try:
-                raw = copy.lookup(k)
-            except Exception as exc:
-                return self._again(exc, copy, lambda: self.get(key, default))
-            return default if raw is None else copy.decode(raw, k, copy.topic)
+        assert hot is not None
         value = hot.value(k, copy.storage.state.ttl_ms)
         if value is not NOT_KEPT:
             return value
@@ -98,7 +105,7 @@ class Queries:
         try:
             raw = copy.lookup(k)
         except Exception as exc:
-            return self._again(exc, copy, lambda: self.get(key, default))
+            return self._again(exc, copy, lambda: self.get(k.decode(), default))
         if raw is None:
             return default
         value = copy.decode(raw, k, copy.topic)
