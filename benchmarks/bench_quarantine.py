@@ -26,7 +26,6 @@ from confluent_kafka import Producer
 from globalstore import GlobalStore, StoreConfig
 from globalstore.codec import encode_key, format_headers
 from globalstore.config import OnInvalidValue
-from globalstore.shaping import quarantine
 from globalstore.storage import Storage
 
 BAD = b'{"id": "not json'  # cut short: no JSON parser accepts it
@@ -60,7 +59,7 @@ def restore(
     bootstrap: str, topic: str, path: Path, invalid: str, native: bool, c_check: bool
 ) -> tuple[float, int]:
     """(records/s from start() to ready, keys quarantined) of a cold restore into `path`."""
-    quarantine.define = functools.partial(_define, c_check=c_check)
+    Storage.define = functools.partialmethod(_define, c_check=c_check)  # type: ignore[method-assign]
     shutil.rmtree(path, ignore_errors=True)
     counter = Counter()
     config = StoreConfig(
@@ -76,12 +75,12 @@ def restore(
     return counter.records / seconds, held
 
 
-_DEFINE = quarantine.define
+_DEFINE = Storage.define
 
 
-def _define(storage: Storage, config: StoreConfig, c_check: bool) -> None:
-    """quarantine.define, with the C loop's check turned off unless `c_check`."""
-    _DEFINE(storage, config)
+def _define(storage: Storage, *, bulk: bool, now_ms: int, c_check: bool) -> None:
+    """Storage.define, with the C loop's check turned off unless `c_check`."""
+    _DEFINE(storage, bulk=bulk, now_ms=now_ms)
     if storage.quarantine is not None:
         storage.quarantine.plain = storage.quarantine.plain and c_check
 

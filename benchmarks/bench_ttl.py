@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from globalstore.config import StoreConfig
-from globalstore.follow.prepare import define_ttl
+from globalstore.shaping import ttl
 from globalstore.storage import Record, Storage
+from globalstore.storage.rules import WriteRules
 from globalstore.stores.read_only_store import ReadOnlyStore
 
 BATCH = 10_000
@@ -44,12 +44,13 @@ def _per(n: int, run: Callable[[], Any]) -> float:
 
 
 def one_round(keys: int, mode: str, where: Path) -> dict[str, float]:
-    storage = Storage(where)
+    bulk = MODES[mode]
+    ttl_ms = None if bulk is None else 3_600_000
+    storage = Storage(where, rules=WriteRules(ttl_ms=ttl_ms))
     storage.initialise("t", None, 1)
     storage.load(storage.read_meta())
-    bulk = MODES[mode]
-    config = StoreConfig("t", "bench:1", where, ttl=None if bulk is None else 3600)
-    purge = define_ttl(storage, config, bulk=bool(bulk))
+    storage.define(bulk=bool(bulk), now_ms=int(time.time() * 1000))
+    purge = None if ttl_ms is None else ttl.Purge(storage.time, ttl_ms)
     now = int(time.time() * 1000)
     out = {}
     for name, start in (("apply new", 0), ("apply overwrite", keys)):

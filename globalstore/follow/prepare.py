@@ -19,17 +19,16 @@ from confluent_kafka.admin import AdminClient
 
 from globalstore import tracing
 from globalstore.config import OnUnreadable, StoreConfig
-from globalstore.converters import decoder
 from globalstore.errors import BrokerUnavailable, DamagedLayoutError, UnreadableStore
 from globalstore.follow import plan, topic
 from globalstore.follow.health import Health
 from globalstore.kafka.clients import LIBRDKAFKA_LOG, StoreConsumer, create_client
 from globalstore.shaping import history, migrate, quarantine, transform, ttl
-from globalstore.shaping.indexes import IndexBuild, Indexer
+from globalstore.shaping.indexes import IndexBuild
 from globalstore.snapshots import archive
 from globalstore.storage import Storage
 
-__all__ = ["Preparation", "Prepare", "Prepared", "define_history", "define_indexes", "define_ttl"]
+__all__ = ["Preparation", "Prepare", "Prepared"]
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +143,11 @@ class Preparation:
         # Before any record is applied: the meta must name what readers need first.
         migration = migrate.Migration(storage, config.value_formats(), config.topic)
         migration.begin()
-        indexing = define_indexes(storage, config)
-        purge = define_ttl(storage, config, bulk=not restore_plan.exact_count)
-        quarantine.define(storage, config)
-        prune = define_history(storage, config)
-        return Prepared(restore_plan, migration, reason, indexing, purge, prune)
+        storage.define(bulk=not restore_plan.exact_count, now_ms=int(time.time() * 1000))
+        indexing = IndexBuild(storage.indexes, config.index_build_chunk)
+        return Prepared(
+            restore_plan, migration, reason, indexing, _ttl_purge(storage), _history_prune(storage)
+        )
 
     def _refuse_if_unreadable(self) -> None:
         if self.config.unreadable_store is not OnUnreadable.REFUSE:
@@ -175,37 +174,17 @@ class Preparation:
         return plan.rebuild_reason(meta, self.storage.is_empty(), info, marks, self.config)
 
 
-def define_indexes(storage: Storage, config: StoreConfig) -> IndexBuild:
-    """Before any record is applied: store the config's index definitions (dropping those it
-    no longer names) and have every batch index what it writes (indexes.py). Returns the
-    build of the indexes the stored values are not indexed in yet."""
-    wanted = config.index_definitions()
-    storage.indexes.define(wanted)
-    formats = config.value_formats()
-    # Declared indexes are read in C from values of the current format, in a store that
-    # has no converters (whose values a query returns as they are stored).
-    fmt = formats.current if formats.plain else None
-    storage.indexes.indexer = (
-        Indexer(config.indexes, decoder(formats), config.topic, fmt) if wanted else None
-    )
-    return IndexBuild(storage.indexes, config.index_build_chunk)
-
-
-def define_ttl(storage: Storage, config: StoreConfig, bulk: bool = False) -> ttl.Purge | None:
-    """Before any record is applied: keep a time index if the config has a ttl, drop it if
-    not (ttl.py); a `bulk` restore has it built after ready. Returns the purge of the
-    expired keys, which builds the time index first (None without a ttl)."""
-    ttl_ms = ttl.to_ms(config.ttl)
-    storage.time.define(ttl_ms, bulk)
+def _ttl_purge(storage: Storage) -> ttl.Purge | None:
+    """The purge of the expired keys of a store whose rules keep a ttl (None without one),
+    which builds the time index first."""
+    ttl_ms = storage.rules.ttl_ms
     return None if ttl_ms is None else ttl.Purge(storage.time, ttl_ms)
 
 
-def define_history(storage: Storage, config: StoreConfig) -> history.Prune | None:
-    """Before any record is applied: keep versions if the config has history, complete from
-    now on (what the topic held before may be compacted), and drop them if not. Returns the
-    purge of the versions older than the window (None without history)."""
-    history_ms = history.to_ms(config.history)
-    storage.history.define(history_ms, int(time.time() * 1000))
+def _history_prune(storage: Storage) -> history.Prune | None:
+    """The purge of the versions older than the window of a store whose rules keep history
+    (None without)."""
+    history_ms = storage.rules.history_ms
     if history_ms is None:
         return None
     # A sweep reads every version: between two, a tenth of the window (from 1 s to 1 min),

@@ -30,6 +30,7 @@ from globalstore.follow.thread import StoreThread
 from globalstore.read.copy import Copy
 from globalstore.replicas.announce import WriterNote
 from globalstore.replicas.live import Live
+from globalstore.shaping.rules import write_rules
 from globalstore.status import Progress
 from globalstore.storage import Storage
 
@@ -198,4 +199,4 @@ class Healer(threading.Thread):
             return older.storage
         beside = self.config.path / BESIDE  # the first heal
         shutil.rmtree(beside, ignore_errors=True)
-        return Storage(beside, self.config.rocksdb)
+        return Storage(beside, self.config.rocksdb, rules=write_rules(self.config))

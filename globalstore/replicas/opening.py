@@ -8,6 +8,7 @@ from pathlib import Path
 
 from globalstore.config import StoreConfig
 from globalstore.errors import StoreClosed
+from globalstore.shaping.rules import write_rules
 from globalstore.snapshots import archive
 from globalstore.storage import DirLock, Storage
 
@@ -28,7 +29,7 @@ def open_storage(
             archive.install(bootstrap_from, config.path, timeout=timeout, cancel=closing)
         if closing.is_set():
             raise StoreClosed(f"store for {config.topic!r} was closed while starting")
-        return Storage(config.path, config.rocksdb, lock=lock)
+        return Storage(config.path, config.rocksdb, lock=lock, rules=write_rules(config))
     except BaseException:
         lock.release()
         raise

@@ -12,29 +12,9 @@ rebuilds it, as a changed transform does.
 from __future__ import annotations
 
 from globalstore.config import OnInvalidValue, StoreConfig
-from globalstore.storage import Storage
 from globalstore.storage.meta import I64, K_INVALID_HELD, K_INVALID_VALUES, Meta
-from globalstore.storage.quarantine import Quarantine, checker, held, marked
 
-__all__ = ["define", "meta_entries", "rebuild_reason"]
-
-
-def define(storage: Storage, config: StoreConfig) -> None:
-    """Before any record is applied: have every batch check its values, holding the keys
-    the store's quarantine (or its marks) holds already. A store that stores them as they
-    came and was written before they were counted (no count in its meta) checks nothing:
-    the count would not be exact (a rebuild starts one). One whose count a bulk restore left
-    to the pass after it checks every value from then on (storage/database.py)."""
-    formats = config.value_formats()
-    check, where = checker(formats, config.topic), str(storage.path)
-    if config.invalid_values is OnInvalidValue.QUARANTINE:
-        keys = [q.key.encode("utf-8") for q in held(storage.meta_items)]
-        storage.quarantine = Quarantine(check, keys, formats.plain, where=where)
-    elif storage.state.undecodable is None and not storage.state.undecodable_counting:
-        storage.quarantine = None
-    else:
-        keys = list(marked(storage.meta_items))
-        storage.quarantine = Quarantine(check, keys, formats.plain, withhold=False, where=where)
+__all__ = ["meta_entries", "rebuild_reason"]
 
 
 def meta_entries(config: StoreConfig) -> dict[bytes, bytes]:

@@ -20,6 +20,8 @@ index_defs.py the secondary indexes: their definitions and how a config changes 
               entries a batch's keys get, the chunks of their build
 timeindex.py  the time index of a store with a ttl: its entries written with each batch,
               the purge of expired keys, its build, a count without the expired keys
+rules.py      WriteRules: what a store's writes do beyond storing records (indexes, the
+              check of each value, ttl, history), given at construction, defined by define()
 host.py       IndexHost: what those two indexes use of the Storage holding them
 index_family.py  the index column family both keep their entries in
 opening.py    how the database is opened (access, column families), and a damaged one wiped

@@ -53,13 +53,16 @@ from globalstore.storage.meta import (
 )
 from globalstore.storage.opening import db_dir, open_rdict
 from globalstore.storage.options import rocksdb_options
-from globalstore.storage.quarantine import Quarantine, marked
+from globalstore.storage.quarantine import Quarantine, held, marked
 from globalstore.storage.records import Applied, NativeBatch, Records
+from globalstore.storage.rules import ValueCheck, WriteRules
 from globalstore.storage.scan import Recount, scan_items, uncached
 from globalstore.storage.state import StorageState
 from globalstore.storage.timeindex import TimeIndex
 
 __all__ = ["Storage"]
+
+_PLAIN = WriteRules()  # a store that only stores records
 
 
 class Storage:
@@ -73,6 +76,7 @@ class Storage:
         read_only: bool = False,
         secondary: Path | None = None,
         lock: DirLock | None = None,
+        rules: WriteRules = _PLAIN,
     ) -> None:
         """Lock and open (creating) the store at `path`. read_only=True opens an existing
         store without its lock, as RocksDB's read-only mode: it sees what was written up to
@@ -80,7 +84,8 @@ class Storage:
         (a directory of its own) opens it read-only as a RocksDB secondary instance, which
         catch_up() then brings up to what the writing process has written since. `lock`,
         the directory's lock already taken (GlobalStore.start installs a snapshot under it),
-        is then the storage's own, released by close()."""
+        is then the storage's own, released by close(). `rules`: what its writes do beyond
+        storing records (rules.py), carried out on its files by define()."""
         self.path = Path(path)
         self._options = options or RocksDBOptions()
         self._secondary = secondary
@@ -96,9 +101,11 @@ class Storage:
         # The pass after a bulk restore: the key its next step starts from (None: none runs).
         self._undecodable_from: bytes | None = None
         # The indexes it holds write through its IndexHost members (host.py).
-        self.indexes = SecondaryIndexes(self)  # a store with indexes keeps them (index_defs.py)
+        self.rules = rules
+        self.indexes = SecondaryIndexes(self, rules.indexer)  # index_defs.py
         self.time = TimeIndex(self, self.indexes)  # a store with a ttl keeps it (timeindex.py)
-        self.quarantine: Quarantine | None = None  # a store that quarantines (quarantine.py)
+        # The check of every value put, with the keys it holds, once define() read them.
+        self.quarantine: Quarantine | None = None
         self.history = History(self)  # a store with history keeps versions (history.py)
         # Held while writing, and while a reader opens its two iterators (values and index
         # entries): then both see the database at the same sequence number.
@@ -204,6 +211,32 @@ class Storage:
         entries = {n: 0 if index is None else index.entries(d.id) for n, d in meta.indexes.items()}
         state = self.time.loaded(StorageState.of(meta, entries), meta)
         self.state = self.history.loaded(state, meta)
+
+    def define(self, *, bulk: bool, now_ms: int) -> None:
+        """Carry out the rules on what the store holds, before any record is applied and once
+        that is settled (a wipe or a snapshot install replaces it): keep the rules' indexes,
+        time index and window of history in the meta, dropping those they do not name, and
+        read the keys the quarantine holds. A `bulk` restore builds the time index after it
+        (timeindex.py); history is complete from `now_ms` on."""
+        rules = self.rules
+        self.indexes.define(rules.indexes)
+        self.time.define(rules.ttl_ms, bulk)
+        self.quarantine = None if rules.values is None else self._quarantine(rules.values)
+        self.history.define(rules.history_ms, now_ms)
+
+    def _quarantine(self, values: ValueCheck) -> Quarantine | None:
+        """The check of each value put, holding the keys held (or marked) already. A store
+        that stores undecodable values and was written before they were counted (no count
+        in its meta) checks none: the count would not be exact (a rebuild starts one)."""
+        if values.withhold:
+            keys = [q.key.encode("utf-8") for q in held(self.meta_items)]
+        elif self.state.undecodable is None and not self.state.undecodable_counting:
+            return None
+        else:
+            keys = list(marked(self.meta_items))
+        return Quarantine(
+            values.check, keys, values.plain, withhold=values.withhold, where=str(self.path)
+        )
 
     def catch_up(self) -> None:
         """A secondary instance: read what the writer logged since the last call (its

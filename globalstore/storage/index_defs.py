@@ -68,11 +68,11 @@ def reconcile(
 class SecondaryIndexes:
     """A Storage's secondary indexes (shaping/indexes.IndexBuild drives their build)."""
 
-    def __init__(self, host: IndexHost) -> None:
+    def __init__(self, host: IndexHost, indexer: IndexValues | None = None) -> None:
         self._s = host
-        # The store's index functions (shaping/indexes.py), set before the first apply when
-        # it has indexes: every batch then indexes the keys it writes.
-        self.indexer: IndexValues | None = None
+        # The store's index functions (shaping/indexes.py), when it has indexes: every batch
+        # indexes the keys it writes.
+        self.indexer = indexer
 
     @property
     def defs(self) -> Mapping[str, IndexDef]:

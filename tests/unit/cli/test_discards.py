@@ -16,11 +16,11 @@ from click.testing import CliRunner
 from globalstore.cli import main
 from globalstore.cli.discards import discards, recorded
 from globalstore.config import OnInvalidValue, StoreConfig
-from globalstore.follow.prepare import define_indexes, define_ttl
 from globalstore.shaping import quarantine
 from globalstore.shaping.transform import meta_entries
 from globalstore.storage import Storage
 from globalstore.storage.meta import Meta
+from tests.unit.prepared import prepared
 
 HERE = "tests.unit.cli.test_discards"
 WRITTEN_WITH = ["--index", f"by_courier={HERE}:by_courier", "--ttl", "60"]
@@ -50,11 +50,7 @@ WRITER = {
 def _write_store(path: Path) -> Storage:
     """A store written with WRITER's index, ttl and transform, holding one key; open."""
     config = _config(path, **WRITER)
-    storage = Storage(path)
-    storage.initialise("t", None, 1, meta_entries(config))
-    storage.load(storage.read_meta())
-    define_indexes(storage, config)
-    define_ttl(storage, config)
+    storage = prepared(config, meta=meta_entries(config))
     fresh = int(time.time() * 1000) + 3_600_000  # not expired while the test runs
     storage.apply([(b"a", b'{"courier": "c-1"}', None, 0, 0, fresh)], {}, True, 1)
     return storage
@@ -181,11 +177,7 @@ def test_a_reading_command_takes_the_ttl_and_invalid_values_the_store_records(
 ) -> None:
     path = tmp_path / "s"
     config = _config(path, ttl=60, invalid_values="quarantine")
-    storage = Storage(path)
-    storage.initialise("t", None, 1, quarantine.meta_entries(config))
-    storage.load(storage.read_meta())
-    define_ttl(storage, config)
-    storage.close()
+    prepared(config, meta=quarantine.meta_entries(config)).close()
     adopted = recorded(_config(path), frozenset())
     assert adopted is not None
     assert (adopted.ttl, adopted.invalid_values) == (60, OnInvalidValue.QUARANTINE)

@@ -14,8 +14,7 @@ from click.testing import CliRunner
 
 from globalstore.cli import main
 from globalstore.config import StoreConfig
-from globalstore.follow.prepare import define_indexes
-from globalstore.storage import Storage
+from tests.unit.prepared import prepared
 from tests.unit.store_fakes import batch
 
 FN = "tests.unit.cli.test_index_options:by_courier"
@@ -29,10 +28,7 @@ def by_courier(key: str, value: Any) -> str:
 def held(tmp_path: Path) -> Iterator[Path]:
     """A store with index by_courier, held open (locked) while the test runs."""
     path = tmp_path / "s"
-    storage = Storage(path)
-    storage.initialise("t", None, 1)
-    storage.load(storage.read_meta())
-    define_indexes(storage, StoreConfig("t", "f:1", path, indexes={"by_courier": by_courier}))
+    storage = prepared(StoreConfig("t", "f:1", path, indexes={"by_courier": by_courier}))
     couriers = {"a": "c-1", "b": "c-2", "c": "c-1", "d": "c-10"}
     records = [(k, orjson.dumps({"courier": c}).decode()) for k, c in couriers.items()]
     storage.apply(batch(*records), {}, True, 1)

@@ -13,9 +13,8 @@ from click.testing import CliRunner
 
 from globalstore.cli import main
 from globalstore.config import StoreConfig
-from globalstore.follow.prepare import define_ttl
-from globalstore.storage import Storage
 from tests.unit.cli.test_index_options import _keys
+from tests.unit.prepared import prepared
 from tests.unit.shaping.test_ttl import NOW, OLD
 
 
@@ -23,10 +22,7 @@ from tests.unit.shaping.test_ttl import NOW, OLD
 def held(tmp_path: Path) -> Iterator[Path]:
     """A store with a one-minute ttl holding an expired key and a fresh one, held open."""
     path = tmp_path / "s"
-    storage = Storage(path)
-    storage.initialise("t", None, 1)
-    storage.load(storage.read_meta())
-    define_ttl(storage, StoreConfig("t", "f:1", path, ttl=60))
+    storage = prepared(StoreConfig("t", "f:1", path, ttl=60))
     records = [
         (b"old", b'{"n": 1}', None, 0, 0, OLD),
         (b"new", b'{"n": 2}', None, 0, 1, NOW),

@@ -12,13 +12,13 @@ import orjson
 import pytest
 
 from globalstore.config import StoreConfig
-from globalstore.follow.prepare import define_indexes
 from globalstore.read.protocols import StoreStatus
 from globalstore.read.report import index_statuses
 from globalstore.server import ServedStore, ServerSettings, create_app
 from globalstore.status import State
 from globalstore.storage import Storage
 from globalstore.stores.store import Store
+from tests.unit.prepared import prepared
 from tests.unit.store_fakes import OneCopy, batch
 
 with warnings.catch_warnings():  # starlette's notice about the httpx it uses
@@ -68,14 +68,7 @@ class _Served(Store):
 
 
 def _storage(path: Path, indexes: dict[str, Any], chunk: int = 2_000) -> Storage:
-    storage = Storage(path)
-    if storage.read_meta().layout is None:
-        storage.initialise(TOPIC, None, 1)
-    storage.load(storage.read_meta())
-    define_indexes(
-        storage, StoreConfig(TOPIC, "f:1", path, indexes=indexes, index_build_chunk=chunk)
-    )
-    return storage
+    return prepared(StoreConfig(TOPIC, "f:1", path, indexes=indexes, index_build_chunk=chunk))
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ import orjson
 import pytest
 
 from globalstore.config import StoreConfig
-from globalstore.follow.prepare import define_ttl
 from globalstore.read.protocols import StoreStatus
 from globalstore.read.report import ttl_status
 from globalstore.server import ServedStore, ServerSettings, create_app
 from globalstore.storage import Storage
-from tests.unit.server.test_index_routes import TOPIC, TestClient, _Served, _storage, by_courier
+from tests.unit.prepared import prepared
+from tests.unit.server.test_index_routes import TOPIC, TestClient, _Served, by_courier
 from tests.unit.shaping.test_ttl import NOW, OLD
 
 
@@ -32,8 +32,8 @@ class _Expiring(_Served):
 
 @pytest.fixture
 def storage(tmp_path: Path) -> Iterator[Storage]:
-    storage = _storage(tmp_path / "s", {"by_courier": by_courier})
-    define_ttl(storage, StoreConfig(TOPIC, "f:1", storage.path, ttl=60))
+    config = StoreConfig(TOPIC, "f:1", tmp_path / "s", indexes={"by_courier": by_courier}, ttl=60)
+    storage = prepared(config)
     records = [
         (f"k{i}".encode(), orjson.dumps({"courier": "c-1"}), None, 0, i, (OLD if i % 2 else NOW))
         for i in range(6)

@@ -20,13 +20,15 @@ from globalstore import IndexNotReady, ReadOnlyStore, SharedStore, UnknownIndex
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
 from globalstore.follow.plan import Plan
-from globalstore.follow.prepare import Prepared, define_indexes
+from globalstore.follow.prepare import Prepared
 from globalstore.follow.thread import StoreThread
 from globalstore.shaping.indexes import IndexBuild
 from globalstore.shaping.migrate import Migration
+from globalstore.shaping.rules import write_rules
 from globalstore.storage import Storage
 from globalstore.storage.keys import id_ranges
 from globalstore.stores.store import Store
+from tests.unit.prepared import prepared
 from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, OneCopy, batch, messages
 from tests.unit.stores.test_shared_store_parts import Writer
 
@@ -65,14 +67,11 @@ def _open(
 ) -> tuple[Storage, IndexBuild]:
     """A storage prepared as the store thread prepares it: initialised if new, its meta
     loaded, the config's indexes defined."""
-    storage = Storage(path)
-    if storage.read_meta().layout is None:
-        storage.initialise(TOPIC, None, 1)
-    storage.load(storage.read_meta())
     config = StoreConfig(
         TOPIC, "f:1", path, indexes=fns, index_versions=versions or {}, index_build_chunk=3
     )
-    return storage, define_indexes(storage, config)
+    storage = prepared(config)
+    return storage, IndexBuild(storage.indexes, config.index_build_chunk)
 
 
 class _Model:
@@ -388,10 +387,12 @@ def test_the_store_thread_builds_an_added_index_while_it_follows(tmp_path: Path)
         poll_timeout=0.005,
         native_restore=False,
     )
+    storage.close()
+    storage = prepared(config)  # reopened with the indexes: their build is due
 
     def prepare(_consumer: Any, _stopped: threading.Event, _retry: object) -> Prepared:
         migration = Migration(storage, config.value_formats(), TOPIC)
-        building = define_indexes(storage, config)
+        building = IndexBuild(storage.indexes, config.index_build_chunk)
         return Prepared(Plan({0: 200}, {0: 240}, True), migration, None, building)
 
     thread = StoreThread(config, storage, consumer_factory=lambda _c: consumer, prepare=prepare)
@@ -420,11 +421,11 @@ def test_the_store_thread_builds_an_added_index_while_it_follows(tmp_path: Path)
 def test_a_shared_reader_finds_what_the_writer_indexed(tmp_path: Path) -> None:
     """SharedStore (a RocksDB secondary in another process, here in this one) answers find
     from the entries the writer stored, caught up before each query."""
-    storage = Storage(tmp_path)
+    storage = Storage(tmp_path, rules=write_rules(StoreConfig(TOPIC, "f:1", tmp_path, indexes=FNS)))
     writer = Writer(tmp_path, storage)  # initialises the store
     try:
         storage.load(storage.read_meta())
-        define_indexes(storage, StoreConfig(TOPIC, "f:1", tmp_path, indexes=FNS))
+        storage.define(bulk=False, now_ms=0)
         writer.write(("a", _v("c-1", "x")), ("b", _v("c-2")), start=0)
         with SharedStore(tmp_path).start(timeout=5) as shared:
             assert _keys(shared.find("by_courier", "c-1")) == ["a"]
@@ -447,10 +448,12 @@ def test_a_wiped_store_has_its_indexes_built_at_once_and_none_it_is_not_given(
     storage.close()
     storage, build = _open(tmp_path / "s")  # the same indexes: kept as they are
     assert not build.pending and dict(storage.state.index_entries) == {"by_courier": 1, "by_tag": 1}
-    storage.wipe()
+    storage.close()
+    storage, _ = _open(tmp_path / "s", {"by_tag": by_tag})  # restarted with one index
+    storage.wipe()  # then rebuilt
     storage.initialise(TOPIC, None, 1)
     storage.load(storage.read_meta())
-    define_indexes(storage, StoreConfig(TOPIC, "f:1", storage.path, indexes={"by_tag": by_tag}))
+    storage.define(bulk=False, now_ms=1)
     assert set(storage.state.indexes) == {"by_tag"} and storage.state.indexes["by_tag"].built
     assert dict(storage.state.index_entries) == {"by_tag": 0}
     storage.apply(batch(("b", _v("c-2", "x"))), {}, True, 1)

@@ -19,14 +19,16 @@ from globalstore.codec import pack, record_timestamp
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
 from globalstore.follow.plan import Plan
-from globalstore.follow.prepare import Prepared, define_indexes, define_ttl
+from globalstore.follow.prepare import Prepared
 from globalstore.follow.thread import StoreThread
 from globalstore.shaping import ttl
 from globalstore.shaping.migrate import Migration
+from globalstore.shaping.rules import write_rules
 from globalstore.storage import Record, Storage
 from globalstore.storage.keys import expired_range, split_time_key, time_key
 from globalstore.stores.in_process import InProcessSource
 from globalstore.stores.store import Store
+from tests.unit.prepared import prepared
 from tests.unit.shaping.test_indexes import FNS, TOPIC, _v, _View
 from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, Msg
 from tests.unit.stores.test_shared_store_parts import Writer
@@ -46,16 +48,14 @@ def _rec(key: str, value: str | None, ts: int, offset: int) -> Record:
 
 def _open(path: Path, ttl_seconds: float | None = TTL, chunk: int = 3) -> tuple[Storage, Any]:
     """A storage prepared as the store thread prepares it, with indexes and the ttl."""
-    storage = Storage(path)
-    if storage.read_meta().layout is None:
-        storage.initialise(TOPIC, None, 1)
-    storage.load(storage.read_meta())
-    config = StoreConfig(TOPIC, "f:1", path, indexes=FNS, ttl=ttl_seconds)
-    define_indexes(storage, config)
-    purge = define_ttl(storage, config)
-    if purge is not None:
-        purge.chunk, purge.idle = chunk, 0.0
-    return storage, purge
+    storage = prepared(StoreConfig(TOPIC, "f:1", path, indexes=FNS, ttl=ttl_seconds))
+    return storage, _purge(storage, chunk)
+
+
+def _purge(storage: Storage, chunk: int = 3) -> ttl.Purge | None:
+    """The purge the preparation gives the loop, in steps of `chunk` keys."""
+    ttl_ms = storage.rules.ttl_ms
+    return None if ttl_ms is None else ttl.Purge(storage.time, ttl_ms, chunk=chunk, idle=0.0)
 
 
 def _time_entries(storage: Storage) -> set[tuple[int, bytes]]:
@@ -258,9 +258,10 @@ def test_a_bulk_restore_writes_no_time_entries_and_builds_them_after(tmp_path: P
     storage, _ = _open(tmp_path / "s")
     _apply(storage, _rec("a", _v("c-1"), OLD, 0), _rec("b", _v("c-1"), NOW, 1))
     assert storage.state.time_entries == 2
-    purge = define_ttl(storage, StoreConfig(TOPIC, "f:1", storage.path, ttl=TTL), bulk=True)
+    storage.close()
+    storage = prepared(StoreConfig(TOPIC, "f:1", tmp_path / "s", indexes=FNS, ttl=TTL), bulk=True)
+    purge = _purge(storage)
     assert purge is not None and storage.state.time_cursor == b""
-    purge.chunk, purge.idle = 3, 0.0
     assert _time_entries(storage) == set() and storage.state.time_entries == 0
     assert not storage.time.tracks_writes
     records = [_rec("c", _v("c-1"), OLD, 2), _rec("a", _v("c-2"), OLD + 1, 3)]
@@ -287,24 +288,34 @@ def test_a_read_only_store_hides_what_the_writers_ttl_expires(tmp_path: Path) ->
 def test_a_shared_reader_hides_what_the_writers_ttl_expires(tmp_path: Path) -> None:
     """A SharedStore (a RocksDB secondary) reads the ttl the writer stored, and follows it
     when the writer's ttl changes."""
-    storage = Storage(tmp_path)
-    writer = Writer(tmp_path, storage)  # initialises the store
+    writer = Writer(tmp_path, _with_ttl(tmp_path, TTL))  # initialises the store
+    _define(writer.storage)
     try:
-        storage.load(storage.read_meta())
-        define_ttl(storage, StoreConfig(TOPIC, "f:1", tmp_path, ttl=TTL))
-        storage.apply([_rec("old", "1", OLD, 0), _rec("new", "2", NOW, 1)], {}, True, 0)
+        writer.storage.apply([_rec("old", "1", OLD, 0), _rec("new", "2", NOW, 1)], {}, True, 0)
         writer.announcer.wake()
         with SharedStore(tmp_path).start(timeout=5) as shared:
             assert shared.get("old") is None and list(shared.keys()) == ["new"]
             assert shared.count() == 1 and shared.get_many(["old", "new"]) == {"new": 2}
             # The writer restarts with a ttl of three hours: "old" (an hour old) is back.
-            define_ttl(storage, StoreConfig(TOPIC, "f:1", tmp_path, ttl=3 * 3600))
-            storage.apply([_rec("more", "3", NOW, 2)], {}, True, 0)
+            writer.storage.close()
+            writer.storage = _define(_with_ttl(tmp_path, 3 * 3600))
+            writer.storage.apply([_rec("more", "3", NOW, 2)], {}, True, 0)
             writer.announcer.wake()
             assert shared.get("more") == 3 and shared.get("old") == 1
             assert shared.count() == 3
     finally:
         writer.close()
+
+
+def _with_ttl(path: Path, ttl_seconds: float) -> Storage:
+    return Storage(path, rules=write_rules(StoreConfig(TOPIC, "f:1", path, ttl=ttl_seconds)))
+
+
+def _define(storage: Storage) -> Storage:
+    """`storage` as a writer's start leaves it: its meta loaded, its rules defined."""
+    storage.load(storage.read_meta())
+    storage.define(bulk=False, now_ms=0)
+    return storage
 
 
 def test_the_store_thread_purges_while_it_follows(tmp_path: Path) -> None:
@@ -318,9 +329,8 @@ def test_the_store_thread_purges_while_it_follows(tmp_path: Path) -> None:
 
     def prepare(_consumer: Any, _stopped: threading.Event, _retry: object) -> Prepared:
         migration = Migration(storage, config.value_formats(), TOPIC)
-        purge = define_ttl(storage, config)
+        purge = _purge(storage, chunk=4)
         assert purge is not None
-        purge.chunk = 4
         return Prepared(Plan({0: 0}, {0: 11}, True), migration, None, None, purge)
 
     thread = StoreThread(config, storage, consumer_factory=lambda _c: consumer, prepare=prepare)
@@ -355,7 +365,7 @@ def test_count_waits_for_the_time_index_build_and_scans_once_the_store_failed(
     def prepare(storage: Storage, config: StoreConfig, *_args: Any) -> Prepared:
         storage.initialise(TOPIC, None, 0)
         storage.load(storage.read_meta())
-        define_ttl(storage, config, bulk=True)  # and no purge: its build never runs
+        storage.define(bulk=True, now_ms=0)  # and no purge: its build never runs
         return Prepared(
             Plan({0: 0}, {0: 3}, True), Migration(storage, config.value_formats(), TOPIC)
         )

@@ -17,18 +17,15 @@ from globalstore.shaping import quarantine
 from globalstore.storage import Storage
 from globalstore.storage.meta import K_INVALID_HELD
 from globalstore.storage.quarantine import marked
+from tests.unit.prepared import prepared
 from tests.unit.storage.test_quarantine import PastTheCheckLikeTheCLoop
 from tests.unit.store_fakes import LikeTheCLoop, batch
 
 
 def counting(path: Path) -> Storage:
     """A store as a new one of the default invalid_values ("store") is prepared."""
-    storage = Storage(path)
-    if storage.read_meta().layout is None:
-        storage.initialise("t", None, 1, quarantine.meta_entries(StoreConfig("t", "x:1", path)))
-    storage.load(storage.read_meta())
-    quarantine.define(storage, StoreConfig("t", "x:1", path))
-    return storage
+    config = StoreConfig("t", "x:1", path)
+    return prepared(config, meta=quarantine.meta_entries(config))
 
 
 @pytest.fixture
