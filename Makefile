@@ -32,14 +32,15 @@ test: $(STAMP)
 # Docker for real: an engine (compose/engine.sh installs and starts one as root on Debian),
 # the images built here (compose/images.sh), the integration tests that use the session's
 # broker with that broker from testcontainers and nowhere else (those that start a broker of
-# their own ran in `make test`), then the compose stacks' own tests.
+# their own ran in `make test`), then the compose stacks' own tests. The pipelines' tests
+# are not run again on the container: the stacks run the Spark job against container brokers.
 CONTAINER_TESTS := env -u GLOBALSTORE_TEST_BOOTSTRAP GLOBALSTORE_TEST_BROKER=container \
 	GLOBALSTORE_TEST_KAFKA_IMAGE=globalstore/kafka:4.1.1 $(BIN)/python -m pytest -p no:cacheprovider
 
 test-containers: $(STAMP)
 	compose/engine.sh ensure
 	compose/images.sh
-	$(CONTAINER_TESTS) -m session_broker --durations=5 tests
+	$(CONTAINER_TESTS) -m session_broker --durations=5 tests/integration
 	$(CONTAINER_TESTS) --durations=5 tests/containers
 
 bench: $(STAMP)
