@@ -41,7 +41,18 @@ from globalstore.storage.meta import I64, K_HISTORY, K_HISTORY_FROM, Meta
 from globalstore.storage.records import Delete, Put, Record, Records
 from globalstore.storage.state import StorageState
 
-__all__ = ["PREFIX", "History", "PurgeStep", "Recorder", "as_of", "version_key", "versions_of"]
+__all__ = [
+    "PREFIX",
+    "History",
+    "ItemsFrom",
+    "PurgeStep",
+    "Recorder",
+    "as_of",
+    "scan_at",
+    "version_at",
+    "version_key",
+    "versions_of",
+]
 
 PREFIX = b"h"
 _END = b"\x00\x00"  # ends an escaped key
@@ -143,6 +154,36 @@ def _absent(version: bytes, cutoff_ms: int, ttl_ms: int | None) -> bool:
         return True
     ts = _timestamp(version)
     return ttl_ms is not None and 0 <= ts < cutoff_ms - ttl_ms
+
+
+ItemsFrom = Callable[[bytes], Iterator[tuple[bytes, bytes]]]
+"""(entry, value) of the index column family from a key on: the live family's, or a
+snapshot's (pinned.py)."""
+
+
+def version_at(items_from: ItemsFrom, key: bytes, t_ms: int) -> bytes | None:
+    """The stored bytes of `key` as of `t_ms` (None: absent then), read from `items_from`."""
+    # The escaped key and its end: only this key's versions start with it.
+    prefix = PREFIX + _escaped(key) + _END
+    versions = []
+    for entry, version in items_from(prefix):
+        if not entry.startswith(prefix):
+            break
+        versions.append(version)
+    return as_of(versions, t_ms)
+
+
+def scan_at(
+    items_from: ItemsFrom, lower: bytes | None, upper: bytes | None, t_ms: int
+) -> Iterator[tuple[bytes, bytes]]:
+    """(key, stored bytes) as of `t_ms` of the keys in [lower, upper) present then, in key
+    order, read from `items_from` (one point-in-time iterator)."""
+    items = items_from(_bound(lower) or PREFIX)
+    return (
+        (key, found)
+        for key, versions in versions_of(items, lower, upper)
+        if (found := as_of(versions, t_ms)) is not None
+    )
 
 
 class Recorder:
@@ -260,16 +301,7 @@ class History:
     def get(self, key: bytes, t_ms: int) -> bytes | None:
         """The stored bytes of `key` as of `t_ms` (None: absent then)."""
         index = self._s.index
-        if index is None:
-            return None
-        # The escaped key and its end: only this key's versions start with it.
-        prefix = PREFIX + _escaped(key) + _END
-        versions = []
-        for entry, version in index.items_from(prefix):
-            if not entry.startswith(prefix):
-                break
-            versions.append(version)
-        return as_of(versions, t_ms)
+        return None if index is None else version_at(index.items_from, key, t_ms)
 
     def scan(
         self, lower: bytes | None, upper: bytes | None, t_ms: int
@@ -277,14 +309,7 @@ class History:
         """(key, stored bytes) as of `t_ms` of the keys in [lower, upper) present then, in
         key order, over one point-in-time iterator."""
         index = self._s.index
-        if index is None:
-            return iter(())
-        items = index.items_from(_bound(lower) or PREFIX)
-        return (
-            (key, found)
-            for key, versions in versions_of(items, lower, upper)
-            if (found := as_of(versions, t_ms)) is not None
-        )
+        return iter(()) if index is None else scan_at(index.items_from, lower, upper, t_ms)
 
     # -- the purge ---------------------------------------------------------------------------
 

@@ -110,6 +110,11 @@ class IndexFamily:
             return []
         return self._family.get(keys)
 
+    def iterator(self) -> rocksdict.RdictIter:
+        """An iterator over the family as it is now, whatever is written later (a view's:
+        pinned.py)."""
+        return self._family.iter()
+
     def items_from(self, start: bytes) -> Iterator[tuple[bytes, bytes]]:
         """(entry, value) in key order from `start` on, over one point-in-time iterator."""
         return self._family.items(from_key=start)

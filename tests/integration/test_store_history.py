@@ -6,6 +6,7 @@ start, and a ttl applied at the time asked."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,7 +15,13 @@ from typing import Any
 import orjson
 import pytest
 
-from globalstore import GlobalStore, HistoryUnavailable, end_offsets
+from globalstore import (
+    GlobalStore,
+    HistoryUnavailable,
+    SharedStore,
+    SwitchingStore,
+    end_offsets,
+)
 from tests.conftest import TopicFactory
 from tests.integration.store_support import producer
 
@@ -108,3 +115,41 @@ def test_a_key_past_its_ttl_at_the_time_asked_reads_absent(
         assert store.get("k", as_of=(t + 4_999) / 1000) == {"v": 1}  # before its expiry
         assert store.get("k", as_of=(t + 5_001) / 1000) is None  # after it
         assert dict(store.items(as_of=(t + 2_000) / 1000)) == {"k": {"v": 1}}
+
+
+@pytest.mark.parametrize("face", ["thread", "process", "shared", "switching"])
+def test_a_view_stays_at_its_instant_on_every_face(
+    kafka_bootstrap: str, make_topic: TopicFactory, tmp_path: Path, face: str
+) -> None:
+    """A view (now, and as of a time) keeps answering what the store held when it was
+    taken while the store follows on: in process, from a writer process (its own store and
+    a SharedStore reading it, both RocksDB secondaries), and through a SwitchingStore."""
+    topic = make_topic(partitions=2)
+    follower = "thread" if face in ("thread", "switching") else "process"
+    with contextlib.ExitStack() as stack:
+        own = GlobalStore(topic, kafka_bootstrap, tmp_path / "s", history=HOUR, follower=follower)
+        stack.enter_context(own)
+        store: Any = own
+        if face == "shared":
+            store = stack.enter_context(SharedStore(tmp_path / "s").start(timeout=60))
+        elif face == "switching":
+            store = stack.enter_context(SwitchingStore(own))
+        status = own.status().history
+        assert status is not None and status.complete_from is not None
+        t = int(status.complete_from * 1000) + 1_000
+        _produce(kafka_bootstrap, topic, [("a", {"v": 1}, 0, t), ("b", {"v": 1}, 1, t)])
+        assert store.wait_for(end_offsets(kafka_bootstrap, topic), timeout=30)
+        with store.view() as now, store.view(as_of=t / 1000) as then:
+            _produce(kafka_bootstrap, topic, [("a", {"v": 2}, 0, t + 10), ("b", None, 1, t + 10)])
+            assert store.wait_for(end_offsets(kafka_bootstrap, topic), timeout=30)
+            assert dict(store.items()) == {"a": {"v": 2}}  # the store moved on
+            for view in (now, then):
+                assert dict(view.items()) == {"a": {"v": 1}, "b": {"v": 1}}
+                assert view.get_many(["a", "b"]) == {"a": {"v": 1}, "b": {"v": 1}}
+                assert view.count() == 2
+            # As of a later time, a view answers what the store answered at its instant,
+            # which had not read the records of that time yet.
+            assert then.get("a", as_of=(t + 10) / 1000) == {"v": 1}
+            assert now.get_many(["a", "b"], as_of=(t + 10) / 1000) == {"a": {"v": 1}, "b": {"v": 1}}
+        with store.view(as_of=(t + 10) / 1000) as later:
+            assert dict(later.items()) == {"a": {"v": 2}}
