@@ -17,6 +17,7 @@ from globalstore.errors import HistoryUnavailable
 from globalstore.read.protocols import AsOf
 from globalstore.shaping import ttl
 from globalstore.shaping.history import horizon_ms
+from globalstore.storage.history import LAYOUT
 from globalstore.storage.reads import Reads
 
 __all__ = ["AsOf", "lookup", "moment", "parse", "scan", "to_ms"]
@@ -70,6 +71,12 @@ def moment(storage: Reads, t: int) -> int:
     if state.history_ms is None:
         raise HistoryUnavailable(
             f"store {storage.path} keeps no history: a read as of a time needs history=seconds"
+        )
+    if (state.history_layout or 1) != LAYOUT:  # a writer of this version rebuilds them
+        raise HistoryUnavailable(
+            f"store {storage.path} keeps its versions in history layout "
+            f"{state.history_layout or 1}, which this version does not read (it reads "
+            f"layout {LAYOUT}): a store of this version rebuilds them"
         )
     oldest = horizon_ms(state.history_ms, state.history_from_ms, storage.taken_ms)
     if t < oldest:

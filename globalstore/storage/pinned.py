@@ -17,6 +17,7 @@ close() lets them go, and a view is closed when its reads are done.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from collections.abc import Iterator
@@ -71,6 +72,14 @@ class Cursor:
                 last, value = it.key(), it.value()
             yield last, value
 
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[rocksdict.RdictIter]:
+        """The iterator itself, for a read that moves it as it likes, under the lock: the
+        walks then find it moved (history.py's reads borrow it so)."""
+        with self._lock:
+            self._walk = None
+            yield self._it
+
     def get(self, key: bytes) -> bytes | None:
         """The value at `key`, None if absent."""
         for found, value in self.items(key):
@@ -86,7 +95,10 @@ class _PinnedVersions:
 
     def get(self, key: bytes, t_ms: int) -> bytes | None:
         """The stored bytes of `key` as of `t_ms` (None: absent then)."""
-        return None if self._index is None else version_at(self._index.items, key, t_ms)
+        if self._index is None:
+            return None
+        with self._index.lend() as it:
+            return version_at(it, key, t_ms)
 
     def scan(
         self, lower: bytes | None, upper: bytes | None, t_ms: int
@@ -94,7 +106,7 @@ class _PinnedVersions:
         """(key, stored bytes) as of `t_ms` of the keys in [lower, upper) present then."""
         if self._index is None:
             return iter(())
-        return scan_at(self._index.items, lower, upper, t_ms)
+        return scan_at(self._index.lend, lower, upper, t_ms)
 
 
 class Pinned:
