@@ -36,7 +36,8 @@ class Copy:
         self.decode: codec.Decode = decoder(formats)
         # The value format queries answer in: stored JSON of this format needs no conversion.
         self.value_format = formats.current
-        self._get = storage.point_get()  # RocksDB's own get, valid until the storage closes
+        self._get = storage.point_get()  # RocksDB's own get, taken again at each reopening
+        storage.on_reopen(self._rebind)
         # get()'s cache, the storage's own: its writes drop what they replace (cache.py).
         self.hot: HotValues | None = (
             None if cache is None else storage.hot_values(cache.entries, cache.max_bytes)
@@ -48,6 +49,10 @@ class Copy:
         raw = self._get(key)
         ttl_ms = self.storage.state.ttl_ms
         return raw if ttl_ms is None else ttl.visible(raw, ttl_ms)
+
+    def _rebind(self) -> None:
+        """Take the point get of the database the storage opened again (a wipe at start)."""
+        self._get = self.storage.point_get()
 
     def pinned(self) -> Copy:
         """This copy as it is now, kept so for the reads of one view: its storage pinned

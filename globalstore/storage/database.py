@@ -107,6 +107,9 @@ class Storage:
         self.view_lock = threading.Lock()
         # The decoded values of hot keys its reads keep (cache.py), once hot_values() made it.
         self.hot: HotValues | None = None
+        # Called whenever the database is opened again (a wipe, a secondary's new column
+        # family): whoever keeps its point_get() takes the new one (read/copy.py).
+        self._reopened: list[Callable[[], None]] = []
         try:
             self._open()
         except BaseException:
@@ -121,6 +124,8 @@ class Storage:
         self._meta = self._db.get_column_family(META_CF)
         self._index = IndexFamily(self._db) if has_index else None
         self._get = self._db.get
+        for reopened in self._reopened:
+            reopened()
         self._logged = rocksdict.WriteOptions()
         self._unlogged = rocksdict.WriteOptions()
         self._unlogged.disable_wal = True
@@ -487,8 +492,14 @@ class Storage:
         return self.time.live_count(cutoff_ms)
 
     def point_get(self) -> Callable[[bytes], bytes | None]:
-        """RocksDB's own get, for the query hot path (valid until close)."""
+        """RocksDB's own get, for the query hot path, valid until the database is opened
+        again (on_reopen) or closed."""
         return self._get
+
+    def on_reopen(self, call: Callable[[], None]) -> None:
+        """Have `call` called each time the database is opened again: a wipe (a rebuild at
+        start), or a secondary that opens anew to see a new column family."""
+        self._reopened.append(call)
 
     def get(self, key: bytes) -> bytes | None:
         """The raw value of `key`, None if absent."""

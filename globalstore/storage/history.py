@@ -63,9 +63,8 @@ LAYOUT = 2  # the layout of the versions this code writes and reads
 PREFIX = b"h"
 _END = b"\x00\x00"  # ends an escaped key
 _PARTITION_AT = struct.Struct(">I")  # a version's partition, in its entry
-_INVERTED = struct.Struct(">Q")  # 2**64 - 1 - offset: newest first
+_ORDER = struct.Struct(">IQ")  # partition, 2**64 - 1 - offset: newest first
 _TOP = 2**64 - 1
-_SUFFIX = len(_END) + _PARTITION_AT.size + _INVERTED.size
 _PAST = b"\xff"  # after a key's escaped form and end, sorts after all its versions
 _TOMBSTONE = b"\x00"
 _PARTITION = struct.Struct(">i")
@@ -79,13 +78,7 @@ def _escaped(key: bytes) -> bytes:
 
 def version_key(key: bytes, partition: int, offset: int) -> bytes:
     """The entry of `key`'s version written by the record at (partition, offset)."""
-    return (
-        PREFIX
-        + _escaped(key)
-        + _END
-        + _PARTITION_AT.pack(partition)
-        + _INVERTED.pack(_TOP - offset)
-    )
+    return PREFIX + _escaped(key) + _END + _ORDER.pack(partition, _TOP - offset)
 
 
 def _key_of(head: bytes) -> bytes:
@@ -125,7 +118,7 @@ def answer(it: rocksdict.RdictIter, head: bytes, t_ms: int) -> bytes | None:
     unpack, tombstone, size = TIMESTAMP.unpack_from, _TOMBSTONE[0], len(head) + 4
     while it.valid():
         entry = it.key()
-        if entry[: len(head)] != head or len(entry) != len(head) + 12:
+        if entry[: len(head)] != head or len(entry) != len(head) + _ORDER.size:
             break
         version = it.value()
         ts = unpack(version, 1 if version[0] == tombstone else TIMESTAMP_AT)[0]
@@ -171,7 +164,7 @@ def scan_at(
             for _ in range(_CHUNK):
                 if not it.valid() or (high is not None and it.key() >= high):
                     break
-                head = it.key()[:-12]
+                head = it.key()[: -_ORDER.size]
                 found = answer(it, head, t_ms)
                 if found is not None:
                     rows.append((_key_of(head), found))
@@ -349,7 +342,7 @@ class History:
         for seen, (entry, version) in enumerate(items):
             if not entry.startswith(PREFIX):
                 break
-            if group and entry[:-12] != group[0][0][:-12]:
+            if group and entry[: -_ORDER.size] != group[0][0][: -_ORDER.size]:
                 removed += self._drop_old(batch.wb, group, cutoff_ms, ttl_ms)
                 group = []
                 if seen >= limit:  # a chunk ends between two keys
