@@ -54,7 +54,7 @@ from globalstore.storage.meta import (
 )
 from globalstore.storage.opening import db_dir, open_rdict
 from globalstore.storage.options import rocksdb_options
-from globalstore.storage.pinned import Cursor, Pinned
+from globalstore.storage.pinned import Cursor, Pinned, SeekingValues
 from globalstore.storage.quarantine import Quarantine, marked
 from globalstore.storage.records import Applied, NativeBatch, Records
 from globalstore.storage.scan import Recount, scan_items, uncached
@@ -525,7 +525,14 @@ class Storage:
         if index is None:
             return iter(())
         with self.view_lock:  # no write between the two: both see the same batches
-            return index.items(self._db.snapshot(), lower, upper, reverse)
+            # A secondary's snapshot get reads the latest data (pinned.py): its values are
+            # read with an iterator made now instead.
+            values = (
+                self._db.snapshot()
+                if self._secondary is None
+                else SeekingValues(Cursor(self._db.iter()))
+            )
+            return index.items(values, lower, upper, reverse)
 
     def index_count(self, lower: bytes, upper: bytes) -> int:
         """How many index entries lie in [lower, upper)."""
