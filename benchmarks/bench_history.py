@@ -6,7 +6,11 @@ p99, t in the middle of the versions), an items() scan now and as of t per key, 
 store's size on disk. Each kind of store is made anew every round, the rounds alternate,
 and the medians over the rounds are printed.
 
-    python benchmarks/bench_history.py --keys 100000 --versions 10 --rounds 3
+The reads run right after the writes, on files RocksDB has not compacted yet (many level-0
+files: a seek visits each). With --settled they run after a full compaction instead, as in
+a store whose background compaction has caught up.
+
+    python benchmarks/bench_history.py --keys 100000 --versions 10 --rounds 3 [--settled]
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from globalstore.config import RocksDBOptions
 from globalstore.storage import Record, Storage
+from globalstore.storage.meta import INDEX_CF
+from globalstore.storage.opening import open_rdict
 from globalstore.stores.read_only_store import ReadOnlyStore
 
 BATCH = 10_000
@@ -39,7 +46,19 @@ def _size(where: Path) -> float:
     return sum(f.stat().st_size for f in where.rglob("*") if f.is_file()) / 1e6
 
 
-def one_round(keys: int, versions: int, history: bool, where: Path) -> dict[str, float]:
+def _compact(where: Path) -> None:
+    """Compact every column family of the store at `where` (closed), as RocksDB's background
+    compaction does in time."""
+    db, has_index = open_rdict(where, RocksDBOptions(), False, None)
+    db.compact_range(None, None)
+    if has_index:
+        db.get_column_family(INDEX_CF).compact_range(None, None)
+    db.close()
+
+
+def one_round(
+    keys: int, versions: int, history: bool, where: Path, settled: bool = False
+) -> dict[str, float]:
     storage = Storage(where)
     storage.initialise("t", None, 1)
     storage.load(storage.read_meta())
@@ -53,6 +72,8 @@ def one_round(keys: int, versions: int, history: bool, where: Path) -> dict[str,
             storage.apply(batch, {}, False, 1)
     out["apply µs/record"] = (time.perf_counter() - began) / (keys * versions) * 1e6
     storage.close()
+    if settled:
+        _compact(where)
     out["disk MB"] = _size(where)
     middle = (base + versions // 2 * 1000) / 1000
     with ReadOnlyStore(where) as view:
@@ -86,6 +107,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--versions", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--settled", action="store_true", help="read after a full compaction")
     args = parser.parse_args()
     results: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,9 +115,11 @@ def main() -> None:
             for history in (False, True):
                 mode = "history" if history else "plain"
                 where = Path(tmp) / f"{mode}-{r}"
-                for name, value in one_round(args.keys, args.versions, history, where).items():
+                measured = one_round(args.keys, args.versions, history, where, args.settled)
+                for name, value in measured.items():
                     results.setdefault((name, mode), []).append(value)
-    print(f"{args.keys} keys x {args.versions} versions, {args.rounds} rounds (medians)")
+    settled = ", settled" if args.settled else ""
+    print(f"{args.keys} keys x {args.versions} versions, {args.rounds} rounds{settled} (medians)")
     for (name, mode), values in sorted(results.items()):
         print(f"{name:20} {mode:8} {statistics.median(values):10.2f}")
 

@@ -52,6 +52,7 @@ from globalstore.read.protocols import (
     ScanOptions,
     StoreReader,
     StoreStatus,
+    StoreView,
 )
 from globalstore.shaping.fields import field_index
 from globalstore.status import State
@@ -101,6 +102,7 @@ __all__ = [
     "StoreReader",
     "StoreSettings",
     "StoreStatus",
+    "StoreView",
     "SwitchingStore",
     "TopicNotCompacted",
     "TopicNotFound",

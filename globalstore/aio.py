@@ -31,6 +31,7 @@ from globalstore.listeners import StoreListener
 from globalstore.read.changes import DEFAULT_BUFFER, Change, ChangeFeed, Resync
 from globalstore.read.protocols import StoreStatus, partition_offsets
 from globalstore.read.queries import Queries
+from globalstore.read.source import StoreSource
 from globalstore.stores.global_store import Follower, GlobalStore
 from globalstore.stores.read_only_store import ReadOnlyStore
 from globalstore.stores.shared_store import SharedStore
@@ -50,7 +51,7 @@ __all__ = [
 _Sync = TypeVar("_Sync", bound=Store)
 
 
-class AsyncStore(Queries, Generic[_Sync]):
+class AsyncStore(Queries[StoreSource], Generic[_Sync]):
     """The reads of a store over its source, and its start, waits and close as coroutines."""
 
     def __init__(self, sync: _Sync) -> None:

@@ -140,8 +140,9 @@ class UnknownIndex(FatalError, KeyError):  # noqa: N818 - reads as the condition
 
 class HistoryUnavailable(FatalError):  # noqa: N818 - reads as the condition
     """A read as of a time the store cannot answer: before the oldest time it holds every
-    version for (`oldest`, epoch seconds), or a store that keeps no history (`oldest` is
-    None). Never answered with a guess: ask for a later time."""
+    version for (`oldest`, epoch seconds), or a store that keeps no history, or a read of
+    an index, which holds the current values' entries only (`oldest` is None). Never
+    answered with a guess: ask for a later time, or read the keys as of it."""
 
     def __init__(self, message: str, oldest: float | None = None) -> None:
         super().__init__(message)

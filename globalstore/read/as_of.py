@@ -17,7 +17,8 @@ from globalstore.errors import HistoryUnavailable
 from globalstore.read.protocols import AsOf
 from globalstore.shaping import ttl
 from globalstore.shaping.history import horizon_ms
-from globalstore.storage import Storage
+from globalstore.storage.history import LAYOUT
+from globalstore.storage.reads import Reads
 
 __all__ = ["AsOf", "lookup", "moment", "parse", "scan", "to_ms"]
 
@@ -62,15 +63,22 @@ def _iso(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
 
 
-def moment(storage: Storage, t: int) -> int:
+def moment(storage: Reads, t: int) -> int:
     """`t` (ms), the time a read as of a time reads `storage` at; HistoryUnavailable if it
-    is older than the oldest time the store can answer, or the store keeps no history."""
+    is older than the oldest time the store can answer (at the instant `storage` sees: now,
+    or when a view was taken), or the store keeps no history."""
     state = storage.state
     if state.history_ms is None:
         raise HistoryUnavailable(
             f"store {storage.path} keeps no history: a read as of a time needs history=seconds"
         )
-    oldest = horizon_ms(state.history_ms, state.history_from_ms)
+    if (state.history_layout or 1) != LAYOUT:  # a writer of this version rebuilds them
+        raise HistoryUnavailable(
+            f"store {storage.path} keeps its versions in history layout "
+            f"{state.history_layout or 1}, which this version does not read (it reads "
+            f"layout {LAYOUT}): a store of this version rebuilds them"
+        )
+    oldest = horizon_ms(state.history_ms, state.history_from_ms, storage.taken_ms)
     if t < oldest:
         raise HistoryUnavailable(
             f"store {storage.path} cannot answer as of {_iso(t)}: the oldest time it can "
@@ -80,7 +88,7 @@ def moment(storage: Storage, t: int) -> int:
     return t
 
 
-def lookup(storage: Storage, key: bytes, t_ms: int) -> bytes | None:
+def lookup(storage: Reads, key: bytes, t_ms: int) -> bytes | None:
     """The stored bytes of `key` as of `t_ms`, None if absent then (or expired then)."""
     raw = storage.history.get(key, t_ms)
     ttl_ms = storage.state.ttl_ms
@@ -90,7 +98,7 @@ def lookup(storage: Storage, key: bytes, t_ms: int) -> bytes | None:
 
 
 def scan(
-    storage: Storage, lower: bytes | None, upper: bytes | None, reverse: bool, t_ms: int
+    storage: Reads, lower: bytes | None, upper: bytes | None, reverse: bool, t_ms: int
 ) -> Iterator[tuple[bytes, bytes]]:
     """(key, stored bytes) as of `t_ms` in [lower, upper), expired ones left out. In reverse
     the answer is gathered first: versions are read in key order only."""

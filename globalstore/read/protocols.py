@@ -2,7 +2,7 @@
 
 Every store (stores/store.py: GlobalStore, SharedStore, ReadOnlyStore, SwitchingStore, and
 their asyncio faces' `sync`) implements StoreReader and FollowingStore, which is what the HTTP
-server serves.
+server serves; a store's view() is a StoreView.
 """
 
 from __future__ import annotations
@@ -27,10 +27,12 @@ __all__ = [
     "FollowingStore",
     "HistoryStatus",
     "IndexStatus",
+    "KeyReads",
     "ScanFilters",
     "ScanOptions",
     "StoreReader",
     "StoreStatus",
+    "StoreView",
     "TtlStatus",
     "behind",
     "check_partitions",
@@ -230,8 +232,8 @@ class ArrowOptions(ScanOptions, total=False):
     batch_bytes: int
 
 
-class StoreReader(Protocol):
-    """The queries every store face answers. A scan reads one point-in-time view."""
+class KeyReads(Protocol):
+    """The reads of keys a store and its views answer. A scan reads one point-in-time view."""
 
     @property
     def topic(self) -> str:
@@ -301,14 +303,9 @@ class StoreReader(Protocol):
         """The records a store with invalid_values="quarantine" did not apply, by key: those
         after the key `after`, at most `limit` of them, when given."""
 
-    def position(self) -> dict[int, int]:
-        """{partition: next offset already applied}."""
 
-    def status(self) -> StoreStatus:
-        """State, position, lag, key count, staleness and last error, as a StoreStatus."""
-
-    def close(self) -> None:
-        """Stop following, if the store follows, and close RocksDB."""
+class _ClosedOnExit(Protocol):
+    """Used with `with`, which calls close() at its end."""
 
     def __enter__(self) -> Self: ...
 
@@ -318,6 +315,35 @@ class StoreReader(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+class StoreView(KeyReads, _ClosedOnExit, Protocol):
+    """One consistent view of a store for several reads (StoreReader.view()): each answers
+    from the store as it was at one instant, and as of the view's time when it has one."""
+
+    @property
+    def as_of(self) -> float | None:
+        """The time its reads answer as of (epoch seconds); None: the instant it was taken."""
+
+    def close(self) -> None:
+        """Let go of the store's copy as it was. Idempotent."""
+
+
+class StoreReader(KeyReads, _ClosedOnExit, Protocol):
+    """The queries every store face answers."""
+
+    def view(self, as_of: AsOf | None = None) -> StoreView:
+        """One consistent view for several reads, at this instant; as of a time with
+        `as_of`. Close it when done."""
+
+    def position(self) -> dict[int, int]:
+        """{partition: next offset already applied}."""
+
+    def status(self) -> StoreStatus:
+        """State, position, lag, key count, staleness and last error, as a StoreStatus."""
+
+    def close(self) -> None:
+        """Stop following, if the store follows, and close RocksDB."""
 
 
 class FollowingStore(StoreReader, Protocol):

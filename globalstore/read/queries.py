@@ -1,5 +1,6 @@
 """The read side of every store: lookups and scans over the copies of its source (source.py),
-written once for the sync and the async faces.
+written once for the sync and the async faces; and views (View), the same reads over one
+copy pinned at one instant.
 
 Keys are str on the API and UTF-8 bytes on disk; values come back as decoded JSON. A scan
 leaves out a value that does not decode and reports it (on_invalid, else a WARNING): one bad
@@ -13,12 +14,14 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, Unpack
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, Self, TypeVar, Unpack
 
 from globalstore import codec
 from globalstore.codec import OnInvalid
 from globalstore.errors import (
     GlobalStoreError,
+    HistoryUnavailable,
     IndexNotReady,
     InvalidValue,
     StorageError,
@@ -31,30 +34,35 @@ from globalstore.read.as_of import scan as history_scan
 from globalstore.read.copy import Copy
 from globalstore.read.protocols import AsOf, ScanFilters
 from globalstore.read.skipped import skipping, warn_once
-from globalstore.read.source import StoreSource
+from globalstore.read.source import ReadSource
 from globalstore.shaping import ttl
-from globalstore.storage import Storage
 from globalstore.storage import keys as key_layout
 from globalstore.storage.cache import NOT_KEPT
 from globalstore.storage.meta import IndexDef
 from globalstore.storage.quarantine import Quarantined, held
+from globalstore.storage.reads import Reads
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["Queries"]
+__all__ = ["Queries", "View"]
 
 _T = TypeVar("_T")
+_S = TypeVar("_S", bound=ReadSource)
 _Row = TypeVar("_Row")
 _MISSING: Any = object()
 
 log = logging.getLogger(__name__)
 
 
-class Queries:
+class Queries(Generic[_S]):
     """Query methods over a source's copies (source.py); the faces add start, waits, close."""
 
-    def __init__(self, source: StoreSource) -> None:
+    # The time reads answer as of when they name none (epoch ms; None: now). A view as of a
+    # time sets it; a store never does.
+    _as_of_ms: int | None = None
+
+    def __init__(self, source: _S) -> None:
         self._source = source
         self._closed = False
 
@@ -68,8 +76,8 @@ class Queries:
         """The store's directory."""
         return self._source.path
 
-    def _ready_storage(self) -> Storage:
-        return self._source.copy().storage
+    def _ready_storage(self) -> Reads:
+        return self._source.copy().reads
 
     # -- point lookups -----------------------------------------------------------------------
 
@@ -98,7 +106,7 @@ class Queries:
         """get() through the copy's cache of decoded values (config.ValueCache)."""
         hot = copy.hot
         assert hot is not None
-        value = hot.value(k, copy.storage.state.ttl_ms)
+        value = hot.value(k, copy.reads.state.ttl_ms)
         if value is not NOT_KEPT:
             return value
         seen = hot.generation  # before the lookup: a write from then on refuses what it read
@@ -121,16 +129,17 @@ class Queries:
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, str):
             return False
-        return self._on_copy(lambda copy: copy.lookup(key.encode()) is not None)
+        k, when = key.encode(), self._as_of_ms
+        return self._on_copy(lambda copy: _raw(copy, k, when) is not None)
 
     def get_entry(self, key: str, *, as_of: AsOf | None = None) -> codec.Entry | None:
         """Value plus record timestamp, partition and offset, or None if absent (as of a
         time with `as_of`, as get())."""
         k = key.encode()
-        when = _ms(as_of)
+        when = self._when(as_of)
 
         def entry(copy: Copy) -> codec.Entry | None:
-            raw = copy.lookup(k) if when is None else _lookup_at(copy, k, _at(copy, when))
+            raw = _raw(copy, k, when)
             return None if raw is None else codec.decode_entry(raw, k, copy.topic, copy.decode)
 
         return self._on_copy(entry)
@@ -145,10 +154,10 @@ class Queries:
         get() (each key's versions read on their own)."""
         wanted = list(keys)
         encoded = [key.encode() for key in wanted]
-        when = _ms(as_of)
+        when = self._when(as_of)
 
         def many(copy: Copy) -> dict[str, Any]:
-            storage, decode, topic = copy.storage, copy.decode, copy.topic
+            storage, decode, topic = copy.reads, copy.decode, copy.topic
             if when is not None:
                 t = _at(copy, when)
                 raws = [_lookup_at(copy, k, t) for k in encoded]
@@ -156,7 +165,7 @@ class Queries:
                 raws = storage.get_many(encoded)
             ttl_ms = storage.state.ttl_ms
             if ttl_ms is not None and when is None:
-                cutoff = ttl.cutoff(ttl_ms)
+                cutoff = ttl.cutoff(ttl_ms, storage.taken_ms)
                 raws = [None if r is None or ttl.is_expired(r, cutoff) else r for r in raws]
             return {
                 key: decode(raw, k, topic)
@@ -170,7 +179,7 @@ class Queries:
         """The records a store with invalid_values="quarantine" did not apply, by key: those
         after the key `after`, at most `limit` of them, when given."""
         return self._on_copy(
-            lambda copy: list(itertools.islice(held(copy.storage.meta_items, after), limit))
+            lambda copy: list(itertools.islice(held(copy.reads.meta_items, after), limit))
         )
 
     def _past(self, read: Callable[[Copy, int], _T], when: int) -> tuple[_T, Copy]:
@@ -197,6 +206,34 @@ class Queries:
         """Whether a read that failed on `copy` should be repeated: the store answers from
         another copy now."""
         return not self._closed and self._source.serving() not in (copy, None)
+
+    def _when(self, as_of: AsOf | None) -> int | None:
+        """A read's time as epoch ms, checked before any copy is read: `as_of`, else the
+        time of the view it is made in (None: now)."""
+        return self._as_of_ms if as_of is None else to_ms(as_of)
+
+    # -- views -------------------------------------------------------------------------------
+
+    def view(self, as_of: AsOf | None = None) -> View:
+        """One consistent view for several reads: every read made through it sees the store
+        at one instant, the one this call takes (RocksDB iterators made then: storage/
+        pinned.py), however many batches are applied, purged or swapped in meanwhile. With
+        `as_of`, its reads answer as of that time unless they name another;
+        HistoryUnavailable at once for a time the store cannot answer (the horizon is judged
+        at the view's instant: the versions it needs stay in its iterators). Reads through
+        an index refuse a time (find()). `with store.view() as v: v.get(...); v.items(...)`:
+        close it when done, since it holds its copy against heals and switches (as a scan
+        does) and RocksDB keeps what its iterators see."""
+        when = self._when(as_of)
+        held = self._guard(lambda: self._source.scan(_pin))
+        try:
+            copy = self._guard(lambda: next(held))
+            if when is not None:
+                _at(copy, when)  # the horizon, at once
+        except BaseException:
+            _close(held)
+            raise
+        return View(copy, held, when, lambda: self._closed)
 
     # -- scans -------------------------------------------------------------------------------
 
@@ -285,18 +322,18 @@ class Queries:
         """The copy a scan reads, and the scan, which that copy stays open for until it
         ends; as of a time, if given."""
         lower, upper = key_layout.key_bounds(prefix, start, end)
-        when = _ms(as_of)
+        when = self._when(as_of)
         opened: list[Copy] = []
 
         def open_scan(copy: Copy) -> Iterator[tuple[bytes, bytes]]:
             opened.append(copy)
-            storage = copy.storage
+            storage = copy.reads
             if when is not None:
                 return history_scan(storage, lower, upper, reverse, _at(copy, when))
             scan = storage.scan(lower, upper, reverse)
             ttl_ms = storage.state.ttl_ms
             if ttl_ms is not None:  # expired keys are left out (ttl.py)
-                scan = ttl.unexpired(scan, ttl.cutoff(ttl_ms))
+                scan = ttl.unexpired(scan, ttl.cutoff(ttl_ms, storage.taken_ms))
             return scan
 
         scan = self._guard(lambda: self._source.scan(open_scan))
@@ -310,6 +347,7 @@ class Queries:
         value: str | None = None,
         *,
         on_invalid: OnInvalid | None = None,
+        as_of: AsOf | None = None,
         **filters: Unpack[ScanFilters],
     ) -> Iterator[tuple[str, Any]]:
         """(key, value) of the keys whose index value is `value`, in key order; or of those
@@ -318,8 +356,9 @@ class Queries:
         UnknownIndex for an index the store does not have, IndexNotReady while it is being
         built. Values that do not decode are left out and reported as items() does, with
         the index value that led to them (InvalidValue.index_value). Exhaust or close the
-        iterator before close()."""
-        copy, scan = self._index_scan(index, value, **filters)
+        iterator before close(). As of a time (`as_of`, or a view's), HistoryUnavailable:
+        an index holds the entries of the current values only (_index_scan)."""
+        copy, scan = self._index_scan(index, value, **filters, as_of=as_of)
         return ((k, v) for _, k, v in self._matches(copy, self._guarded(scan), on_invalid))
 
     def find_matches(
@@ -334,11 +373,14 @@ class Queries:
         limit: int | None = None,
         after: tuple[str, str] | None = None,
         on_invalid: OnInvalid | None = None,
+        as_of: AsOf | None = None,
     ) -> Iterator[tuple[str, str, Any]]:
         """As find(), with each key's index value: (index value, key, value). `after`, an
         (index value, key) pair it returned or reported, continues past it (as a page
         cursor does)."""
-        copy, scan = self._index_scan(index, value, prefix, start, end, reverse, limit, after)
+        copy, scan = self._index_scan(
+            index, value, prefix, start, end, reverse, limit, after, as_of=as_of
+        )
         return self._matches(copy, self._guarded(scan), on_invalid)
 
     def _matches(
@@ -366,15 +408,18 @@ class Queries:
         reverse: bool = False,
         limit: int | None = None,
         after: tuple[str, str] | None = None,
+        *,
+        as_of: AsOf | None = None,
     ) -> tuple[Copy, Iterator[tuple[bytes, bytes, bytes]]]:
         if value is not None and (prefix is not None or start is not None or end is not None):
             raise ValueError("an index is read by either a value, or prefix/start/end, not both")
+        self._refuse_index_as_of(index, as_of)
 
         opened: list[Copy] = []
 
         def open_scan(copy: Copy) -> Iterator[tuple[bytes, bytes, bytes]]:
             opened.append(copy)
-            storage = copy.storage
+            storage = copy.reads
             d = self._index_def(storage, index)
             lower, upper = key_layout.bounds(d.id, value, prefix, start, end)
             if after is not None:
@@ -383,19 +428,36 @@ class Queries:
             scan = storage.index_scan(lower, upper, reverse)
             ttl_ms = storage.state.ttl_ms
             if ttl_ms is not None:  # expired keys are left out (ttl.py)
-                cutoff = ttl.cutoff(ttl_ms)
+                cutoff = ttl.cutoff(ttl_ms, storage.taken_ms)
                 scan = (found for found in scan if not ttl.is_expired(found[2], cutoff))
             return scan
 
         scan = self._guard(lambda: self._source.scan(open_scan))  # held until it ends
         return opened[0], scan if limit is None else itertools.islice(scan, max(0, limit))
 
+    def _refuse_index_as_of(self, index: str, as_of: AsOf | None) -> None:
+        """HistoryUnavailable for a read of an index as of a time. The index holds the
+        entries of the current values only, and a key's index values then are its index
+        function applied to its value then: keys whose value has changed since are not
+        under the index value they had, and the store cannot tell which keys those are
+        without reading every key's versions. That is a scan of every key, which an index
+        read must not hide: items(as_of=t) and a filter say it openly, and give the exact
+        answer. Never the current entries for a past time: that would be a wrong answer."""
+        when = self._when(as_of)
+        if when is not None:
+            raise HistoryUnavailable(
+                f"index {index!r} holds the current values' entries only: it cannot be read "
+                f"as of a time; read the keys as of it (items(as_of=...)) and filter them"
+            )
+
     def find_count(self, index: str, value: str) -> int:
         """How many keys have index value `value` (counted over the index: one step per key;
-        with a ttl, a seek per key too, to leave the expired ones out)."""
+        with a ttl, a seek per key too, to leave the expired ones out). In a view as of a
+        time, HistoryUnavailable (find())."""
+        self._refuse_index_as_of(index, None)
 
         def count(copy: Copy) -> int | None:
-            storage = copy.storage
+            storage = copy.reads
             d = self._index_def(storage, index)
             if storage.state.ttl_ms is not None:  # a scan leaves expired keys out
                 return None
@@ -416,7 +478,7 @@ class Queries:
             return sum(1 for _ in self.keys())
         return self._unexpired_count(storage, count)
 
-    def _unexpired_count(self, storage: Storage, count: int) -> int:
+    def _unexpired_count(self, storage: Reads, count: int) -> int:
         """`count`, the stored count of live keys, less the expired ones (ttl.py): those of
         the time index below the cutoff, not purged yet. While the time index is being built
         it cannot say: the keys are counted over a scan then."""
@@ -425,10 +487,10 @@ class Queries:
             return count
         if storage.state.time_cursor is not None:
             return sum(1 for _ in self.keys())
-        live = self._guard(lambda: storage.time.live_count(ttl.cutoff(ttl_ms)))
+        live = self._guard(lambda: storage.live_count(ttl.cutoff(ttl_ms, storage.taken_ms)))
         return count if live is None else live
 
-    def _index_def(self, storage: Storage, index: str) -> IndexDef:
+    def _index_def(self, storage: Reads, index: str) -> IndexDef:
         d = storage.state.indexes.get(index)
         if d is None:
             known = ", ".join(repr(n) for n in sorted(storage.state.indexes)) or "none"
@@ -466,15 +528,15 @@ class Queries:
         A value that does not decode, or does not fit `schema`, has no row: it is reported
         as items() does (on_invalid, else a WARNING), as the batches are read, so a caller's
         on_invalid collects the errors beside the table. `as_of`: the keys present then,
-        with their values and timestamps then (as items(); not with `index`). Read or
-        close the reader before close(). ImportError without pyarrow."""
+        with their values and timestamps then (as items(); with `index`, HistoryUnavailable,
+        as find()). Read or close the reader before close(). ImportError without pyarrow."""
         reporter = self._reporter(on_invalid)
         export = arrow.Export(self.topic, codec.decode, codec.VALUE_FORMAT_VERSION, reporter,
                               schema, batch_rows, batch_bytes)  # fmt: skip
         if index is None and value is not None:
             raise ValueError("to_arrow() takes a value only with an index")
-        if index is not None and as_of is not None:
-            raise ValueError("to_arrow() reads an index as it is now: as_of is for keys")
+        if index is not None:
+            self._refuse_index_as_of(index, as_of)
         # Bad arguments and a missing pyarrow are reported before a scan is opened.
         columns = arrow.schema(export, indexed=index is not None)
         copy: Copy
@@ -519,16 +581,126 @@ class Queries:
         raise StorageError(f"RocksDB read failed in {self.path}: {exc}") from exc
 
 
-def _ms(as_of: AsOf | None) -> int | None:
-    """A read's time as epoch ms, checked before any copy is read (None: now)."""
-    return None if as_of is None else to_ms(as_of)
-
-
 def _at(copy: Copy, when: int) -> int:
     """`when` (ms), checked against the horizon of `copy` (read/as_of.py)."""
-    return moment(copy.storage, when)
+    return moment(copy.reads, when)
 
 
 def _lookup_at(copy: Copy, key: bytes, t_ms: int) -> bytes | None:
     """The stored bytes of `key` as of `t_ms` in `copy`."""
-    return lookup(copy.storage, key, t_ms)
+    return lookup(copy.reads, key, t_ms)
+
+
+def _raw(copy: Copy, key: bytes, when: int | None) -> bytes | None:
+    """The stored bytes of `key` in `copy`: now (`when` None), or as of `when` (ms)."""
+    return copy.lookup(key) if when is None else _lookup_at(copy, key, _at(copy, when))
+
+
+def _pin(copy: Copy) -> Iterator[Copy]:
+    """A view's hold on `copy`, opened as a scan is (so a swap leaves the copy open for it):
+    the copy pinned, handed out once, and let go when the view closes the hold."""
+    pinned = copy.pinned()
+    try:
+        yield pinned
+    finally:
+        pinned.close()
+
+
+def _close(it: Iterator[Any]) -> None:
+    """End `it`, an iterator a source's scan() returned (each has a close())."""
+    getattr(it, "close", lambda: None)()
+
+
+class _ViewSource:
+    """A view's one pinned copy, as a source of copies (source.ReadSource)."""
+
+    def __init__(self, copy: Copy, store_closed: Callable[[], bool]) -> None:
+        self._copy = copy
+        self._store_closed = store_closed
+        self.closed = False
+
+    @property
+    def topic(self) -> str:
+        """The topic of the copy the view pinned."""
+        return self._copy.topic
+
+    @property
+    def path(self) -> Path:
+        """The store's directory."""
+        return self._copy.reads.path
+
+    def copy(self) -> Copy:
+        """The pinned copy; StoreClosed once the view or its store is closed."""
+        if self.closed or self._store_closed():
+            what = "view" if self.closed else "store"
+            raise StoreClosed(f"{what} of {self.path} is closed")
+        return self._copy
+
+    def serving(self) -> Copy | None:
+        """The pinned copy (nothing moves it), None once closed."""
+        return None if self.closed else self._copy
+
+    def scan(self, open_scan: Callable[[Copy], Iterator[_T]]) -> Iterator[_T]:
+        """A scan of the pinned copy, which the view holds until it is closed."""
+        return open_scan(self.copy())
+
+
+class View(Queries[_ViewSource]):
+    """One consistent view of a store for several reads (Queries.view()): each one answers
+    from the same copy, pinned at one instant, and as of the view's time when it has one.
+    Close it (or use `with`) once its reads are done; a scan opened on it ends first."""
+
+    def __init__(
+        self,
+        copy: Copy,
+        held: Iterator[Copy],
+        as_of_ms: int | None,
+        store_closed: Callable[[], bool],
+    ) -> None:
+        """`copy`, pinned, held by `held` (the store's scan that keeps it open across swaps)
+        until close(); reads answer as of `as_of_ms` unless they name a time (None: the
+        instant it was pinned)."""
+        super().__init__(_ViewSource(copy, store_closed))
+        self._held = held
+        self._as_of_ms = as_of_ms
+
+    @property
+    def as_of(self) -> float | None:
+        """The time the view's reads answer as of (epoch seconds), None for the instant it
+        was taken."""
+        return None if self._as_of_ms is None else self._as_of_ms / 1000
+
+    def get(self, key: str, default: Any = None, *, as_of: AsOf | None = None) -> Any:
+        """Queries.get(), as of the view's time unless `as_of` names another."""
+        when = self._when(as_of)
+        if when is None:
+            return super().get(key, default)
+        return self._get_as_of(key.encode(), default, when)
+
+    def count(self) -> int:
+        """How many keys the view holds: the store's count then, or, as of a time, counted
+        over a scan of the keys then."""
+        if self._as_of_ms is not None:
+            return sum(1 for _ in self.keys())
+        return self._stored_count()
+
+    def view(self, as_of: AsOf | None = None) -> View:
+        """TypeError: a view is one instant already; its reads take `as_of`."""
+        raise TypeError("a view is one instant already: read it with as_of=... instead")
+
+    def close(self) -> None:
+        """Let the pinned copy go (its snapshots; a copy a swap replaced meanwhile closes
+        now). Idempotent."""
+        self._closed = self._source.closed = True
+        _close(self._held)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -20,13 +20,14 @@ from globalstore.read.copy import Copy
 from globalstore.read.protocols import StoreStatus
 from globalstore.waiting import Wait
 
-__all__ = ["StoreSource"]
+__all__ = ["ReadSource", "StoreSource"]
 
 _T = TypeVar("_T")
 
 
-class StoreSource(Protocol):
-    """Where a store's data comes from, and what that decides."""
+class ReadSource(Protocol):
+    """Where the copies queries read come from (queries.Queries): a store's source, or a
+    view's one pinned copy."""
 
     @property
     def topic(self) -> str:
@@ -48,6 +49,10 @@ class StoreSource(Protocol):
     def scan(self, open_scan: Callable[[Copy], Iterator[_T]]) -> Iterator[_T]:
         """A scan opened on the copy that answers now, which stays open for it, however many
         swaps happen meanwhile, until the scan ends."""
+
+
+class StoreSource(ReadSource, Protocol):
+    """Where a store's data comes from, and what that decides."""
 
     # -- start and stop ----------------------------------------------------------------------
 

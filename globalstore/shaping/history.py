@@ -3,7 +3,8 @@ the window, for reads as of a time (read/queries.py); storage/history.py holds t
 and says what "as of t" means.
 
 What this module decides: a store written without history is rebuilt to get one (the
-versions of keys not written since could not be found otherwise); one with history keeps
+versions of keys not written since could not be found otherwise), and so is one whose
+versions are in another layout than this code's (never misread); one with history keeps
 it across another window length; and the background purge of the versions that no read
 inside the window can answer with, run by the store thread between follow batches.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import time
 
 from globalstore.config import StoreConfig
-from globalstore.storage.history import History
+from globalstore.storage.history import LAYOUT, History
 from globalstore.storage.meta import Meta
 
 __all__ = ["Prune", "horizon_ms", "rebuild_reason", "to_ms"]
@@ -26,8 +27,15 @@ def to_ms(seconds: float | None) -> int | None:
 
 def rebuild_reason(meta: Meta, config: StoreConfig) -> str | None:
     """Why a store must be rebuilt for the history the config asks: it has none yet."""
-    if config.history is not None and meta.history_ms is None:
+    if config.history is None:
+        return None
+    if meta.history_ms is None:
         return "history was turned on: versions are kept from a restore on"
+    if (meta.history_layout or 1) != LAYOUT:
+        return (
+            f"its versions are in history layout {meta.history_layout or 1}, "
+            f"this version keeps layout {LAYOUT}"
+        )
     return None
 
 

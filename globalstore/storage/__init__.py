@@ -13,6 +13,8 @@ state.py      StorageState, what it holds as of one batch, replaced whole after 
 meta.py       the meta column family's keys and entries, and their parsing
 keys.py       the index column family's keys: secondary index entries and time entries
 scan.py       scans over one point-in-time view, and the background key count
+reads.py      Reads, what queries read of a database: the live Storage, or a Pinned one
+pinned.py     Pinned, the database as of one instant (a view's): iterators made then
 records.py    Record; records into put/delete operations (the Python hot loop), Applied
 quarantine.py the records a quarantining store did not apply: the check each put goes
               through (either loop), their entries in the meta column family

@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -53,6 +54,7 @@ from globalstore.storage.meta import (
 )
 from globalstore.storage.opening import db_dir, open_rdict
 from globalstore.storage.options import rocksdb_options
+from globalstore.storage.pinned import Cursor, Pinned, SeekingValues
 from globalstore.storage.quarantine import Quarantine, held, marked
 from globalstore.storage.records import Applied, NativeBatch, Records
 from globalstore.storage.rules import ValueCheck, WriteRules
@@ -112,6 +114,9 @@ class Storage:
         self.view_lock = threading.Lock()
         # The decoded values of hot keys its reads keep (cache.py), once hot_values() made it.
         self.hot: HotValues | None = None
+        # Called whenever the database is opened again (a wipe, a secondary's new column
+        # family): whoever keeps its point_get() takes the new one (read/copy.py).
+        self._reopened: list[Callable[[], None]] = []
         try:
             self._open()
         except BaseException:
@@ -126,6 +131,8 @@ class Storage:
         self._meta = self._db.get_column_family(META_CF)
         self._index = IndexFamily(self._db) if has_index else None
         self._get = self._db.get
+        for reopened in self._reopened:
+            reopened()
         self._logged = rocksdict.WriteOptions()
         self._unlogged = rocksdict.WriteOptions()
         self._unlogged.disable_wal = True
@@ -242,18 +249,24 @@ class Storage:
         """A secondary instance: read what the writer logged since the last call (its
         write-ahead log and manifest), and adopt the meta it now holds as the state."""
         # Which keys the writer wrote is not known here: the whole cache goes.
-        with reported(f"catching up with the writer of {self.path}", self.path), self._replacing():
-            with self.view_lock:  # not between a reader's two iterators
-                self._db.try_catch_up_with_primary()
+        # Not between a reader's two iterators, nor between a view's snapshots and the state
+        # it takes with them (pinned()).
+        with (
+            reported(f"catching up with the writer of {self.path}", self.path),
+            self._replacing(),
+            self.view_lock,
+        ):
+            self._db.try_catch_up_with_primary()
             meta = self.read_meta()
             if self._index is None and (
                 meta.indexes or meta.time_index is not None or meta.history_ms is not None
             ):
-                # The writer defined the first index (or a time index) since this instance
-                # opened, and a secondary cannot open a column family later: open again.
+                # The writer defined the first index (or a time index) since this
+                # instance opened, and a secondary cannot open a column family later:
+                # open again.
                 self._close_db()
                 self._open()
-        self.load(meta)
+            self.load(meta)
 
     def mark_restored(self, now_ms: int) -> None:
         """Record that a restore reached its end offsets (kept across restarts for status)."""
@@ -436,11 +449,14 @@ class Storage:
     def commit(self, batch: Batch) -> None:
         """Write `batch` as one WriteBatch under the view lock, then publish the state it
         carries: every write of the store comes here, and makes one new state."""
-        with self._writing(), self.view_lock, self._replacing(batch.changed):
-            self._db.write(batch.wb, self._logged if batch.logged else self._unlogged)
-        if self._recount is not None:
-            self._recount.delta += batch.live_delta
-        self.state = batch.state
+        # The state too is published under the view lock: a view (pinned()) takes its
+        # snapshots and the state together, so they are of the same batch.
+        with self._writing(), self.view_lock:
+            with self._replacing(batch.changed):
+                self._db.write(batch.wb, self._logged if batch.logged else self._unlogged)
+            if self._recount is not None:
+                self._recount.delta += batch.live_delta
+            self.state = batch.state
 
     def begin_recount(self) -> None:
         """Start counting live keys over a point-in-time iterator. Call it from the writing
@@ -489,9 +505,34 @@ class Storage:
 
     # -- reads -------------------------------------------------------------------------------
 
+    @property
+    def taken_ms(self) -> None:
+        """None: the live storage's reads see the database as it is whenever asked (a Pinned
+        one's, as it was when taken: reads.Reads)."""
+        return None
+
+    def pinned(self) -> Pinned:
+        """The database as it is now, kept so for the reads of one view (pinned.py): an
+        iterator over each column family, and the state, made with no write between them."""
+        with self.view_lock:
+            index = None if self._index is None else Cursor(self._index.iterator())
+            data, meta = Cursor(self._db.iter()), Cursor(self._meta.iter())
+            now_ms = int(time.time() * 1000)
+            return Pinned(self.path, self.state, data, index, meta, now_ms)
+
+    def live_count(self, cutoff_ms: int) -> int | None:
+        """The stored count of live keys less those expired at `cutoff_ms` (timeindex.py)."""
+        return self.time.live_count(cutoff_ms)
+
     def point_get(self) -> Callable[[bytes], bytes | None]:
-        """RocksDB's own get, for the query hot path (valid until close)."""
+        """RocksDB's own get, for the query hot path, valid until the database is opened
+        again (on_reopen) or closed."""
         return self._get
+
+    def on_reopen(self, call: Callable[[], None]) -> None:
+        """Have `call` called each time the database is opened again: a wipe (a rebuild at
+        start), or a secondary that opens anew to see a new column family."""
+        self._reopened.append(call)
 
     def get(self, key: bytes) -> bytes | None:
         """The raw value of `key`, None if absent."""
@@ -517,7 +558,14 @@ class Storage:
         if index is None:
             return iter(())
         with self.view_lock:  # no write between the two: both see the same batches
-            return index.items(self._db.snapshot(), lower, upper, reverse)
+            # A secondary's snapshot get reads the latest data (pinned.py): its values are
+            # read with an iterator made now instead.
+            values = (
+                self._db.snapshot()
+                if self._secondary is None
+                else SeekingValues(Cursor(self._db.iter()))
+            )
+            return index.items(values, lower, upper, reverse)
 
     def index_count(self, lower: bytes, upper: bytes) -> int:
         """How many index entries lie in [lower, upper)."""

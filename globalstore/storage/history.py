@@ -2,53 +2,74 @@
 
 A store with history=seconds writes, beside each value it puts or deletes, a version entry
 in the index column family, in the same WriteBatch (so a crash keeps versions and values
-together, as it keeps offsets: contract 10). Layout, under the prefix b"h" (no secondary
-index or time entry starts with it):
+together, as it keeps offsets: contract 10). Layout LAYOUT (2), under the prefix b"h" (no
+secondary index or time entry starts with it):
 
-    h<escaped key>\\x00\\x00<offset: 8 bytes><partition: 4 bytes>   a version of the key
-        value: the stored bytes the record wrote (codec.py: header with the record
-        timestamp, partition and offset), or for a tombstone b"\\x00" + timestamp (8
-        bytes) + partition (4 bytes): no stored value starts with a zero byte
+    h<escaped key>\\x00\\x00<partition: 4 bytes><offset, inverted: 8 bytes>
+        a version of the key; value: the stored bytes the record wrote (codec.py: header
+        with the record timestamp, partition and offset), or for a tombstone b"\\x00" +
+        timestamp (8 bytes) + partition (4 bytes): no stored value starts with a zero byte
 
 The key is escaped (\\x00 as \\x00\\xff) and ended with \\x00\\x00, which keeps the versions
-of one key together and the keys in the data's byte order. A key's versions follow in
-(offset, partition) order: the order of the records in their partition.
+of one key together and the keys in the data's byte order. A key's versions follow by
+partition, and in each partition newest first (the offset inverted: 2**64 - 1 - offset).
+Layout 1 (the first) kept them in (offset, partition) order; a store holding it is rebuilt
+(shaping/history.py), and a reader of it refuses reads as of a time (read/as_of.py).
 
 The version as of t (ms): in each partition, of the key's versions whose record timestamp
 is <= t, the one with the greatest offset; of those (one per partition the key was written
 to: a key moves when partitions are added), the one with the greatest timestamp, and on a
 tie the greater partition. A partition whose timestamps go backwards still gives one
 answer, the later record; and a key that stays in one partition reads its current value as
-of any time at or after every timestamp it was given.
+of any time at or after every timestamp it was given. Newest first, a partition's answer
+is the first of its versions with a timestamp <= t: a read walks from the newest version
+down to it, then steps (or seeks) past the partition's older ones (answer()).
 
-The meta column family records the window (K_HISTORY, ms) and the oldest time the versions
-are complete from (K_HISTORY_FROM, ms): the wall time a store began restoring or resuming.
-Before it, compaction (or an absence) may have removed versions the store never saw.
+The meta column family records the window (K_HISTORY, ms), the oldest time the versions
+are complete from (K_HISTORY_FROM, ms: the wall time a store began restoring or resuming;
+before it, compaction, or an absence, may have removed versions the store never saw) and
+the layout of the versions (K_HISTORY_LAYOUT; absent: layout 1).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 
 import rocksdict
 
 from globalstore.codec import HEADER, HEADER_SIZE, TIMESTAMP, TIMESTAMP_AT
 from globalstore.storage.host import IndexHost
 from globalstore.storage.keys import successor
-from globalstore.storage.meta import I64, K_HISTORY, K_HISTORY_FROM, Meta
+from globalstore.storage.meta import I64, K_HISTORY, K_HISTORY_FROM, K_HISTORY_LAYOUT, Meta
 from globalstore.storage.records import Delete, Put, Record, Records
 from globalstore.storage.state import StorageState
 
-__all__ = ["PREFIX", "History", "PurgeStep", "Recorder", "as_of", "version_key", "versions_of"]
+__all__ = [
+    "LAYOUT",
+    "PREFIX",
+    "History",
+    "PurgeStep",
+    "Recorder",
+    "answer",
+    "scan_at",
+    "version_at",
+    "version_key",
+]
 
+LAYOUT = 2  # the layout of the versions this code writes and reads
 PREFIX = b"h"
 _END = b"\x00\x00"  # ends an escaped key
-_ORDER = struct.Struct(">QI")  # offset, partition
-_SUFFIX = len(_END) + _ORDER.size
+_PARTITION_AT = struct.Struct(">I")  # a version's partition, in its entry
+_ORDER = struct.Struct(">IQ")  # partition, 2**64 - 1 - offset: newest first
+_TOP = 2**64 - 1
+_PAST = b"\xff"  # after a key's escaped form and end, sorts after all its versions
 _TOMBSTONE = b"\x00"
 _PARTITION = struct.Struct(">i")
+_CHUNK = 256  # keys a scan reads per turn of its iterator
+_STEPS = 16  # older versions of a partition stepped over before a seek passes the rest
 
 
 def _escaped(key: bytes) -> bytes:
@@ -57,12 +78,12 @@ def _escaped(key: bytes) -> bytes:
 
 def version_key(key: bytes, partition: int, offset: int) -> bytes:
     """The entry of `key`'s version written by the record at (partition, offset)."""
-    return PREFIX + _escaped(key) + _END + _ORDER.pack(offset, partition)
+    return PREFIX + _escaped(key) + _END + _ORDER.pack(partition, _TOP - offset)
 
 
-def _key_of(entry: bytes) -> bytes:
-    """The data key of a version entry."""
-    return entry[1:-_SUFFIX].replace(b"\x00\xff", b"\x00")
+def _key_of(head: bytes) -> bytes:
+    """The data key of a key's entry head (PREFIX, escaped key, end)."""
+    return head[1 : -len(_END)].replace(b"\x00\xff", b"\x00")
 
 
 def _bound(key: bytes | None) -> bytes | None:
@@ -85,55 +106,73 @@ def _timestamp(version: bytes) -> int:
     return -1
 
 
-def as_of(versions: Iterable[bytes], t_ms: int) -> bytes | None:
-    """Of one key's versions in entry order, the stored bytes as of `t_ms` (None: absent
-    then, or a tombstone), by the rule above. Partitions are compared as their 4 bytes
-    (big-endian and never negative: in the order of their numbers), which is cheaper than
-    unpacking them, for each version of each key a scan reads."""
+def answer(it: rocksdict.RdictIter, head: bytes, t_ms: int) -> bytes | None:
+    """Of the key whose entries start with `head` (PREFIX, escaped key, end), `it` standing
+    on its first version (or past the key: it has none), the stored bytes as of `t_ms` (None:
+    absent then, or a tombstone), by the rule above; leaves `it` past the key's versions.
+    In each partition the first version at or before t answers, and the partition's older
+    ones are stepped over (a step costs less than a seek for the few a key has), or, past
+    _STEPS of them, passed with a seek."""
     found: bytes | None = None
-    found_ts, found_p = -1, b""
-    moved: dict[bytes, tuple[int, bytes]] | None = None  # a key in several partitions
-    unpack, tombstone = TIMESTAMP.unpack_from, _TOMBSTONE[0]
-    for version in versions:
-        if version[0] == tombstone:
-            ts, p = unpack(version, 1)[0], version[9:13]
-        else:
-            ts, p = unpack(version, TIMESTAMP_AT)[0], version[10:14]
-        if ts > t_ms:
-            continue
-        if found is not None and p != found_p and moved is None:
-            moved = {found_p: (found_ts, found)}
-        if moved is not None:
-            moved[p] = (ts, version)
-        found, found_ts, found_p = version, ts, p
-    if moved is not None:
-        _, _, found = max((ts, p, v) for p, (ts, v) in moved.items())
-    return None if found is None or found[:1] == _TOMBSTONE else found
-
-
-def versions_of(
-    items: Iterator[tuple[bytes, bytes]], lower: bytes | None, upper: bytes | None
-) -> Iterator[tuple[bytes, list[bytes]]]:
-    """(data key, its versions in entry order) for the keys in [lower, upper), from an
-    iterator over the index column family positioned at the first version entry (or
-    before it)."""
-    low, high = _bound(lower) or PREFIX, _bound(upper) or successor(PREFIX)
-    head: bytes | None = None  # the escaped key and its end, shared by its versions
-    versions: list[bytes] = []
-    order = _ORDER.size
-    for entry, version in items:
-        if entry < low:
-            continue
-        if high is not None and entry >= high:
+    found_ts = -1
+    unpack, tombstone, size = TIMESTAMP.unpack_from, _TOMBSTONE[0], len(head) + 4
+    while it.valid():
+        entry = it.key()
+        if entry[: len(head)] != head or len(entry) != len(head) + _ORDER.size:
             break
-        this = entry[:-order]
-        if this != head:
-            if head is not None:
-                yield _key_of(head + bytes(order)), versions
-            head, versions = this, []
-        versions.append(version)
-    if head is not None:
-        yield _key_of(head + bytes(order)), versions
+        version = it.value()
+        ts = unpack(version, 1 if version[0] == tombstone else TIMESTAMP_AT)[0]
+        if ts > t_ms:
+            it.next()
+            continue
+        # Partitions come in ascending order: on a tie of timestamps the later one wins.
+        if ts >= found_ts:
+            found, found_ts = version, ts
+        partition = entry[:size]
+        for _ in range(_STEPS):
+            it.next()
+            if not it.valid() or it.key()[:size] != partition:
+                break
+        else:
+            it.seek(head + _PARTITION_AT.pack(int.from_bytes(partition[-4:], "big") + 1))
+    return None if found is None or found[0] == _TOMBSTONE[0] else found
+
+
+def version_at(it: rocksdict.RdictIter, key: bytes, t_ms: int) -> bytes | None:
+    """The stored bytes of `key` as of `t_ms` (None: absent then), read with `it`, an
+    iterator over the index column family (which it moves)."""
+    head = PREFIX + _escaped(key) + _END
+    it.seek(head)
+    return answer(it, head, t_ms)
+
+
+def scan_at(
+    lend: Callable[[], contextlib.AbstractContextManager[rocksdict.RdictIter]],
+    lower: bytes | None,
+    upper: bytes | None,
+    t_ms: int,
+) -> Iterator[tuple[bytes, bytes]]:
+    """(key, stored bytes) as of `t_ms` of the keys in [lower, upper) present then, in key
+    order, read with the iterator `lend()` lends (over the index column family), a chunk of
+    keys per loan: each loan seeks to where the last one ended, so the iterator may serve
+    other reads between loans (a view's: pinned.py)."""
+    resume, high = _bound(lower) or PREFIX, _bound(upper) or successor(PREFIX)
+    while True:
+        rows: list[tuple[bytes, bytes]] = []
+        with lend() as it:
+            it.seek(resume)
+            for _ in range(_CHUNK):
+                if not it.valid() or (high is not None and it.key() >= high):
+                    break
+                head = it.key()[: -_ORDER.size]
+                found = answer(it, head, t_ms)
+                if found is not None:
+                    rows.append((_key_of(head), found))
+                resume = head + _PAST
+            more = it.valid() and (high is None or it.key() < high)
+        yield from rows
+        if not more:
+            return
 
 
 def _absent(version: bytes, cutoff_ms: int, ttl_ms: int | None) -> bool:
@@ -223,7 +262,10 @@ class History:
     def loaded(self, state: StorageState, meta: Meta) -> StorageState:
         """`state` with the history window and its start as `meta` says."""
         return dataclasses.replace(
-            state, history_ms=meta.history_ms, history_from_ms=meta.history_from_ms
+            state,
+            history_ms=meta.history_ms,
+            history_from_ms=meta.history_from_ms,
+            history_layout=meta.history_layout,
         )
 
     def define(self, history_ms: int | None, from_ms: int) -> None:
@@ -239,13 +281,17 @@ class History:
                 s.index.delete_range(batch.wb, PREFIX, successor(PREFIX) or PREFIX)
             batch.put_meta(K_HISTORY, None)
             batch.put_meta(K_HISTORY_FROM, None)
-            batch.change(history_ms=None, history_from_ms=None)
+            batch.put_meta(K_HISTORY_LAYOUT, None)
+            batch.change(history_ms=None, history_from_ms=None, history_layout=None)
         else:
             s.index_family()  # versions are written there from the first batch on
             start = max(from_ms, state.history_from_ms or from_ms)
             batch.put_meta(K_HISTORY, I64.pack(history_ms))
             batch.put_meta(K_HISTORY_FROM, I64.pack(start))
-            batch.change(history_ms=history_ms, history_from_ms=start)
+            # A store is defined with history only when empty or already in this layout
+            # (follow/plan.py rebuilds one of another layout first).
+            batch.put_meta(K_HISTORY_LAYOUT, I64.pack(LAYOUT))
+            batch.change(history_ms=history_ms, history_from_ms=start, history_layout=LAYOUT)
         s.commit(batch)
 
     def recorder(self, wb: rocksdict.WriteBatch) -> Recorder | None:
@@ -260,31 +306,18 @@ class History:
     def get(self, key: bytes, t_ms: int) -> bytes | None:
         """The stored bytes of `key` as of `t_ms` (None: absent then)."""
         index = self._s.index
-        if index is None:
-            return None
-        # The escaped key and its end: only this key's versions start with it.
-        prefix = PREFIX + _escaped(key) + _END
-        versions = []
-        for entry, version in index.items_from(prefix):
-            if not entry.startswith(prefix):
-                break
-            versions.append(version)
-        return as_of(versions, t_ms)
+        return None if index is None else version_at(index.iterator(), key, t_ms)
 
     def scan(
         self, lower: bytes | None, upper: bytes | None, t_ms: int
     ) -> Iterator[tuple[bytes, bytes]]:
         """(key, stored bytes) as of `t_ms` of the keys in [lower, upper) present then, in
-        key order, over one point-in-time iterator."""
+        key order, over one point-in-time iterator (made now)."""
         index = self._s.index
         if index is None:
             return iter(())
-        items = index.items_from(_bound(lower) or PREFIX)
-        return (
-            (key, found)
-            for key, versions in versions_of(items, lower, upper)
-            if (found := as_of(versions, t_ms)) is not None
-        )
+        it = index.iterator()
+        return scan_at(lambda: contextlib.nullcontext(it), lower, upper, t_ms)
 
     # -- the purge ---------------------------------------------------------------------------
 
@@ -309,7 +342,7 @@ class History:
         for seen, (entry, version) in enumerate(items):
             if not entry.startswith(PREFIX):
                 break
-            if group and _key_of(entry) != _key_of(group[0][0]):
+            if group and entry[: -_ORDER.size] != group[0][0][: -_ORDER.size]:
                 removed += self._drop_old(batch.wb, group, cutoff_ms, ttl_ms)
                 group = []
                 if seen >= limit:  # a chunk ends between two keys
@@ -333,13 +366,18 @@ class History:
         old = [(e, v) for e, v in group if _timestamp(v) <= cutoff_ms]
         if not old:
             return 0
-        # In each partition the last of them answers from the cutoff on until a later one.
-        last = {_partition(v): e for e, v in old}
-        drop = [e for e, v in old if last[_partition(v)] != e]
+        # In each partition the newest of them (the first: newest first) answers from the
+        # cutoff on until a later one.
+        last: dict[int, tuple[bytes, bytes]] = {}
+        for e, v in old:
+            last.setdefault(_partition(v), (e, v))
+        drop = [e for e, v in old if last[_partition(v)][0] != e]
         # A tombstone answers "absent", and so does a value past the ttl at the cutoff (and
         # after it), which no version at all says too only when it is all the key has left.
-        if len(old) == len(group) and len(last) == 1 and _absent(old[-1][1], cutoff_ms, ttl_ms):
-            drop.append(old[-1][0])
+        if len(old) == len(group) and len(last) == 1:
+            ((answering, version),) = last.values()
+            if _absent(version, cutoff_ms, ttl_ms):
+                drop.append(answering)
         for entry in drop:
             family.delete(wb, entry)
         return len(drop)

@@ -15,7 +15,7 @@ import rocksdict
 
 from globalstore.storage.keys import count_key, id_ranges, write_changes
 from globalstore.storage.meta import I64, INDEX_CF, IndexDef
-from globalstore.storage.scan import index_items
+from globalstore.storage.scan import Values, index_items
 
 __all__ = ["IndexFamily"]
 
@@ -66,11 +66,11 @@ class IndexFamily:
             self.delete_range(wb, begin, end)
 
     def items(
-        self, values: rocksdict.Snapshot, lower: bytes, upper: bytes, reverse: bool
+        self, values: Values, lower: bytes, upper: bytes, reverse: bool
     ) -> Iterator[tuple[bytes, bytes, bytes]]:
         """(index value, key, raw value) of the entries in [lower, upper), each value read
-        from `values`, a snapshot of the data taken at the same sequence number as the
-        entries' iterator, which the caller takes with it (Storage.index_scan)."""
+        from `values`, the data of the same sequence number as the entries' iterator, which
+        the caller takes with it (Storage.index_scan)."""
         return index_items(self._family.iter(), values, lower, upper, reverse)
 
     def count(self, lower: bytes, upper: bytes) -> int:
@@ -109,6 +109,11 @@ class IndexFamily:
         if not keys:
             return []
         return self._family.get(keys)
+
+    def iterator(self) -> rocksdict.RdictIter:
+        """An iterator over the family as it is now, whatever is written later (a view's:
+        pinned.py)."""
+        return self._family.iter()
 
     def items_from(self, start: bytes) -> Iterator[tuple[bytes, bytes]]:
         """(entry, value) in key order from `start` on, over one point-in-time iterator."""

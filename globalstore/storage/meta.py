@@ -27,6 +27,7 @@ Keys (column family "meta"):
     history        the history window (ms, i64; storage/history.py): versions are kept
     history.from   wall ms from which the kept versions are complete (a restore's or a
                    resume's start)
+    history.layout the layout of the versions (i64; storage/history.py; absent: 1)
     time_index     "built", or "cursor:<hex>" while the time index is built (timeindex.py)
     invalid_values "quarantine" in a store that quarantines values that do not decode;
                    absent: stored as they come
@@ -58,6 +59,7 @@ __all__ = [
     "K_COUNT",
     "K_HISTORY",
     "K_HISTORY_FROM",
+    "K_HISTORY_LAYOUT",
     "K_INDEX_NEXT_ID",
     "K_INVALID_HELD",
     "K_INVALID_VALUES",
@@ -112,6 +114,7 @@ K_INDEX_NEXT_ID = b"index.next_id"
 K_TTL = b"ttl"
 K_HISTORY = b"history"  # the history window (ms), when the store keeps versions
 K_HISTORY_FROM = b"history.from"  # wall ms from which its versions are complete
+K_HISTORY_LAYOUT = b"history.layout"  # the layout of its versions (absent: the first)
 K_TIME_INDEX = b"time_index"
 K_INVALID_VALUES = b"invalid_values"
 K_QUARANTINED = b"quarantined"
@@ -202,6 +205,7 @@ class Meta:
     ttl_ms: int | None = None  # the writer's time to live, if it has one
     history_ms: int | None = None  # the history window, if the store keeps versions
     history_from_ms: int | None = None  # from when its versions are complete
+    history_layout: int | None = None  # the layout of its versions (None: the first, 1)
     time_index: bytes | None = None  # K_TIME_INDEX as stored (parse_cursor reads it)
     invalid_values: str | None = None  # "quarantine", or None: stored as they came
     quarantined: int = 0  # keys the quarantine holds
@@ -252,6 +256,7 @@ def parse_meta(
         meta.ttl_ms = _opt_i64(get(K_TTL))
         meta.history_ms = _opt_i64(get(K_HISTORY))
         meta.history_from_ms = _opt_i64(get(K_HISTORY_FROM))
+        meta.history_layout = _opt_i64(get(K_HISTORY_LAYOUT))
         meta.time_index = get(K_TIME_INDEX)
         meta.invalid_values = _opt_str(get(K_INVALID_VALUES))
         meta.quarantined = _opt_i64(get(K_QUARANTINED)) or 0

@@ -6,13 +6,22 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import rocksdict
 
 from globalstore.storage.failures import is_absent
 from globalstore.storage.keys import split_entry
 
-__all__ = ["Recount", "bounded", "index_items", "scan_items", "uncached"]
+__all__ = ["Recount", "Values", "bounded", "index_items", "scan_items", "uncached"]
+
+
+class Values(Protocol):
+    """The data of one instant, read by key, raising a bare Exception("key not found") for
+    an absent key (failures.is_absent): a Snapshot, or for a RocksDB secondary, whose
+    snapshot's get reads the latest data, pinned.SeekingValues."""
+
+    def __getitem__(self, key: bytes, /) -> bytes: ...
 
 
 def scan_items(
@@ -63,14 +72,14 @@ def bounded(
 
 def index_items(
     entries: rocksdict.RdictIter,
-    values: rocksdict.Snapshot,
+    values: Values,
     lower: bytes,
     upper: bytes,
     reverse: bool,
 ) -> Iterator[tuple[bytes, bytes, bytes]]:
     """(index value, key, raw value) of each index entry in [lower, upper), walking
-    `entries` (over the index column family) and reading each key from `values` (a snapshot
-    of the data): both made at the same sequence number, so one view. A key whose value is
+    `entries` (over the index column family) and reading each key from `values` (the data
+    of the same instant): both made at the same sequence number, so one view. A key whose value is
     absent is skipped (it cannot be: entries and values are written in one batch)."""
     if reverse:
         entries.seek_for_prev(upper)

@@ -29,10 +29,11 @@ class StorageState:
     time_index: bool = False
     time_cursor: bytes | None = None
     time_entries: int = 0
-    # History (history.py): the window in ms (None: no versions kept), and the wall ms from
-    # which the versions are complete.
+    # History (history.py): the window in ms (None: no versions kept), the wall ms from
+    # which the versions are complete, and the layout of the versions (None: the first).
     history_ms: int | None = None
     history_from_ms: int | None = None
+    history_layout: int | None = None
     quarantined: int = 0  # keys the quarantine holds (quarantine.py)
     # Keys whose latest record did not decode: stored as they came, or quarantined (None:
     # not counted, a store written before the count existed, or being counted: see below).

@@ -22,7 +22,7 @@ __all__ = ["Store"]
 _T = TypeVar("_T")
 
 
-class Store(Queries):
+class Store(Queries[StoreSource]):
     """A store over a source (Store(source)): what it answers, and when, is the source's."""
 
     @property

@@ -13,7 +13,8 @@ PUBLIC = {
     "OffsetsOutOfRange", "Quarantined", "ReadOnlyStore", "RetriableError", "RocksDBOptions",
     "ScanFilters", "ScanOptions", "SharedStore", "StartTimeout", "State", "StorageError",
     "StoreAlreadyStarted", "StoreClosed", "StoreConfig", "StoreFailed", "StoreListener",
-    "StoreLocked", "StoreNotReady", "StoreReader", "StoreSettings", "StoreStatus", "SwitchingStore",
+    "StoreLocked", "StoreNotReady", "StoreReader", "StoreSettings", "StoreStatus", "StoreView",
+    "SwitchingStore",
     "TopicNotCompacted", "TopicNotFound", "UnknownIndex", "UnreadableStore", "ValueCache",
     "end_offsets", "field_index",
 }  # fmt: skip

@@ -26,6 +26,7 @@ from globalstore.read.report import history_status
 from globalstore.shaping.history import Prune
 from globalstore.storage import Record, Storage
 from globalstore.storage.history import PREFIX
+from globalstore.storage.meta import I64, K_HISTORY_LAYOUT
 from tests.unit.shaping.test_indexes import TOPIC, _View
 
 WINDOW_MS = 10**13  # wide enough that nothing a test writes is outside it
@@ -320,4 +321,26 @@ def test_history_is_a_setting_turning_it_on_rebuilds_and_off_drops(tmp_path: Pat
     storage.history.define(None, 0)  # off: versions dropped, the store kept
     assert _versions(storage) == 0 and storage.read_meta().history_ms is None
     assert _View(storage).get("a") == 2
+    storage.close()
+
+
+@pytest.mark.parametrize("layout", [None, 3], ids=["the-first-layout", "a-newer-layout"])
+def test_versions_of_another_layout_are_rebuilt_never_misread(
+    tmp_path: Path, layout: int | None
+) -> None:
+    """Layout 1 kept a key's versions in (offset, partition) order; this code keeps them by
+    partition, newest first. A store whose meta names another layout (absent: the first) is
+    rebuilt by a writer, and a reader refuses every read as of a time."""
+    storage = _open(tmp_path / "s")
+    storage.apply([_rec("a", 1, 1_000, 0, 0), _rec("a", 2, 2_000, 0, 1)], {}, True, 1)
+    storage.put_meta(K_HISTORY_LAYOUT, None if layout is None else I64.pack(layout))
+    storage.load(storage.read_meta())
+    config = StoreConfig(TOPIC, "f:1", tmp_path / "c", history=3600)
+    info = TopicInfo((0,), None, "compact", None)
+    reason = rebuild_reason(storage.read_meta(), False, info, {0: Marks(0, 2, 2)}, config)
+    assert reason is not None and f"history layout {layout or 1}" in reason.reason
+    with pytest.raises(HistoryUnavailable, match=f"history layout {layout or 1}") as caught:
+        _View(storage).get("a", as_of=1.5)
+    assert caught.value.oldest is None
+    assert _View(storage).get("a") == 2  # reads of now are not concerned
     storage.close()

@@ -482,3 +482,23 @@ def test_the_index_family_exists_only_once_an_index_is_defined(tmp_path: Path) -
     assert _keys(_View(reader).find("by_courier", "c-1")) == ["a"]
     reader.close()
     storage.close()
+
+
+def test_a_secondarys_index_scan_reads_its_values_at_the_entries_instant(tmp_path: Path) -> None:
+    """A RocksDB secondary reads the latest data even through a snapshot's get: an index scan
+    on one (a SharedStore, a process follower) that a catch-up overtakes mid-scan must still
+    pair each entry with the value of the same instant."""
+    storage, _ = _open(tmp_path / "s")
+    storage.apply(batch(*((f"k{i}", _v("c-1")) for i in range(6))), {}, True, 1)
+    reader = Storage(tmp_path / "s", secondary=tmp_path / "secondary")
+    reader.catch_up()
+    scan = reader.index_scan(*id_ranges(reader.state.indexes["by_courier"].id)[0], False)
+    assert next(scan)[1] == b"k0"
+    storage.apply(batch(*((f"k{i}", _v("c-2")) for i in range(6)), start=6), {}, True, 1)
+    reader.catch_up()  # as a query on another thread does, mid-scan
+    assert b"c-2" in (reader.get(b"k3") or b"")  # the reader sees the new values now
+    rest = list(scan)
+    assert [k for _, k, _ in rest] == [f"k{i}".encode() for i in range(1, 6)]
+    assert all(b"c-1" in raw for _, _, raw in rest), rest  # not the values written since
+    reader.close()
+    storage.close()

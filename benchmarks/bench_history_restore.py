@@ -1,0 +1,62 @@
+"""A cold restore from a real broker with history=seconds and without (docs/performance.md,
+"History"): records/s from start() to ready, the stores alternating on one topic. Without
+history a store restores with the C loop when it is built; with history, with the Python
+loop (the C loop does not give a tombstone its record).
+
+    python benchmarks/bench_history_restore.py --keys 500000 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from bench_ab import _Restored
+from bench_store import create_topic, fill_topic
+
+from globalstore import GlobalStore
+from globalstore.localkafka import LocalKafka, free_port
+
+
+def restore_rate(bootstrap: str, topic: str, path: Path, history: float | None) -> float:
+    """Records/s of a cold restore into `path`, start() call to ready."""
+    listener = _Restored()
+    began = time.perf_counter()
+    with GlobalStore(topic, bootstrap, path, listeners=[listener], history=history).start(900):
+        seconds = time.perf_counter() - began
+    return listener.records / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keys", type=int, default=500_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    rates: dict[str, list[float]] = {"plain": [], "history": []}
+    with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
+        work = Path(tmp)
+        with LocalKafka(port=free_port(), data_dir=work / "kafka") as broker:
+            topic = f"history-{uuid.uuid4().hex[:8]}"
+            create_topic(broker.bootstrap, topic)
+            fill_topic(broker.bootstrap, topic, args.keys, "small batches")
+            for r in range(args.rounds):
+                order = ["plain", "history"] if r % 2 == 0 else ["history", "plain"]
+                for mode in order:
+                    history = 3600.0 if mode == "history" else None
+                    where = work / f"{mode}-{r}"
+                    rates[mode].append(restore_rate(broker.bootstrap, topic, where, history))
+                print(
+                    f"round {r + 1}: "
+                    + ", ".join(f"{m} {v[-1]:,.0f} rec/s" for m, v in rates.items())
+                )
+    plain, history = statistics.median(rates["plain"]), statistics.median(rates["history"])
+    print(f"{args.keys} keys, {args.rounds} rounds (medians): plain {plain:,.0f} rec/s, "
+          f"history {history:,.0f} rec/s ({history / plain:.0%} of plain)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
