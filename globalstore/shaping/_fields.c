@@ -18,35 +18,55 @@
 
 #define HEADER_SIZE 22 /* codec.HEADER: layout u8, format u8, ts i64, partition i32, offset i64 */
 
-/* Past one JSON value of a document json_certain accepted (so no check here). */
+/* Past the string at c->p (its opening quote) of a document json_certain accepted: its
+ * closing quote is the first quote after it not escaped by an odd run of backslashes. */
+static void skip_string(json_cursor *c) {
+    const unsigned char *start = c->p + 1, *q = start;
+    for (;;) {
+        q = memchr(q, '"', (size_t)(c->end - q));
+        const unsigned char *b = q;
+        while (b > start && b[-1] == '\\')
+            b--;
+        if ((q - b) % 2 == 0)
+            break;
+        q++;
+    }
+    c->p = q + 1;
+}
+
+/* Past one JSON value of a document json_certain accepted (so no check here), and past the
+ * white space after it. */
 static void skip_value(json_cursor *c) {
-    int depth = 0;
-    do {
-        json_ws(c);
-        unsigned char ch = *c->p;
-        if (ch == '"') {
-            json_string(c);
-        } else if (ch == '{' || ch == '[') {
-            depth++;
+    unsigned char ch = *c->p;
+    if (ch == '"') {
+        skip_string(c);
+    } else if (ch == '{' || ch == '[') {
+        int depth = 0;
+        do {
+            ch = *c->p;
+            if (ch == '"') {
+                skip_string(c);
+                continue;
+            }
+            if (ch == '{' || ch == '[')
+                depth++;
+            else if (ch == '}' || ch == ']')
+                depth--;
             c->p++;
-        } else if (ch == '}' || ch == ']') {
-            depth--;
+        } while (depth > 0);
+    } else { /* a number, true, false or null: up to the next delimiter */
+        while (c->p < c->end && *c->p != ',' && *c->p != '}' && *c->p != ']' && *c->p != ' ' &&
+               *c->p != '\n' && *c->p != '\r' && *c->p != '\t')
             c->p++;
-        } else if (ch == ',' || ch == ':') {
-            c->p++;
-        } else {
-            json_scalar(c);
-        }
-        json_ws(c);
-        /* inside a container: go on until it closes */
-    } while (depth > 0 && c->p < c->end);
+    }
+    json_ws(c);
 }
 
 /* The string at c->p (its opening quote) as bytes, if it holds no escape but the simple
  * ones: 1 and *out set (a new reference), 0 when unsure, -1 on a Python error. */
 static int string_bytes(json_cursor *c, PyObject **out) {
     const unsigned char *start = c->p + 1;
-    json_string(c);
+    skip_string(c);
     const unsigned char *end = c->p - 1; /* the closing quote */
     if (memchr(start, '\\', (size_t)(end - start)) == NULL) {
         *out = PyBytes_FromStringAndSize((const char *)start, end - start);
@@ -81,17 +101,6 @@ static int string_bytes(json_cursor *c, PyObject **out) {
     return 1;
 }
 
-/* Whether the member name at c->p (its opening quote) is `name`, moving past it: 1 or 0,
- * or -1 when unsure (an escape in the name). */
-static int name_is(json_cursor *c, const char *name, Py_ssize_t n) {
-    const unsigned char *start = c->p + 1;
-    json_string(c);
-    const unsigned char *end = c->p - 1;
-    if (memchr(start, '\\', (size_t)(end - start)) != NULL)
-        return -1;
-    return end - start == n && memcmp(start, name, (size_t)n) == 0;
-}
-
 /* Add a string value to `set` (a NUL in it makes the Python function fail: unsure). */
 static int add_string(json_cursor *c, PyObject *set) {
     PyObject *s = NULL;
@@ -107,44 +116,48 @@ static int add_string(json_cursor *c, PyObject *set) {
     return ok < 0 ? -1 : 1;
 }
 
-/* The index values of one JSON document: a frozenset (a new reference), Py_None when
- * unsure (a new reference), NULL on a Python error. */
-static PyObject *field_values(const unsigned char *p, size_t n, PyObject *path) {
-    json_cursor c = {p, p + n};
-    Py_ssize_t depth = PyTuple_GET_SIZE(path);
-    for (Py_ssize_t i = 0; i < depth; i++) {
-        json_ws(&c);
-        if (*c.p != '{')
-            return PyFrozenSet_New(NULL); /* not an object: nothing at the path */
-        PyObject *name = PyTuple_GET_ITEM(path, i);
-        const char *want = PyBytes_AS_STRING(name);
-        Py_ssize_t want_n = PyBytes_GET_SIZE(name);
-        const unsigned char *found = NULL;
-        c.p++;
-        json_ws(&c);
-        while (*c.p != '}') {
-            int is = name_is(&c, want, want_n);
-            if (is < 0)
-                Py_RETURN_NONE;
-            json_ws(&c);
-            c.p++; /* ':' */
-            json_ws(&c);
-            if (is)
-                found = c.p; /* the last one wins, as in orjson */
-            skip_value(&c);
-            json_ws(&c);
-            if (*c.p == ',') {
-                c.p++;
-                json_ws(&c);
-            }
+/* Where the members named `want[j]` (a bytes object each; NULL: none wanted) of the object
+ * at c->p are: found[j] at the value of the last one (as orjson, the last one wins), NULL
+ * where there is none or c->p is not an object. One scan of the object for every name.
+ * 0, or -1 when unsure (an escape in a member name: compared by the Python function). */
+static int find_members(json_cursor *c, PyObject *const *want, Py_ssize_t n,
+                        const unsigned char **found) {
+    for (Py_ssize_t j = 0; j < n; j++)
+        found[j] = NULL;
+    json_ws(c);
+    if (*c->p != '{')
+        return 0;
+    c->p++;
+    json_ws(c);
+    while (*c->p != '}') {
+        const unsigned char *name = c->p + 1;
+        skip_string(c);
+        size_t len = (size_t)(c->p - 1 - name);
+        if (memchr(name, '\\', len) != NULL)
+            return -1;
+        json_ws(c);
+        c->p++; /* ':' */
+        json_ws(c);
+        for (Py_ssize_t j = 0; j < n; j++)
+            if (want[j] != NULL && (size_t)PyBytes_GET_SIZE(want[j]) == len &&
+                memcmp(PyBytes_AS_STRING(want[j]), name, len) == 0)
+                found[j] = c->p;
+        skip_value(c);
+        if (*c->p == ',') {
+            c->p++;
+            json_ws(c);
         }
-        if (found == NULL)
-            return PyFrozenSet_New(NULL);
-        c.p = found;
     }
+    return 0;
+}
+
+/* The index values of the JSON value at `at` (NULL: none there): a frozenset (a new
+ * reference), Py_None when unsure (a new reference), NULL on a Python error. */
+static PyObject *index_values(const unsigned char *at, const unsigned char *end) {
     PyObject *set = PyFrozenSet_New(NULL); /* brand new: PySet_Add may fill it */
-    if (set == NULL)
-        return NULL;
+    if (set == NULL || at == NULL)
+        return set;
+    json_cursor c = {at, end};
     int ok = 1;
     if (*c.p == '"') {
         ok = add_string(&c, set);
@@ -152,11 +165,12 @@ static PyObject *field_values(const unsigned char *p, size_t n, PyObject *path) 
         c.p++;
         json_ws(&c);
         while (ok > 0 && *c.p != ']') {
-            if (*c.p == '"')
+            if (*c.p == '"') {
                 ok = add_string(&c, set);
-            else
+                json_ws(&c);
+            } else {
                 skip_value(&c); /* only strings are index values; the rest is left out */
-            json_ws(&c);
+            }
             if (*c.p == ',') {
                 c.p++;
                 json_ws(&c);
@@ -172,19 +186,64 @@ static PyObject *field_values(const unsigned char *p, size_t n, PyObject *path) 
     return set;
 }
 
+/* The value at the rest of `path` (its names after the first) from `at`: NULL where there
+ * is none; *unsure set when a name there has an escape. */
+static const unsigned char *deeper(const unsigned char *at, const unsigned char *end,
+                                   PyObject *path, int *unsure) {
+    for (Py_ssize_t i = 1; at != NULL && i < PyTuple_GET_SIZE(path); i++) {
+        json_cursor c = {at, end};
+        PyObject *name = PyTuple_GET_ITEM(path, i);
+        if (find_members(&c, &name, 1, &at) < 0) {
+            *unsure = 1;
+            return NULL;
+        }
+    }
+    return at;
+}
+
+#define MAX_PATHS 64 /* more declared indexes than this are read a batch at a time each */
+
+/* Each path's index values in one document: out[j] a new reference (Py_None: unsure), 0;
+ * -1 on a Python error (out[] then holds nothing). */
+static int document_values(const unsigned char *p, size_t n, PyObject *paths, PyObject **out) {
+    Py_ssize_t npaths = PyTuple_GET_SIZE(paths);
+    PyObject *first[MAX_PATHS];
+    const unsigned char *found[MAX_PATHS];
+    for (Py_ssize_t j = 0; j < npaths; j++)
+        first[j] = PyTuple_GET_ITEM(PyTuple_GET_ITEM(paths, j), 0);
+    json_cursor c = {p, p + n};
+    int unsure = find_members(&c, first, npaths, found) < 0;
+    for (Py_ssize_t j = 0; j < npaths; j++) {
+        int deep_unsure = unsure;
+        const unsigned char *at =
+            unsure ? NULL : deeper(found[j], p + n, PyTuple_GET_ITEM(paths, j), &deep_unsure);
+        out[j] = deep_unsure ? Py_NewRef(Py_None) : index_values(at, p + n);
+        if (out[j] == NULL) {
+            while (j-- > 0)
+                Py_DECREF(out[j]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *values(PyObject *self, PyObject *args) {
     PyObject *raws, *paths;
     int fmt;
     if (!PyArg_ParseTuple(args, "O!O!i", &PyList_Type, &raws, &PyTuple_Type, &paths, &fmt))
         return NULL;
     Py_ssize_t npaths = PyTuple_GET_SIZE(paths), count = PyList_GET_SIZE(raws);
+    if (npaths > MAX_PATHS) {
+        PyErr_Format(PyExc_ValueError, "at most %d paths a call", MAX_PATHS);
+        return NULL;
+    }
     for (Py_ssize_t j = 0; j < npaths; j++) {
         PyObject *path = PyTuple_GET_ITEM(paths, j);
-        int ok = PyTuple_Check(path);
+        int ok = PyTuple_Check(path) && PyTuple_GET_SIZE(path) > 0;
         for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(path); i++)
             ok = PyBytes_Check(PyTuple_GET_ITEM(path, i));
         if (!ok) {
-            PyErr_SetString(PyExc_TypeError, "paths: a tuple of tuples of bytes");
+            PyErr_SetString(PyExc_TypeError, "paths: a tuple of non-empty tuples of bytes");
             return NULL;
         }
     }
@@ -197,35 +256,37 @@ static PyObject *values(PyObject *self, PyObject *args) {
             goto fail;
         PyTuple_SET_ITEM(out, j, list);
     }
+    PyObject *got[MAX_PATHS];
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *raw = PyList_GET_ITEM(raws, i);
-        const unsigned char *b = NULL;
-        Py_ssize_t n = 0;
-        int readable = 0;
-        if (raw != Py_None) { /* None: a deleted key, which has no entries */
+        if (raw == Py_None) { /* a deleted key, which has no entries */
+            for (Py_ssize_t j = 0; j < npaths; j++)
+                if ((got[j] = PyFrozenSet_New(NULL)) == NULL)
+                    goto fail_got;
+        } else {
             if (!PyBytes_Check(raw)) {
                 PyErr_SetString(PyExc_TypeError, "raws: a list of bytes or None");
                 goto fail;
             }
-            b = (const unsigned char *)PyBytes_AS_STRING(raw);
-            n = PyBytes_GET_SIZE(raw);
+            const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(raw);
+            Py_ssize_t n = PyBytes_GET_SIZE(raw);
             /* one check of the document for every path */
-            readable = n > HEADER_SIZE && b[0] == 1 && b[1] == fmt &&
-                       json_certain(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE));
+            if (n > HEADER_SIZE && b[0] == 1 && b[1] == fmt &&
+                json_certain(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE))) {
+                if (document_values(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE), paths, got) < 0)
+                    goto fail;
+            } else {
+                for (Py_ssize_t j = 0; j < npaths; j++)
+                    got[j] = Py_NewRef(Py_None);
+            }
         }
-        for (Py_ssize_t j = 0; j < npaths; j++) {
-            PyObject *v;
-            if (raw == Py_None)
-                v = PyFrozenSet_New(NULL);
-            else if (!readable)
-                v = Py_NewRef(Py_None);
-            else
-                v = field_values(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE),
-                                 PyTuple_GET_ITEM(paths, j));
-            if (v == NULL)
-                goto fail;
-            PyList_SET_ITEM(PyTuple_GET_ITEM(out, j), i, v);
-        }
+        for (Py_ssize_t j = 0; j < npaths; j++)
+            PyList_SET_ITEM(PyTuple_GET_ITEM(out, j), i, got[j]);
+        continue;
+    fail_got:
+        for (Py_ssize_t j = 0; j < npaths && got[j] != NULL; j++)
+            Py_DECREF(got[j]);
+        goto fail;
     }
     return out;
 fail:

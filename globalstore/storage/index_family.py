@@ -40,15 +40,17 @@ class IndexFamily:
         news: Mapping[str, list[frozenset[bytes]]],
         defs: Mapping[str, IndexDef],
         entries: Mapping[str, int],
+        lookup: list[int] | None = None,
     ) -> dict[str, int]:
         """Put in `wb` the changes of the indexes named in `news` ({name: each key's index
         values after the batch, in the order of `keys`}) and the new entry counts of those
         that changed; returns the counts after the batch (`entries` are those before it).
-        The reverse entries are read as they were before the batch."""
+        The reverse entries are read as they were before the batch, those of the keys at
+        `lookup` only (None: of every key; the others have none)."""
         handle = self._handle
         deltas = {
             name: write_changes(
-                defs[name].id, keys, values, self.get_many, wb.put, wb.delete, handle
+                defs[name].id, keys, values, self.get_many, wb.put, wb.delete, handle, lookup
             )
             for name, values in news.items()
         }
