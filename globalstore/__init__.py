@@ -53,7 +53,7 @@ from globalstore.read.protocols import (
     StoreReader,
     StoreStatus,
 )
-from globalstore.shaping.fields import field_index
+from globalstore.shaping.fields import Shape, field_index
 from globalstore.status import State
 from globalstore.storage.quarantine import Quarantined
 from globalstore.stores.global_store import GlobalStore
@@ -87,6 +87,7 @@ __all__ = [
     "RocksDBOptions",
     "ScanFilters",
     "ScanOptions",
+    "Shape",
     "SharedStore",
     "StartTimeout",
     "State",

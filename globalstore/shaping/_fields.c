@@ -14,53 +14,7 @@
 #include <Python.h>
 #include <string.h>
 
-#include "../follow/_json_check.h"
-
-#define HEADER_SIZE 22 /* codec.HEADER: layout u8, format u8, ts i64, partition i32, offset i64 */
-
-/* Past the string at c->p (its opening quote) of a document json_certain accepted: its
- * closing quote is the first quote after it not escaped by an odd run of backslashes. */
-static void skip_string(json_cursor *c) {
-    const unsigned char *start = c->p + 1, *q = start;
-    for (;;) {
-        q = memchr(q, '"', (size_t)(c->end - q));
-        const unsigned char *b = q;
-        while (b > start && b[-1] == '\\')
-            b--;
-        if ((q - b) % 2 == 0)
-            break;
-        q++;
-    }
-    c->p = q + 1;
-}
-
-/* Past one JSON value of a document json_certain accepted (so no check here), and past the
- * white space after it. */
-static void skip_value(json_cursor *c) {
-    unsigned char ch = *c->p;
-    if (ch == '"') {
-        skip_string(c);
-    } else if (ch == '{' || ch == '[') {
-        int depth = 0;
-        do {
-            ch = *c->p;
-            if (ch == '"') {
-                skip_string(c);
-                continue;
-            }
-            if (ch == '{' || ch == '[')
-                depth++;
-            else if (ch == '}' || ch == ']')
-                depth--;
-            c->p++;
-        } while (depth > 0);
-    } else { /* a number, true, false or null: up to the next delimiter */
-        while (c->p < c->end && *c->p != ',' && *c->p != '}' && *c->p != ']' && *c->p != ' ' &&
-               *c->p != '\n' && *c->p != '\r' && *c->p != '\t')
-            c->p++;
-    }
-    json_ws(c);
-}
+#include "_shape.h"
 
 /* The string at c->p (its opening quote) as bytes, if it holds no escape but the simple
  * ones: 1 and *out set (a new reference), 0 when unsure, -1 on a Python error. */
@@ -116,41 +70,6 @@ static int add_string(json_cursor *c, PyObject *set) {
     return ok < 0 ? -1 : 1;
 }
 
-/* Where the members named `want[j]` (a bytes object each; NULL: none wanted) of the object
- * at c->p are: found[j] at the value of the last one (as orjson, the last one wins), NULL
- * where there is none or c->p is not an object. One scan of the object for every name.
- * 0, or -1 when unsure (an escape in a member name: compared by the Python function). */
-static int find_members(json_cursor *c, PyObject *const *want, Py_ssize_t n,
-                        const unsigned char **found) {
-    for (Py_ssize_t j = 0; j < n; j++)
-        found[j] = NULL;
-    json_ws(c);
-    if (*c->p != '{')
-        return 0;
-    c->p++;
-    json_ws(c);
-    while (*c->p != '}') {
-        const unsigned char *name = c->p + 1;
-        skip_string(c);
-        size_t len = (size_t)(c->p - 1 - name);
-        if (memchr(name, '\\', len) != NULL)
-            return -1;
-        json_ws(c);
-        c->p++; /* ':' */
-        json_ws(c);
-        for (Py_ssize_t j = 0; j < n; j++)
-            if (want[j] != NULL && (size_t)PyBytes_GET_SIZE(want[j]) == len &&
-                memcmp(PyBytes_AS_STRING(want[j]), name, len) == 0)
-                found[j] = c->p;
-        skip_value(c);
-        if (*c->p == ',') {
-            c->p++;
-            json_ws(c);
-        }
-    }
-    return 0;
-}
-
 /* A new empty frozenset. It will hold bytes only, so it can be in no reference cycle: left
  * to the cyclic garbage collector, the sets of a large batch made it walk them over and
  * over (7 % of an indexed restore's time), as it does not for tuples and dicts of such
@@ -197,21 +116,6 @@ static PyObject *index_values(const unsigned char *at, const unsigned char *end)
     return set;
 }
 
-/* The value at the rest of `path` (its names after the first) from `at`: NULL where there
- * is none; *unsure set when a name there has an escape. */
-static const unsigned char *deeper(const unsigned char *at, const unsigned char *end,
-                                   PyObject *path, int *unsure) {
-    for (Py_ssize_t i = 1; at != NULL && i < PyTuple_GET_SIZE(path); i++) {
-        json_cursor c = {at, end};
-        PyObject *name = PyTuple_GET_ITEM(path, i);
-        if (find_members(&c, &name, 1, &at) < 0) {
-            *unsure = 1;
-            return NULL;
-        }
-    }
-    return at;
-}
-
 #define MAX_PATHS 64 /* more declared indexes than this are read a batch at a time each */
 
 /* Each path's index values in one document: out[j] a new reference (Py_None: unsure), 0;
@@ -227,7 +131,7 @@ static int document_values(const unsigned char *p, size_t n, PyObject *paths, Py
     for (Py_ssize_t j = 0; j < npaths; j++) {
         int deep_unsure = unsure;
         const unsigned char *at =
-            unsure ? NULL : deeper(found[j], p + n, PyTuple_GET_ITEM(paths, j), &deep_unsure);
+            unsure ? NULL : member_at(found[j], p + n, PyTuple_GET_ITEM(paths, j), 1, &deep_unsure);
         out[j] = deep_unsure ? Py_NewRef(Py_None) : index_values(at, p + n);
         if (out[j] == NULL) {
             while (j-- > 0)
@@ -305,10 +209,34 @@ fail:
     return NULL;
 }
 
+/* shape(doc, spec) -> the bytes the declared shape `spec` (Shape.spec()) stores for the JSON
+ * document `doc`, None when it deletes the key, False when unsure (_shape.h). */
+static PyObject *shape(PyObject *self, PyObject *args) {
+    const char *doc;
+    Py_ssize_t n;
+    PyObject *spec_obj, *out = NULL;
+    shape_spec spec;
+    if (!PyArg_ParseTuple(args, "y#O", &doc, &n, &spec_obj) || shape_spec_of(spec_obj, &spec) < 0)
+        return NULL;
+    switch (shape_json(&spec, (const unsigned char *)doc, (size_t)n, 0, &out)) {
+    case SHAPE_KEEP:
+        return out;
+    case SHAPE_DROP:
+        Py_RETURN_NONE;
+    case SHAPE_UNSURE:
+        Py_RETURN_FALSE;
+    default:
+        return NULL;
+    }
+}
+
 static PyMethodDef methods[] = {
     {"values", values, METH_VARARGS,
      "values(raws, paths, fmt) -> per path, a list of frozenset[bytes] | None (None: decode "
      "in Python)."},
+    {"shape", shape, METH_VARARGS,
+     "shape(doc, spec) -> bytes to store, None (the key goes) or False (unsure: decide in "
+     "Python)."},
     {NULL, NULL, 0, NULL},
 };
 
