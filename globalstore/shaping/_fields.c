@@ -3,8 +3,9 @@
  *
  * values(raws, paths, fmt) -> tuple: per path of `paths`, a list: for each stored value of
  * `raws` (codec.HEADER, then JSON; None for a deleted key, which has none), the index values
- * at the field `path` (a tuple of member names, as UTF-8 bytes) as a
- * frozenset of bytes, or None where this code is not sure to answer as the Python function
+ * at the field `path` (a tuple of member names, as UTF-8 bytes): one as bytes (a string),
+ * else a frozenset of bytes (a list; none), or None where this code is not sure to answer as
+ * the Python function
  * (fields.field_index) would: a value not of layout 1 and value format `fmt`, one that
  * _json_check.h does not find certainly JSON, a member name or a string value with an escape
  * it does not decode here (a \u escape; those go to Python), a NUL in a value. The caller
@@ -55,56 +56,75 @@ static int string_bytes(json_cursor *c, PyObject **out) {
     return 1;
 }
 
-/* Add a string value to `set` (a NUL in it makes the Python function fail: unsure). */
-static int add_string(json_cursor *c, PyObject *set) {
-    PyObject *s = NULL;
-    int ok = string_bytes(c, &s);
+/* The string value at c->p as an index value: 1 and *out set (a new reference), 0 when
+ * unsure (a NUL in it makes the Python function fail), -1 on a Python error. */
+static int string_value(json_cursor *c, PyObject **out) {
+    int ok = string_bytes(c, out);
     if (ok <= 0)
         return ok;
-    if (memchr(PyBytes_AS_STRING(s), 0, (size_t)PyBytes_GET_SIZE(s)) != NULL) {
-        Py_DECREF(s);
+    if (memchr(PyBytes_AS_STRING(*out), 0, (size_t)PyBytes_GET_SIZE(*out)) != NULL) {
+        Py_CLEAR(*out);
         return 0;
     }
+    return 1;
+}
+
+/* Add a string value to `set`: 1, 0 when unsure, -1 on a Python error. */
+static int add_string(json_cursor *c, PyObject *set) {
+    PyObject *s = NULL;
+    int ok = string_value(c, &s);
+    if (ok <= 0)
+        return ok;
     ok = PySet_Add(set, s);
     Py_DECREF(s);
     return ok < 0 ? -1 : 1;
 }
 
-/* A new empty frozenset. It will hold bytes only, so it can be in no reference cycle: left
- * to the cyclic garbage collector, the sets of a large batch made it walk them over and
- * over (7 % of an indexed restore's time), as it does not for tuples and dicts of such
- * items. */
-static PyObject *no_values(void) {
+/* No index values: one empty frozenset, made once (a new one for each missing field was
+ * memory the allocator took and gave back every batch). */
+static PyObject *no_values_set = NULL;
+
+static PyObject *no_values(void) { return Py_NewRef(no_values_set); }
+
+/* A new empty frozenset, for the values of a list. It will hold bytes only, so it can be in
+ * no reference cycle: left to the cyclic garbage collector, the sets of a large batch made
+ * it walk them over and over (7 % of an indexed restore's time), as it does not for tuples
+ * and dicts of such items. */
+static PyObject *new_values(void) {
     PyObject *set = PyFrozenSet_New(NULL);
     if (set != NULL)
         PyObject_GC_UnTrack(set);
     return set;
 }
 
-/* The index values of the JSON value at `at` (NULL: none there): a frozenset (a new
- * reference), Py_None when unsure (a new reference), NULL on a Python error. */
+/* The index values of the JSON value at `at` (NULL: none there): a string's bytes (one
+ * value: no set is made for it), a frozenset (a new reference) for a list or none, Py_None
+ * when unsure (a new reference), NULL on a Python error. */
 static PyObject *index_values(const unsigned char *at, const unsigned char *end) {
-    PyObject *set = no_values(); /* brand new: PySet_Add may fill it */
-    if (set == NULL || at == NULL)
-        return set;
+    if (at == NULL || (*at != '"' && *at != '['))
+        return no_values();
     json_cursor c = {at, end};
+    if (*at == '"') {
+        PyObject *s = NULL;
+        int ok = string_value(&c, &s);
+        return ok < 0 ? NULL : ok == 0 ? Py_NewRef(Py_None) : s;
+    }
+    PyObject *set = new_values(); /* brand new: PySet_Add may fill it */
+    if (set == NULL)
+        return NULL;
     int ok = 1;
-    if (*c.p == '"') {
-        ok = add_string(&c, set);
-    } else if (*c.p == '[') {
-        c.p++;
-        json_ws(&c);
-        while (ok > 0 && *c.p != ']') {
-            if (*c.p == '"') {
-                ok = add_string(&c, set);
-                json_ws(&c);
-            } else {
-                skip_value(&c); /* only strings are index values; the rest is left out */
-            }
-            if (*c.p == ',') {
-                c.p++;
-                json_ws(&c);
-            }
+    c.p++;
+    json_ws(&c);
+    while (ok > 0 && *c.p != ']') {
+        if (*c.p == '"') {
+            ok = add_string(&c, set);
+            json_ws(&c);
+        } else {
+            skip_value(&c); /* only strings are index values; the rest is left out */
+        }
+        if (*c.p == ',') {
+            c.p++;
+            json_ws(&c);
         }
     }
     if (ok <= 0) {
@@ -245,4 +265,9 @@ static struct PyModuleDef fields_module = {
     methods,
 };
 
-PyMODINIT_FUNC PyInit__fields(void) { return PyModule_Create(&fields_module); }
+PyMODINIT_FUNC PyInit__fields(void) {
+    no_values_set = PyFrozenSet_New(NULL);
+    if (no_values_set == NULL)
+        return NULL;
+    return PyModule_Create(&fields_module);
+}

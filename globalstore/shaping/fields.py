@@ -49,10 +49,11 @@ __all__ = [
 ]
 
 # (stored values, None for a deleted key; paths; current value format) -> per path, per value
-# its index values, or None where the equivalent function must read it
+# its index values (one as bytes, else a frozenset), or None where the equivalent function
+# must read it
 NativeValues = Callable[
     [list[bytes | None], tuple[tuple[bytes, ...], ...], int],
-    tuple[list[frozenset[bytes] | None], ...],
+    tuple[list[bytes | frozenset[bytes] | None], ...],
 ]
 # (JSON document, Shape.spec()) -> the bytes to store, None to delete the key, False: unsure
 NativeShape = Callable[[bytes, tuple[Any, ...]], bytes | bool | None]

@@ -170,11 +170,29 @@ fail:
     return NULL;
 }
 
-/* What key `key` changes, from its stored index values `old_raw` (bytes or None) to `new`:
- * its entries gone and added and its reverse entry. Adds to *delta. */
+/* What key `key` changes, from its stored index values `old_raw` (bytes or None) to `new`
+ * (one value as bytes, or a frozenset): its entries gone and added and its reverse entry.
+ * Adds to *delta. */
 static int key_changes(ops *o, PyObject *prefix, PyObject *key, PyObject *rkey, PyObject *new,
                        PyObject *old_raw, PyObject *encode, PyObject *empty, PyObject *sep,
                        long long *delta) {
+    if (PyBytes_Check(new)) {
+        if (old_raw == Py_None) { /* the common case: one value, none before */
+            PyObject *e = joined(prefix, new, key);
+            if (e == NULL || ops_add(o, e, Py_NewRef(empty)) < 0)
+                return -1;
+            *delta += 1;
+            return ops_add(o, Py_NewRef(rkey), Py_NewRef(new));
+        }
+        PyObject *one = PyFrozenSet_New(NULL);
+        if (one == NULL || PySet_Add(one, new) < 0) {
+            Py_XDECREF(one);
+            return -1;
+        }
+        int rc = key_changes(o, prefix, key, rkey, one, old_raw, encode, empty, sep, delta);
+        Py_DECREF(one);
+        return rc;
+    }
     PyObject *gone = NULL, *added = NULL;
     if (old_raw == Py_None) {
         if (PySet_GET_SIZE(new) == 0)
@@ -245,8 +263,8 @@ static PyObject *write_changes(PyObject *self, PyObject *args) {
         goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *key = PyList_GET_ITEM(keys, i), *new = PyList_GET_ITEM(news, i);
-        if (!PyBytes_Check(key) || !PyAnySet_Check(new)) {
-            PyErr_SetString(PyExc_TypeError, "keys: bytes; news: frozensets of bytes");
+        if (!PyBytes_Check(key) || !(PyAnySet_Check(new) || PyBytes_Check(new))) {
+            PyErr_SetString(PyExc_TypeError, "keys: bytes; news: bytes or frozensets of bytes");
             goto fail;
         }
         PyObject *rkey = joined(rprefix, key, NULL);

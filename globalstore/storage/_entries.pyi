@@ -6,7 +6,7 @@ def write_changes(
     entries: bytes,
     reverse: bytes,
     keys: list[bytes],
-    news: list[frozenset[bytes]],
+    news: list[bytes | frozenset[bytes]],
     get_many: Callable[[list[bytes]], list[bytes | None]],
     lookup: list[int] | None,
     encode: Callable[[frozenset[bytes]], bytes],

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from globalstore.storage.batch import Batch
 from globalstore.storage.host import IndexHost
+from globalstore.storage.keys import KeyIndexValues
 from globalstore.storage.meta import K_INDEX_NEXT_ID, IndexDef, index_key
 
 try:
@@ -41,7 +42,7 @@ class IndexValues(Protocol):
 
     def values(
         self, staged: Mapping[bytes, bytes | None], defs: Mapping[str, IndexDef]
-    ) -> dict[str, list[frozenset[bytes]]]:
+    ) -> dict[str, list[KeyIndexValues]]:
         """{index name: the index values of each key of `staged` ({key: stored bytes, None
         if deleted}) after the batch, in its order}, for the indexes of `defs` it has a
         function for."""

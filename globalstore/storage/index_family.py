@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 
 import rocksdict
 
-from globalstore.storage.keys import count_key, id_ranges, write_changes
+from globalstore.storage.keys import KeyIndexValues, count_key, id_ranges, write_changes
 from globalstore.storage.meta import I64, INDEX_CF, IndexDef
 from globalstore.storage.scan import index_items
 
@@ -37,7 +37,7 @@ class IndexFamily:
         self,
         wb: rocksdict.WriteBatch,
         keys: list[bytes],
-        news: Mapping[str, list[frozenset[bytes]]],
+        news: Mapping[str, list[KeyIndexValues]],
         defs: Mapping[str, IndexDef],
         entries: Mapping[str, int],
         lookup: list[int] | None = None,

@@ -36,6 +36,7 @@ except ImportError:  # built without its C extension: write_changes runs in Pyth
 __all__ = [
     "SEP",
     "TIME",
+    "KeyIndexValues",
     "all_time_entries",
     "bounds",
     "count_key",
@@ -59,6 +60,9 @@ SEP = b"\x00"
 _ID = struct.Struct(">I")
 _TS = struct.Struct(">Q")
 _NONE: frozenset[bytes] = frozenset()
+# A key's values in one index: one value as bytes (the common case: no set is made for it), or
+# a frozenset of them (none, or several).
+KeyIndexValues = bytes | frozenset[bytes]
 
 
 def key_bounds(
@@ -158,7 +162,7 @@ def encode_values(values: frozenset[bytes]) -> bytes:
 def write_changes(
     index_id: int,
     keys: list[bytes],
-    news: list[frozenset[bytes]],
+    news: list[KeyIndexValues],
     get_many: Callable[[list[bytes]], list[bytes | None]],
     put: Callable[..., object],
     delete: Callable[..., object],
@@ -198,7 +202,7 @@ def _write_changes(
     entries: bytes,
     keys: list[bytes],
     reverse: list[bytes],
-    news: list[frozenset[bytes]],
+    news: list[KeyIndexValues],
     olds: list[bytes | None],
     put: Callable[..., object],
     delete: Callable[..., object],
@@ -207,7 +211,8 @@ def _write_changes(
     (every key of a new store) takes no set arithmetic."""
     delta = 0
     changes: list[tuple[bytes, bytes | None]] = []  # (entry, value; None: delete it)
-    for key, rkey, new, old_raw in zip(keys, reverse, news, olds, strict=True):
+    for key, rkey, one_or_set, old_raw in zip(keys, reverse, news, olds, strict=True):
+        new = frozenset((one_or_set,)) if isinstance(one_or_set, bytes) else one_or_set
         if old_raw is None:
             if not new:
                 continue
