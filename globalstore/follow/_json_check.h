@@ -6,7 +6,6 @@
  * a query would. Valid values cost a pass over their bytes here and no Python call. */
 
 #include <stddef.h>
-#include <string.h>
 
 #define JSON_CHECK_DEPTH 64
 #define JSON_CHECK_DIGITS 15 /* digits of a number's integer and fraction parts together */
@@ -47,28 +46,9 @@ static int json_utf8(json_cursor *c) {
     return 1;
 }
 
-/* Whether the 8 bytes at p all stand in a string as themselves (printable ASCII but '"' and
- * '\\'), tested a word at a time: strings are most of a document's bytes, and a byte at a
- * time cost 10 instructions each. */
-#define JSON_ONES 0x0101010101010101ULL
-#define JSON_HIGHS 0x8080808080808080ULL
-#define JSON_HAS_LESS(w, n) (((w) - JSON_ONES * (n)) & ~(w) & JSON_HIGHS)
-#define JSON_HAS_ZERO(w) JSON_HAS_LESS(w, 1)
-
-static int json_plain8(const unsigned char *p) {
-    unsigned long long w;
-    memcpy(&w, p, 8);
-    return !(JSON_HAS_LESS(w, 0x20) | (w & JSON_HIGHS) | JSON_HAS_ZERO(w ^ (JSON_ONES * '"')) |
-             JSON_HAS_ZERO(w ^ (JSON_ONES * '\\')));
-}
-
 static int json_string(json_cursor *c) {
     c->p++; /* the opening quote */
     while (c->p < c->end) {
-        while (c->end - c->p >= 8 && json_plain8(c->p))
-            c->p += 8;
-        if (c->p >= c->end)
-            break;
         unsigned char ch = *c->p;
         if (ch == '"') {
             c->p++;

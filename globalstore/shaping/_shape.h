@@ -6,8 +6,8 @@
  * Sure means: the document is certainly JSON (_json_check.h) and an object; every name a
  * condition or a kept field reads on the way has no escape; each value it copies is written
  * as orjson writes it: no white space, strings without escapes, integers but -0, floats
- * without an exponent that Python's repr writes the same (orjson writes floats as repr does
- * where repr has no exponent), objects without a repeated name. A condition holds when the
+ * without an exponent written as their shortest text (canonical_number), objects without a
+ * repeated name. A condition holds when the
  * field is present and its value is one of the allowed ones, compared as JSON text (each
  * allowed value as orjson writes it: strings, true, false, null); a value it cannot compare
  * so (a string with an escape) is unsure. Included by _fields.c (for the Python loop and the
@@ -72,33 +72,37 @@ bad:
 static int is_ws(unsigned char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
 
 /* Whether the number at c->p is written as orjson writes what it reads from it, moving past
- * it: 1, 0 when unsure, -1 on a Python error. */
+ * it: 1, or 0 when unsure. An integer is, but -0 (read as 0). A float without an exponent,
+ * of at most 15 significant digits (json_certain lets no more through), is written back as
+ * the shortest text that reads as the same float (orjson, as Python's repr, where repr has
+ * no exponent): with 15 digits or fewer two texts read as one float only if they are the
+ * same number, so the text is that shortest one unless its fraction ends in a 0 it does not
+ * need ("1.50"; "1.0" keeps its one 0), and repr has no exponent from 1e-4 up to 1e16. */
 static int canonical_number(json_cursor *c) {
-    const unsigned char *start = c->p;
-    int fraction = 0;
+    const unsigned char *start = c->p, *point = NULL;
     while (c->p < c->end && !is_ws(*c->p) && *c->p != ',' && *c->p != '}' && *c->p != ']') {
         if (*c->p == 'e' || *c->p == 'E')
             return 0; /* orjson and repr write exponents differently */
-        fraction |= *c->p == '.';
+        if (*c->p == '.')
+            point = c->p;
         c->p++;
     }
-    size_t n = (size_t)(c->p - start);
-    if (!fraction)
-        return !(n == 2 && start[0] == '-' && start[1] == '0'); /* -0 reads as 0 */
-    char text[40]; /* json_certain lets 15 digits through, a sign and a point */
-    if (n >= sizeof text)
-        return 0;
-    memcpy(text, start, n);
-    text[n] = 0;
-    double x = PyOS_string_to_double(text, NULL, NULL);
-    if (x == -1.0 && PyErr_Occurred())
-        return -1;
-    char *repr = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (repr == NULL)
-        return -1;
-    int same = strlen(repr) == n && memcmp(repr, start, n) == 0;
-    PyMem_Free(repr);
-    return same;
+    const unsigned char *digits = start + (*start == '-');
+    if (point == NULL)
+        return !(c->p - digits == 1 && *digits == '0' && digits != start); /* -0 reads as 0 */
+    const unsigned char *fraction = point + 1, *end = c->p;
+    if (end - fraction > 1 && end[-1] == '0')
+        return 0; /* a 0 the shortest text does not have */
+    if (point - digits > 16)
+        return 0; /* 1e16 and up: repr writes an exponent */
+    if (point - digits == 1 && *digits == '0') { /* below 1: at most 3 zeros after the point */
+        const unsigned char *q = fraction;
+        while (q < end && *q == '0')
+            q++;
+        if (q < end && q - fraction > 3)
+            return 0; /* below 1e-4: repr writes an exponent */
+    }
+    return 1;
 }
 
 /* Whether the string at c->p has no escape, moving past it (its bytes are then orjson's). */
@@ -109,8 +113,7 @@ static int canonical_string(json_cursor *c) {
 }
 
 /* Whether the JSON value at c->p is written as orjson.dumps writes what orjson.loads reads
- * from it, moving past it (not past white space after it): 1, 0 when unsure, -1 on a Python
- * error. */
+ * from it, moving past it (not past white space after it): 1, or 0 when unsure. */
 static int canonical_value(json_cursor *c) {
     unsigned char ch = *c->p;
     if (ch == '"')
@@ -151,9 +154,8 @@ static int canonical_value(json_cursor *c) {
                 return 0;
             c->p++;
         }
-        int ok = canonical_value(c);
-        if (ok <= 0)
-            return ok;
+        if (!canonical_value(c))
+            return 0;
         if (*c->p == close) {
             c->p++;
             return 1;
@@ -213,9 +215,8 @@ static int shape_json(const shape_spec *spec, const unsigned char *doc, size_t n
             return holds < 0 ? SHAPE_UNSURE : SHAPE_DROP;
     }
     if (spec->names == Py_None) { /* the whole object, if written as orjson writes it */
-        int ok = canonical_value(&c);
-        if (ok <= 0)
-            return ok < 0 ? SHAPE_ERROR : SHAPE_UNSURE;
+        if (!canonical_value(&c))
+            return SHAPE_UNSURE;
         Py_ssize_t len = (Py_ssize_t)(c.p - object);
         *out = PyBytes_FromStringAndSize(NULL, room + len);
         if (*out == NULL)
@@ -237,9 +238,8 @@ static int shape_json(const shape_spec *spec, const unsigned char *doc, size_t n
         if (found[j] == NULL)
             continue;
         json_cursor v = {found[j], end};
-        int ok = canonical_value(&v);
-        if (ok <= 0)
-            return ok < 0 ? SHAPE_ERROR : SHAPE_UNSURE;
+        if (!canonical_value(&v))
+            return SHAPE_UNSURE;
         ends[j] = v.p;
         size += ends[j] - found[j];
     }

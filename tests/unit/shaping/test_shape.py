@@ -139,3 +139,20 @@ def test_another_declaration_or_a_function_rebuilds(tmp_path: Any) -> None:
     assert "not {" in str(rebuild_reason(meta, other))
     function = StoreConfig("t", "x:1", tmp_path, transform=lambda k, v: v)
     assert "not a transform function" in str(rebuild_reason(meta, function))
+
+
+def test_numbers_are_copied_only_as_orjson_writes_them() -> None:
+    assert native_shape is not None
+    rng, spec, copied = random.Random(5), Shape(fields=["a"]).spec(), 0
+    texts = ["0", "-0", "0.0", "-0.0", "1.0", "1.50", "0.0001", "0.00001", "1e5", "-7"]
+    for _ in range(20_000):
+        whole = rng.choice(["0", str(rng.randrange(1, 10 ** rng.randrange(1, 9)))])
+        fraction = "0" * rng.randrange(5) + str(rng.randrange(10 ** rng.randrange(1, 7)))
+        texts.append(rng.choice(["", "-"]) + whole + "." + fraction + "0" * rng.randrange(2))
+    for text in texts:
+        doc = b'{"a":' + text.encode() + b"}"
+        got = native_shape(doc, spec)
+        if got is not False:
+            copied += 1
+            assert got == orjson.dumps({"a": orjson.loads(text)}), text
+    assert copied > 5_000  # the others: a 0 too many, an exponent, more than 15 digits
