@@ -61,11 +61,13 @@ class _Failures:
         for index in [name] if name is not None else list(self.totals):
             self.totals[index] += 1
         self.seen += 1
+        # The message, not the exception (as transform.py logs it): a handler that keeps its
+        # records would keep the exception's frames and the database handles they hold.
         if self.seen <= _FAILURES_LOGGED_PER_BATCH:
             which = f"index {name!r}" if name is not None else "every index (unreadable value)"
             log.warning(
                 "%s failed on key %r of %s (%s: %s); the key has no entries in it",
-                which, key.decode("utf-8", "replace"), self.topic, type(exc).__name__, exc,
+                which, key.decode("utf-8", "replace"), self.topic, type(exc).__name__, str(exc),
             )  # fmt: skip
 
     def end(self) -> None:
