@@ -11,7 +11,11 @@ setup(
         Extension(
             "globalstore.follow._native",
             ["globalstore/follow/_native.c"],
-            depends=["globalstore/follow/_json_check.h"],
+            depends=[
+                "globalstore/follow/_json_check.h",
+                "globalstore/shaping/_json_fields.h",
+                "globalstore/shaping/_shape.h",
+            ],
             optional=True,
         ),
         Extension(
@@ -20,7 +24,11 @@ setup(
         Extension(
             "globalstore.shaping._fields",
             ["globalstore/shaping/_fields.c"],
-            depends=["globalstore/follow/_json_check.h"],
+            depends=[
+                "globalstore/follow/_json_check.h",
+                "globalstore/shaping/_json_fields.h",
+                "globalstore/shaping/_shape.h",
+            ],
             optional=True,
         ),
     ]

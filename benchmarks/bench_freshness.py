@@ -12,6 +12,8 @@ fresh child process, the variants alternate, and the table gives medians over ro
 
 Variants:
     in-process        GlobalStore, its follower thread in the readers' process
+    two declared indexes  the same store with indexes={"by_customer": "customer",
+                      "by_status": "status"} (read in C; the values carry both fields)
     switch 0.5 ms     the same, with sys.setswitchinterval(0.0005): the causal test of the
                       GIL (a follower waiting for the GIL waits up to one switch interval
                       each time it takes it back)
@@ -83,9 +85,20 @@ from globalstore.localkafka import LocalKafka, free_port
 HERE = Path(__file__).resolve()
 PROBE_EVERY_S = 0.02
 STEADY_LAG = 2000  # records behind the topic's end (~0.1 s of writes): following, not catching up
+DECLARED = {"by_customer": "customer", "by_status": "status"}
 VARIANTS: dict[str, dict[str, Any]] = {
     "in-process, 0 readers": {"mode": "in-process", "readers": 0},
     "in-process, 3 readers": {"mode": "in-process", "readers": 3},
+    "in-process, 0 readers, two declared indexes": {
+        "mode": "in-process",
+        "readers": 0,
+        "indexes": DECLARED,
+    },
+    "in-process, 3 readers, two declared indexes": {
+        "mode": "in-process",
+        "readers": 3,
+        "indexes": DECLARED,
+    },
     "dict, 3 readers": {"mode": "dict", "readers": 3},
     "in-process, 3 readers, switch 0.5 ms": {
         "mode": "in-process",
@@ -161,7 +174,8 @@ def contestant(settings: dict[str, Any]) -> dict[str, Any]:
     elif settings["mode"] == "dict":
         store = DictFollower(bootstrap, topic)
     else:
-        store = GlobalStore(topic, bootstrap, path).start(timeout=300)
+        indexes = settings.get("indexes", {})
+        store = GlobalStore(topic, bootstrap, path, indexes=indexes).start(timeout=300)
     # Steady: the keys counted after a bulk restore, and the records written during the
     # restore applied (the topic grows through the run: later rounds restore longer).
     store.count()

@@ -11,10 +11,11 @@ One topic of --keys orders, each a JSON object of 10 fields (~250 bytes).
    records/s from start() to ready: the plain store; the store with two indexes (by
    customer: 20 keys per value, by status: a quarter of the keys per value), built as it
    restores, by functions; the same two declared by their fields (read in C); the store
-   with a transform that keeps 3 of the 10 fields. Target: each ≥ 60 % of the plain rate
-   of the same run (the declared indexes: ≥ 50 %, issue 46). With --streams, Kafka Streams'
-   plain globalTable (benchmarks/streams-peer, built with mvn) restores the topic in each
-   round too, and each variant is given as a multiple of its rate.
+   with a transform that keeps 3 of the 10 fields; the same transform declared
+   (Shape(fields=[...]), applied in C). Target: each ≥ 60 % of the plain rate of the same
+   run (the declared indexes: ≥ 50 %; the declared transform: ≥ 80 %). With --streams,
+   Kafka Streams' plain globalTable (benchmarks/streams-peer, built with mvn) restores the
+   topic in each round too, and each variant is given as a multiple of its rate.
 2. produce→visible with the two indexes: produce + delivery report + wait_for(offset + 1),
    on the indexed stores and on the plain one (warm restarts, alternating per round; the
    first --warmup samples after each start are not timed).
@@ -48,7 +49,7 @@ from bench_store import (
     visible_by_wait_for,
 )
 
-from globalstore import GlobalStore
+from globalstore import GlobalStore, Shape
 from globalstore.config import StoreConfig
 from globalstore.follow.topic import end_offsets
 from globalstore.localkafka import LocalKafka, free_port
@@ -96,10 +97,14 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "two indexes": {"indexes": INDEXES},
     "two declared indexes": {"indexes": DECLARED},
     "transform, 3 of 10 fields": {"transform": three_fields},
+    # The same, declared: the C loop shapes each value itself.
+    "declared transform, 3 of 10 fields": {
+        "transform": Shape(fields=["customer", "status", "amount"])
+    },
 }
-# The share of the plain rate each variant's cold restore is to reach (issue 46 for the
-# declared indexes).
-TARGET_RATIOS = {"two declared indexes": 0.5}
+# The share of the plain rate each variant's cold restore is to reach, where it is not
+# TARGET_RATIO.
+TARGET_RATIOS = {"two declared indexes": 0.5, "declared transform, 3 of 10 fields": 0.8}
 STREAMS = "Kafka Streams globalTable"  # the peer, with --streams
 TARGET_VISIBLE_WITHIN = 0.10  # declared indexes: produce→visible p99 within this of plain
 

@@ -54,7 +54,7 @@ from globalstore.read.protocols import (
     StoreStatus,
     StoreView,
 )
-from globalstore.shaping.fields import field_index
+from globalstore.shaping.fields import Shape, field_index
 from globalstore.status import State
 from globalstore.storage.quarantine import Quarantined
 from globalstore.stores.global_store import GlobalStore
@@ -88,6 +88,7 @@ __all__ = [
     "RocksDBOptions",
     "ScanFilters",
     "ScanOptions",
+    "Shape",
     "SharedStore",
     "StartTimeout",
     "State",

@@ -21,14 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "_json_check.h"
+#include "../shaping/_shape.h" /* _json_check.h, and a declared transform */
 
 #define RK_CONSUMER 1      /* rd_kafka_type_t */
 #define RK_CONF_OK 0       /* rd_kafka_conf_res_t */
 #define RK_ERR_NOENT (-156)
 #define RK_ERR_PARTITION_EOF (-191)
 #define RK_ERR_FATAL (-150)
-#define HEADER_SIZE 22 /* codec.HEADER: layout u8 | format u8 | timestamp i64 | partition i32 | offset i64 */
 #define UNREADABLE_FORMAT 255 /* codec.UNREADABLE_FORMAT */
 
 typedef struct {
@@ -484,9 +483,46 @@ static int fast_put(Restorer *r, const fast_path *fast, PyObject *key, PyObject 
     return in < 0 ? -1 : !in; /* a key held or changed: the checking put takes it out */
 }
 
+/* A store with a declared transform (shaping/transform.py): its spec, the value format
+ * it applies to and writes, and the put its values go to. A record of that format whose
+ * value _shape.h is sure of is shaped here; every other one goes to fill()'s put, the
+ * transform's, which shapes it in Python. */
+typedef struct {
+    shape_spec spec;
+    int format;
+    PyObject *put; /* NULL: no declared transform */
+} shaper;
+
+/* Shape the record's value in C: 1 when done (put or deleted), 0 when unsure, -1 on error. */
+static int shape_record(Restorer *r, const rk_message *m, PyObject *key, const shaper *shape,
+                        PyObject *delete) {
+    if (shape->put == NULL || format_of(r, m) != shape->format)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *value = NULL;
+    switch (shape_json(&shape->spec, m->payload, m->len, HEADER_SIZE, &value)) {
+    case SHAPE_UNSURE:
+        return 0;
+    case SHAPE_DROP:
+        return call2(delete, key, NULL) < 0 ? -1 : 1;
+    case SHAPE_KEEP:
+        break;
+    default:
+        return -1;
+    }
+    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(value);
+    b[0] = (unsigned char)r->layout;
+    b[1] = (unsigned char)shape->format;
+    put_be(b + 2, (uint64_t)rk.message_timestamp(m, NULL), 8);
+    put_be(b + 10, (uint64_t)(uint32_t)m->partition, 4);
+    put_be(b + 14, (uint64_t)m->offset, 8);
+    int rc = call2(shape->put, key, value);
+    Py_DECREF(value);
+    return rc < 0 ? -1 : 1;
+}
+
 /* One data record into the WriteBatch, as storage.records.fill writes it. */
 static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObject *delete,
-                        PyObject *skipped, const fast_path *fast) {
+                        PyObject *skipped, const fast_path *fast, const shaper *shape) {
     if (m->key == NULL)
         return 0; /* a compacted topic cannot hold key-less records */
     if (!is_utf8((const char *)m->key, m->key_len))
@@ -497,6 +533,8 @@ static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObjec
     int rc;
     if (m->payload == NULL) {
         rc = call2(delete, key, NULL);
+    } else if ((rc = shape_record(r, m, key, shape, delete)) != 0) {
+        rc = rc < 0 ? -1 : 0;
     } else {
         PyObject *value = stored_value(r, m);
         int direct = value == NULL ? -1 : fast_put(r, fast, key, value);
@@ -509,7 +547,7 @@ static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObjec
 
 static int apply_messages(Restorer *r, size_t n, PyObject *put, PyObject *delete,
                           PyObject *nexts, PyObject *events, PyObject *skipped,
-                          const fast_path *fast) {
+                          const fast_path *fast, const shaper *shape) {
     /* Records come in runs per partition: nexts is written when the run ends, which is also
      * before any event, so that an end-of-partition event past the run's last record (a
      * partition ending in transaction markers) raises it, as storage.records.fill does. */
@@ -531,7 +569,7 @@ static int apply_messages(Restorer *r, size_t n, PyObject *put, PyObject *delete
         }
         run_partition = m->partition;
         run_next = m->offset + 1;
-        if (apply_record(r, m, put, delete, skipped, fast) < 0)
+        if (apply_record(r, m, put, delete, skipped, fast, shape) < 0)
             return -1;
     }
     return run_next >= 0 ? set_next(nexts, run_partition, run_next) : 0;
@@ -559,18 +597,24 @@ static ssize_t consume(Restorer *r, int timeout_ms, size_t limit, int first) {
 
 static PyObject *restorer_fill(Restorer *r, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"put",   "delete", "nexts",   "events", "skipped", "timeout_ms",
-                             "limit", "first",  "checked", NULL};
-    PyObject *put, *delete, *nexts, *events, *skipped, *checked = Py_None;
+                             "limit", "first",  "checked", "shape",  NULL};
+    PyObject *put, *delete, *nexts, *events, *skipped, *checked = Py_None, *shaped = Py_None;
     int timeout_ms, first = 0;
     Py_ssize_t limit = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!O!i|npO", kwlist, &put, &delete,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!O!i|npOO", kwlist, &put, &delete,
                                      &PyDict_Type, &nexts, &PyList_Type, &events, &PyList_Type,
-                                     &skipped, &timeout_ms, &limit, &first, &checked))
+                                     &skipped, &timeout_ms, &limit, &first, &checked, &shaped))
         return NULL;
     fast_path fast = {NULL, NULL, NULL};
     if (checked != Py_None &&
         !PyArg_ParseTuple(checked, "OO!O!", &fast.put, &PySet_Type, &fast.held, &PyDict_Type,
                           &fast.changes))
+        return NULL;
+    shaper shape = {{NULL, NULL, NULL}, -1, NULL};
+    PyObject *spec;
+    if (shaped != Py_None &&
+        (!PyArg_ParseTuple(shaped, "OiO", &spec, &shape.format, &shape.put) ||
+         shape_spec_of(spec, &shape.spec) < 0))
         return NULL;
     if (r->rk == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the Restorer is closed");
@@ -593,7 +637,7 @@ static PyObject *restorer_fill(Restorer *r, PyObject *args, PyObject *kwds) {
                 r->oldest = ts;
         }
     }
-    int rc = apply_messages(r, (size_t)n, put, delete, nexts, events, skipped, &fast);
+    int rc = apply_messages(r, (size_t)n, put, delete, nexts, events, skipped, &fast, &shape);
     for (ssize_t i = 0; i < n; i++)
         rk.message_destroy(r->msgs[i]);
     if (rc < 0)
@@ -631,9 +675,11 @@ static PyObject *restorer_close(Restorer *r, PyObject *unused) {
 static PyMethodDef restorer_methods[] = {
     {"fill", (PyCFunction)(void (*)(void))restorer_fill, METH_VARARGS | METH_KEYWORDS,
      "fill(put, delete, nexts, events, skipped, timeout_ms, limit=capacity, first=False, "
-     "checked=None) -> records: consume one batch and write it through put/delete, as "
-     "storage.records.fill does. checked, a quarantining store's (put, held keys, changes): "
-     "the put a value certainly JSON of a key in neither goes to."},
+     "checked=None, shape=None) -> records: consume one batch and write it through "
+     "put/delete, as storage.records.fill does. checked, a quarantining store's (put, held "
+     "keys, changes): the put a value certainly JSON of a key in neither goes to. shape, a "
+     "declared transform's (spec, format, put): the values of that format it is sure of, "
+     "shaped in C (shaping/_shape.h), go to that put (or delete their key)."},
     {"held", (PyCFunction)restorer_held, METH_NOARGS,
      "held() -> bytes of the values of the last batch consumed."},
     {"oldest", (PyCFunction)restorer_oldest, METH_NOARGS,

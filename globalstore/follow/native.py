@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import KafkaError  # also maps confluent-kafka's librdkafka
 
 from globalstore.codec import LAYOUT_VERSION, VALUE_FORMAT_VERSION, format_headers, value_format
-from globalstore.storage.records import Checked
+from globalstore.storage.records import Checked, Shaped
 
 try:
     from globalstore.follow import _native
@@ -95,14 +95,17 @@ class NativeRestorer:
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
         checked: Checked | None = None,
+        shape: Shaped | None = None,
     ) -> int:
         """Consume one batch (waiting up to `timeout` s for the first record) and write it;
         returns the number of records (events not counted). `checked`: a quarantining
-        store's values the loop finds certainly JSON skip its Python check (_json_check.h)."""
+        store's values the loop finds certainly JSON skip its Python check (_json_check.h).
+        `shape`: a declared transform (shaping/_shape.h) the loop applies to the values of
+        its format it is sure of; the others go to `put`, the transform's own."""
         raw: list[tuple[int, int, int, str, bool]] = []
         wait_ms = int(timeout * 1000)
         records = self._restorer.fill(
-            put, delete, nexts, raw, skipped, wait_ms, self.limit, self.first, checked
+            put, delete, nexts, raw, skipped, wait_ms, self.limit, self.first, checked, shape
         )
         self.events = [NativeEvent(*event) for event in raw]
         return records

@@ -3,8 +3,9 @@ to the storage. Two implement it, and the thread's loop runs the same way over e
 
     ConsumerSource   the thread's own consumer (Python): restores, then follows
     NativeSource     the C loop (native.py) with a consumer of its own: restores, then
-                     follows a plain store (no transform, index, ttl or change listener);
-                     for any other store the thread's consumer takes over to follow
+                     follows a store that runs no Python function per record (no transform
+                     or index function: a declared one runs in C; no ttl, history or
+                     change listener); for any other store the thread's consumer takes over
 
 The C loop is about twice as fast, holds the GIL for less of each record (it makes no
 Message objects), and writes exactly what the Python loop writes (docs/store.md,
@@ -32,6 +33,7 @@ from globalstore.follow.native import NativeRestorer
 from globalstore.follow.plan import Plan
 from globalstore.kafka.clients import StoreConsumer
 from globalstore.shaping import transform
+from globalstore.shaping.fields import Shape
 from globalstore.storage import Applied, Record, Records, Storage
 
 __all__ = [
@@ -44,7 +46,7 @@ __all__ = [
     "NativeSource",
     "Seen",
     "SourceBatch",
-    "is_plain",
+    "follows_in_c",
     "native_source",
     "split",
 ]
@@ -293,7 +295,8 @@ class NativeSource:
     """The C loop's batches. Restoring: full batches, each value transformed as the loop
     writes it if the store has a transform, while the thread's consumer (nothing assigned)
     is polled for its callbacks and an error it reports is handled like the C loop's.
-    Following (follow(), plain stores only): one consume call a batch, as ConsumerSource
+    Following (follow(), stores that run no Python function per record only: follows_in_c):
+    one consume call a batch, as ConsumerSource
     makes, that waits only while idle; the batch grows with the backlog; the live-key count
     stays exact. The C consumer's statistics go to `on_stats` as the thread's consumer's do."""
 
@@ -309,7 +312,8 @@ class NativeSource:
         can_follow: bool = False,
     ) -> None:
         """`exact_count`: restoring keeps the live-key count exact (a warm start);
-        `can_follow`: the store is plain, follow() goes on with the C loop."""
+        `can_follow`: the C loop can follow the store (follows_in_c): follow() goes on
+        with it."""
         self.restorer, self.consumer, self.config, self.on_stats = (
             restorer, consumer, config, on_stats
         )  # fmt: skip
@@ -322,15 +326,15 @@ class NativeSource:
         self._polled = 0.0  # monotonic time the thread's consumer was last polled
 
     def follow(self) -> bool:
-        """Go on as the store's follower from where the restore ended, if the store is
-        plain; False when the thread's consumer must follow instead."""
+        """Go on as the store's follower from where the restore ended, if the C loop can
+        follow the store; False when the thread's consumer must follow instead."""
         if self.can_follow:
             self.following = self.restorer.first = True
             log.info("following %s with the C loop", self.config.topic)
         return self.following
 
     def apply(self, storage: Storage, now_ms: int) -> SourceBatch:
-        """Apply one batch of the C loop (restoring, or following a plain store), with the
+        """Apply one batch of the C loop (restoring, or following), with the
         consumer events that came with it."""
         events = self._poll_consumer()
         transformed = self.transformed
@@ -350,7 +354,8 @@ class NativeSource:
         restorer = self.restorer
         restorer.limit = self.size.records
         wait = 0.0 if self.flowing or self.busy else self.config.poll_timeout
-        applied = storage.apply_native(restorer, wait, now_ms, exact_count=True)
+        batch = restorer if self.transformed is None else self.transformed
+        applied = storage.apply_native(batch, wait, now_ms, exact_count=True)
         consumed = applied.records + len(restorer.events)
         self.flowing = consumed > 0
         self.size.after(consumed, restorer.held)
@@ -382,12 +387,12 @@ def native_source(
 ) -> NativeSource | None:
     """The C loop, or None: the Python loop restores when a listener wants the changes, the C
     loop is turned off or not built, a setting is a Python callable, or the count is exact
-    (a warm start) for a store that is not plain. A transform runs in Python on each value
-    the C loop writes; a store with history restores with the Python loop, which gives each
-    delete its record (storage/history.py). A plain store's C loop goes on to follow
-    (NativeSource.follow)."""
-    plain = is_plain(config)
-    if list_keys or not config.native_restore or (plan.exact_count and not plain):
+    (a warm start) for a store the C loop cannot follow. A transform function runs in Python
+    on each value the C loop writes; a store with history restores with the Python loop,
+    which gives each delete its record (storage/history.py). The C loop goes on to follow
+    a store that runs no Python function per record (follows_in_c, NativeSource.follow)."""
+    in_c = follows_in_c(config)
+    if list_keys or not config.native_restore or (plan.exact_count and not in_c):
         return None
     if config.history is not None:
         log.info("restoring %s with the Python loop: it keeps history", config.topic)
@@ -400,20 +405,22 @@ def native_source(
     shaper = transform.transformer(config)
     log.info("restoring %s with the C loop%s", config.topic, "" if shaper is None else
              ", transforming each value in Python")  # fmt: skip
-    capacity = max(config.restore_batch_size, config.follow_batch_max if plain else 0)
+    capacity = max(config.restore_batch_size, config.follow_batch_max if in_c else 0)
     restorer = NativeRestorer(conf, config.topic, plan.start_offsets, capacity)
     restorer.limit = config.restore_batch_size
     return NativeSource(
-        restorer, consumer, config, on_stats, shaper, exact_count=plan.exact_count, can_follow=plain
+        restorer, consumer, config, on_stats, shaper, exact_count=plan.exact_count, can_follow=in_c
     )
 
 
-def is_plain(config: StoreConfig) -> bool:
-    """Whether a store runs no user function on its records (no transform, no index) and
-    keeps no time index nor history: the C loop can follow it."""
+def follows_in_c(config: StoreConfig) -> bool:
+    """Whether a store runs no user function on its records (no transform or index function;
+    a declared transform or index runs in C: shaping/fields.py) and keeps no time index nor
+    history: the C loop can follow it. Following in C, a record costs no Message object, and
+    the follower hands the GIL over once a batch, in its consume call."""
     return (
-        config.transform is None
-        and not config.indexes
+        (config.transform is None or isinstance(config.transform, Shape))
+        and all(isinstance(fn, str) for fn in config.indexes.values())
         and config.ttl is None
         and config.history is None
     )

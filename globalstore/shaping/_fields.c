@@ -3,8 +3,9 @@
  *
  * values(raws, paths, fmt) -> tuple: per path of `paths`, a list: for each stored value of
  * `raws` (codec.HEADER, then JSON; None for a deleted key, which has none), the index values
- * at the field `path` (a tuple of member names, as UTF-8 bytes) as a
- * frozenset of bytes, or None where this code is not sure to answer as the Python function
+ * at the field `path` (a tuple of member names, as UTF-8 bytes): one as bytes (a string),
+ * else a frozenset of bytes (a list; none), or None where this code is not sure to answer as
+ * the Python function
  * (fields.field_index) would: a value not of layout 1 and value format `fmt`, one that
  * _json_check.h does not find certainly JSON, a member name or a string value with an escape
  * it does not decode here (a \u escape; those go to Python), a NUL in a value. The caller
@@ -14,39 +15,13 @@
 #include <Python.h>
 #include <string.h>
 
-#include "../follow/_json_check.h"
-
-#define HEADER_SIZE 22 /* codec.HEADER: layout u8, format u8, ts i64, partition i32, offset i64 */
-
-/* Past one JSON value of a document json_certain accepted (so no check here). */
-static void skip_value(json_cursor *c) {
-    int depth = 0;
-    do {
-        json_ws(c);
-        unsigned char ch = *c->p;
-        if (ch == '"') {
-            json_string(c);
-        } else if (ch == '{' || ch == '[') {
-            depth++;
-            c->p++;
-        } else if (ch == '}' || ch == ']') {
-            depth--;
-            c->p++;
-        } else if (ch == ',' || ch == ':') {
-            c->p++;
-        } else {
-            json_scalar(c);
-        }
-        json_ws(c);
-        /* inside a container: go on until it closes */
-    } while (depth > 0 && c->p < c->end);
-}
+#include "_shape.h"
 
 /* The string at c->p (its opening quote) as bytes, if it holds no escape but the simple
  * ones: 1 and *out set (a new reference), 0 when unsure, -1 on a Python error. */
 static int string_bytes(json_cursor *c, PyObject **out) {
     const unsigned char *start = c->p + 1;
-    json_string(c);
+    skip_string(c);
     const unsigned char *end = c->p - 1; /* the closing quote */
     if (memchr(start, '\\', (size_t)(end - start)) == NULL) {
         *out = PyBytes_FromStringAndSize((const char *)start, end - start);
@@ -81,86 +56,75 @@ static int string_bytes(json_cursor *c, PyObject **out) {
     return 1;
 }
 
-/* Whether the member name at c->p (its opening quote) is `name`, moving past it: 1 or 0,
- * or -1 when unsure (an escape in the name). */
-static int name_is(json_cursor *c, const char *name, Py_ssize_t n) {
-    const unsigned char *start = c->p + 1;
-    json_string(c);
-    const unsigned char *end = c->p - 1;
-    if (memchr(start, '\\', (size_t)(end - start)) != NULL)
-        return -1;
-    return end - start == n && memcmp(start, name, (size_t)n) == 0;
-}
-
-/* Add a string value to `set` (a NUL in it makes the Python function fail: unsure). */
-static int add_string(json_cursor *c, PyObject *set) {
-    PyObject *s = NULL;
-    int ok = string_bytes(c, &s);
+/* The string value at c->p as an index value: 1 and *out set (a new reference), 0 when
+ * unsure (a NUL in it makes the Python function fail), -1 on a Python error. */
+static int string_value(json_cursor *c, PyObject **out) {
+    int ok = string_bytes(c, out);
     if (ok <= 0)
         return ok;
-    if (memchr(PyBytes_AS_STRING(s), 0, (size_t)PyBytes_GET_SIZE(s)) != NULL) {
-        Py_DECREF(s);
+    if (memchr(PyBytes_AS_STRING(*out), 0, (size_t)PyBytes_GET_SIZE(*out)) != NULL) {
+        Py_CLEAR(*out);
         return 0;
     }
+    return 1;
+}
+
+/* Add a string value to `set`: 1, 0 when unsure, -1 on a Python error. */
+static int add_string(json_cursor *c, PyObject *set) {
+    PyObject *s = NULL;
+    int ok = string_value(c, &s);
+    if (ok <= 0)
+        return ok;
     ok = PySet_Add(set, s);
     Py_DECREF(s);
     return ok < 0 ? -1 : 1;
 }
 
-/* The index values of one JSON document: a frozenset (a new reference), Py_None when
- * unsure (a new reference), NULL on a Python error. */
-static PyObject *field_values(const unsigned char *p, size_t n, PyObject *path) {
-    json_cursor c = {p, p + n};
-    Py_ssize_t depth = PyTuple_GET_SIZE(path);
-    for (Py_ssize_t i = 0; i < depth; i++) {
-        json_ws(&c);
-        if (*c.p != '{')
-            return PyFrozenSet_New(NULL); /* not an object: nothing at the path */
-        PyObject *name = PyTuple_GET_ITEM(path, i);
-        const char *want = PyBytes_AS_STRING(name);
-        Py_ssize_t want_n = PyBytes_GET_SIZE(name);
-        const unsigned char *found = NULL;
-        c.p++;
-        json_ws(&c);
-        while (*c.p != '}') {
-            int is = name_is(&c, want, want_n);
-            if (is < 0)
-                Py_RETURN_NONE;
-            json_ws(&c);
-            c.p++; /* ':' */
-            json_ws(&c);
-            if (is)
-                found = c.p; /* the last one wins, as in orjson */
-            skip_value(&c);
-            json_ws(&c);
-            if (*c.p == ',') {
-                c.p++;
-                json_ws(&c);
-            }
-        }
-        if (found == NULL)
-            return PyFrozenSet_New(NULL);
-        c.p = found;
+/* No index values: one empty frozenset, made once (a new one for each missing field was
+ * memory the allocator took and gave back every batch). */
+static PyObject *no_values_set = NULL;
+
+static PyObject *no_values(void) { return Py_NewRef(no_values_set); }
+
+/* A new empty frozenset, for the values of a list. It will hold bytes only, so it can be in
+ * no reference cycle: left to the cyclic garbage collector, the sets of a large batch made
+ * it walk them over and over (7 % of an indexed restore's time), as it does not for tuples
+ * and dicts of such items. */
+static PyObject *new_values(void) {
+    PyObject *set = PyFrozenSet_New(NULL);
+    if (set != NULL)
+        PyObject_GC_UnTrack(set);
+    return set;
+}
+
+/* The index values of the JSON value at `at` (NULL: none there): a string's bytes (one
+ * value: no set is made for it), a frozenset (a new reference) for a list or none, Py_None
+ * when unsure (a new reference), NULL on a Python error. */
+static PyObject *index_values(const unsigned char *at, const unsigned char *end) {
+    if (at == NULL || (*at != '"' && *at != '['))
+        return no_values();
+    json_cursor c = {at, end};
+    if (*at == '"') {
+        PyObject *s = NULL;
+        int ok = string_value(&c, &s);
+        return ok < 0 ? NULL : ok == 0 ? Py_NewRef(Py_None) : s;
     }
-    PyObject *set = PyFrozenSet_New(NULL); /* brand new: PySet_Add may fill it */
+    PyObject *set = new_values(); /* brand new: PySet_Add may fill it */
     if (set == NULL)
         return NULL;
     int ok = 1;
-    if (*c.p == '"') {
-        ok = add_string(&c, set);
-    } else if (*c.p == '[') {
-        c.p++;
-        json_ws(&c);
-        while (ok > 0 && *c.p != ']') {
-            if (*c.p == '"')
-                ok = add_string(&c, set);
-            else
-                skip_value(&c); /* only strings are index values; the rest is left out */
+    c.p++;
+    json_ws(&c);
+    while (ok > 0 && *c.p != ']') {
+        if (*c.p == '"') {
+            ok = add_string(&c, set);
             json_ws(&c);
-            if (*c.p == ',') {
-                c.p++;
-                json_ws(&c);
-            }
+        } else {
+            skip_value(&c); /* only strings are index values; the rest is left out */
+        }
+        if (*c.p == ',') {
+            c.p++;
+            json_ws(&c);
         }
     }
     if (ok <= 0) {
@@ -172,19 +136,49 @@ static PyObject *field_values(const unsigned char *p, size_t n, PyObject *path) 
     return set;
 }
 
+#define MAX_PATHS 64 /* more declared indexes than this are read a batch at a time each */
+
+/* Each path's index values in one document: out[j] a new reference (Py_None: unsure), 0;
+ * -1 on a Python error (out[] then holds nothing). */
+static int document_values(const unsigned char *p, size_t n, PyObject *paths, PyObject **out) {
+    Py_ssize_t npaths = PyTuple_GET_SIZE(paths);
+    PyObject *first[MAX_PATHS];
+    const unsigned char *found[MAX_PATHS];
+    for (Py_ssize_t j = 0; j < npaths; j++)
+        first[j] = PyTuple_GET_ITEM(PyTuple_GET_ITEM(paths, j), 0);
+    json_cursor c = {p, p + n};
+    int unsure = find_members(&c, first, npaths, found) < 0;
+    for (Py_ssize_t j = 0; j < npaths; j++) {
+        int deep_unsure = unsure;
+        const unsigned char *at =
+            unsure ? NULL : member_at(found[j], p + n, PyTuple_GET_ITEM(paths, j), 1, &deep_unsure);
+        out[j] = deep_unsure ? Py_NewRef(Py_None) : index_values(at, p + n);
+        if (out[j] == NULL) {
+            while (j-- > 0)
+                Py_DECREF(out[j]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *values(PyObject *self, PyObject *args) {
     PyObject *raws, *paths;
     int fmt;
     if (!PyArg_ParseTuple(args, "O!O!i", &PyList_Type, &raws, &PyTuple_Type, &paths, &fmt))
         return NULL;
     Py_ssize_t npaths = PyTuple_GET_SIZE(paths), count = PyList_GET_SIZE(raws);
+    if (npaths > MAX_PATHS) {
+        PyErr_Format(PyExc_ValueError, "at most %d paths a call", MAX_PATHS);
+        return NULL;
+    }
     for (Py_ssize_t j = 0; j < npaths; j++) {
         PyObject *path = PyTuple_GET_ITEM(paths, j);
-        int ok = PyTuple_Check(path);
+        int ok = PyTuple_Check(path) && PyTuple_GET_SIZE(path) > 0;
         for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(path); i++)
             ok = PyBytes_Check(PyTuple_GET_ITEM(path, i));
         if (!ok) {
-            PyErr_SetString(PyExc_TypeError, "paths: a tuple of tuples of bytes");
+            PyErr_SetString(PyExc_TypeError, "paths: a tuple of non-empty tuples of bytes");
             return NULL;
         }
     }
@@ -197,35 +191,37 @@ static PyObject *values(PyObject *self, PyObject *args) {
             goto fail;
         PyTuple_SET_ITEM(out, j, list);
     }
+    PyObject *got[MAX_PATHS];
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *raw = PyList_GET_ITEM(raws, i);
-        const unsigned char *b = NULL;
-        Py_ssize_t n = 0;
-        int readable = 0;
-        if (raw != Py_None) { /* None: a deleted key, which has no entries */
+        if (raw == Py_None) { /* a deleted key, which has no entries */
+            for (Py_ssize_t j = 0; j < npaths; j++)
+                if ((got[j] = no_values()) == NULL)
+                    goto fail_got;
+        } else {
             if (!PyBytes_Check(raw)) {
                 PyErr_SetString(PyExc_TypeError, "raws: a list of bytes or None");
                 goto fail;
             }
-            b = (const unsigned char *)PyBytes_AS_STRING(raw);
-            n = PyBytes_GET_SIZE(raw);
+            const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(raw);
+            Py_ssize_t n = PyBytes_GET_SIZE(raw);
             /* one check of the document for every path */
-            readable = n > HEADER_SIZE && b[0] == 1 && b[1] == fmt &&
-                       json_certain(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE));
+            if (n > HEADER_SIZE && b[0] == 1 && b[1] == fmt &&
+                json_certain(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE))) {
+                if (document_values(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE), paths, got) < 0)
+                    goto fail;
+            } else {
+                for (Py_ssize_t j = 0; j < npaths; j++)
+                    got[j] = Py_NewRef(Py_None);
+            }
         }
-        for (Py_ssize_t j = 0; j < npaths; j++) {
-            PyObject *v;
-            if (raw == Py_None)
-                v = PyFrozenSet_New(NULL);
-            else if (!readable)
-                v = Py_NewRef(Py_None);
-            else
-                v = field_values(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE),
-                                 PyTuple_GET_ITEM(paths, j));
-            if (v == NULL)
-                goto fail;
-            PyList_SET_ITEM(PyTuple_GET_ITEM(out, j), i, v);
-        }
+        for (Py_ssize_t j = 0; j < npaths; j++)
+            PyList_SET_ITEM(PyTuple_GET_ITEM(out, j), i, got[j]);
+        continue;
+    fail_got:
+        for (Py_ssize_t j = 0; j < npaths && got[j] != NULL; j++)
+            Py_DECREF(got[j]);
+        goto fail;
     }
     return out;
 fail:
@@ -233,10 +229,34 @@ fail:
     return NULL;
 }
 
+/* shape(doc, spec) -> the bytes the declared shape `spec` (Shape.spec()) stores for the JSON
+ * document `doc`, None when it deletes the key, False when unsure (_shape.h). */
+static PyObject *shape(PyObject *self, PyObject *args) {
+    const char *doc;
+    Py_ssize_t n;
+    PyObject *spec_obj, *out = NULL;
+    shape_spec spec;
+    if (!PyArg_ParseTuple(args, "y#O", &doc, &n, &spec_obj) || shape_spec_of(spec_obj, &spec) < 0)
+        return NULL;
+    switch (shape_json(&spec, (const unsigned char *)doc, (size_t)n, 0, &out)) {
+    case SHAPE_KEEP:
+        return out;
+    case SHAPE_DROP:
+        Py_RETURN_NONE;
+    case SHAPE_UNSURE:
+        Py_RETURN_FALSE;
+    default:
+        return NULL;
+    }
+}
+
 static PyMethodDef methods[] = {
     {"values", values, METH_VARARGS,
      "values(raws, paths, fmt) -> per path, a list of frozenset[bytes] | None (None: decode "
      "in Python)."},
+    {"shape", shape, METH_VARARGS,
+     "shape(doc, spec) -> bytes to store, None (the key goes) or False (unsure: decide in "
+     "Python)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -245,4 +265,9 @@ static struct PyModuleDef fields_module = {
     methods,
 };
 
-PyMODINIT_FUNC PyInit__fields(void) { return PyModule_Create(&fields_module); }
+PyMODINIT_FUNC PyInit__fields(void) {
+    no_values_set = PyFrozenSet_New(NULL);
+    if (no_values_set == NULL)
+        return NULL;
+    return PyModule_Create(&fields_module);
+}

@@ -38,7 +38,7 @@ from globalstore.codec import Decode
 from globalstore.config import IndexFn
 from globalstore.shaping.fields import field_index, native_values, path_of
 from globalstore.storage.index_defs import SecondaryIndexes
-from globalstore.storage.keys import SEP
+from globalstore.storage.keys import SEP, KeyIndexValues
 from globalstore.storage.meta import IndexDef
 
 __all__ = ["IndexBuild", "Indexer"]
@@ -61,11 +61,13 @@ class _Failures:
         for index in [name] if name is not None else list(self.totals):
             self.totals[index] += 1
         self.seen += 1
+        # The message, not the exception (as transform.py logs it): a handler that keeps its
+        # records would keep the exception's frames and the database handles they hold.
         if self.seen <= _FAILURES_LOGGED_PER_BATCH:
             which = f"index {name!r}" if name is not None else "every index (unreadable value)"
             log.warning(
                 "%s failed on key %r of %s (%s: %s); the key has no entries in it",
-                which, key.decode("utf-8", "replace"), self.topic, type(exc).__name__, exc,
+                which, key.decode("utf-8", "replace"), self.topic, type(exc).__name__, str(exc),
             )  # fmt: skip
 
     def end(self) -> None:
@@ -98,7 +100,7 @@ class Indexer:
 
     def values(
         self, staged: Mapping[bytes, bytes | None], defs: Mapping[str, IndexDef]
-    ) -> dict[str, list[frozenset[bytes]]]:
+    ) -> dict[str, list[KeyIndexValues]]:
         """The index values each key of a batch ({key: stored bytes, None if deleted}) has
         after it, in the order of `staged`, for each index of `defs` this store has a
         function for (storage.index_defs.IndexValues)."""
@@ -129,7 +131,7 @@ class Indexer:
         keys: list[bytes],
         decoded: _Decoded,
         failures: _Failures,
-    ) -> list[frozenset[bytes]]:
+    ) -> list[KeyIndexValues]:
         """Each key's index values in index `name` after the batch."""
         out = []
         values = decoded.values
@@ -140,7 +142,7 @@ class Indexer:
 
     def _read(
         self, paths: tuple[tuple[bytes, ...], ...], staged: Mapping[bytes, bytes | None]
-    ) -> tuple[list[frozenset[bytes] | None], ...]:
+    ) -> tuple[list[KeyIndexValues | None], ...]:
         """Per path, each key's index values read in C (None where it left the value to the
         equivalent function), one call for the batch."""
         if not paths:
@@ -152,11 +154,11 @@ class Indexer:
         self,
         name: str,
         fn: IndexFn,
-        out: list[frozenset[bytes] | None],
+        out: list[KeyIndexValues | None],
         staged: Mapping[bytes, bytes | None],
         decoded: _Decoded,
         failures: _Failures,
-    ) -> list[frozenset[bytes]]:
+    ) -> list[KeyIndexValues]:
         """`out` with the values the C reader left (rare) given by `fn`, its equivalent."""
         if None in out:
             for i, key in enumerate(staged):
@@ -169,7 +171,7 @@ class Indexer:
 
     def _values(
         self, name: str, fn: IndexFn, key: bytes, value: Any, failures: _Failures
-    ) -> frozenset[bytes]:
+    ) -> KeyIndexValues:
         try:
             return _index_values(fn(key.decode("utf-8"), value))
         except Exception as exc:
@@ -215,16 +217,16 @@ _UNSEEN: Any = object()
 _NONE: frozenset[bytes] = frozenset()
 
 
-def _index_values(out: object) -> frozenset[bytes]:
-    """What an index function returned, as the index values' bytes; TypeError or ValueError
-    for what cannot be one."""
+def _index_values(out: object) -> KeyIndexValues:
+    """What an index function returned, as the index values' bytes (one as bytes); TypeError
+    or ValueError for what cannot be one."""
     if out is None:
         return _NONE
     if type(out) is str:  # the common case, without the checks an iterable needs
         encoded = out.encode("utf-8")
         if SEP in encoded:
             raise ValueError(f"index value {out!r} holds a NUL character")
-        return frozenset((encoded,))
+        return encoded
     items = [out] if isinstance(out, str) else out
     if isinstance(items, bytes | Mapping) or not isinstance(items, Iterable):
         raise TypeError(f"an index function returns a str, an iterable of str or None, not {out!r}")

@@ -17,8 +17,14 @@ goes through Python), both writing the same bytes for the same record.
     the key, partition and offset; the key stays as it was stored before the record, and
     the record's offset is applied like any other's.
 
-What a store was written with is kept in its meta (meta.K_TRANSFORM, K_TRANSFORM_FORMAT):
-opening it with another transform_version, a transform where there was none (or none where
+A declared transform (fields.Shape) is its own equivalent function, and runs in C where it
+can (_shape.h): on the C loop's values with no Python per record (TransformedBatch hands the
+loop the shape), on the Python loop's with one C call a record (shape()); what the C code is
+not sure of goes through the function, so both write the same bytes.
+
+What a store was written with is kept in its meta (meta.K_TRANSFORM, K_TRANSFORM_FORMAT, and
+a declared transform's declaration, K_TRANSFORM_SHAPE): opening it with another
+transform_version, another declaration, a transform where there was none (or none where
 there was one), or a transform given another value format, rebuilds it (rebuild_reason).
 """
 
@@ -34,9 +40,10 @@ import orjson
 from globalstore.codec import HEADER, HEADER_SIZE, LAYOUT_VERSION, format_headers, value_format
 from globalstore.config import StoreConfig
 from globalstore.converters import ValueFormats
+from globalstore.shaping.fields import Shape, native_shape
 from globalstore.storage import Record, Records
-from globalstore.storage.meta import K_TRANSFORM, K_TRANSFORM_FORMAT, Meta
-from globalstore.storage.records import Checked, Delete, Headers, NativeBatch, Put
+from globalstore.storage.meta import K_TRANSFORM, K_TRANSFORM_FORMAT, K_TRANSFORM_SHAPE, Meta
+from globalstore.storage.records import Checked, Delete, Headers, NativeBatch, Put, Shaped
 
 __all__ = [
     "UNREADABLE",
@@ -72,6 +79,10 @@ class Transformer:
         self.fn, self.formats, self.topic = fn, formats, topic
         # What a transformed record declares: the current format.
         self.headers: Headers = [*format_headers(formats.current)]
+        # A declared transform in C: its spec (_shape.h), for values of the current format
+        # in a store without converters (whose values are stored as they are read).
+        declared = isinstance(fn, Shape) and native_shape is not None and formats.plain
+        self.spec = fn.spec() if declared and isinstance(fn, Shape) else None
 
     def records(self, records: Records) -> Transformed:
         """The Python loop's records, transformed as storage reads them."""
@@ -86,6 +97,11 @@ class Transformer:
         None to delete the key, or UNREADABLE to store the record as it came. Raises what
         the transform raises."""
         formats = self.formats
+        if self.spec is not None and version == formats.current:
+            assert native_shape is not None  # a spec only with the C code
+            out = native_shape(value, self.spec)
+            if out is not False:  # False: unsure, the function decides
+                return out  # type: ignore[return-value]  # bytes or None
         if not formats.reads(version):
             return UNREADABLE
         try:
@@ -107,6 +123,10 @@ class _Failures:
     def add(self, key: bytes, partition: int, offset: int, exc: Exception) -> None:
         self.count += 1
         if self.count <= _FAILURES_LOGGED_PER_BATCH:
+            # The message, not the exception: a handler that keeps its records (pytest's,
+            # a memory handler) would keep the exception's frames, and through them the
+            # write under way and its handles on the database, which then stays locked
+            # after the store is closed.
             log.warning(
                 "transform raised on key %r of %s partition %d offset %d (%s: %s); the key "
                 "is kept as it was",
@@ -115,7 +135,7 @@ class _Failures:
                 partition,
                 offset,
                 type(exc).__name__,
-                exc,
+                str(exc),
             )
 
     def end(self) -> int:
@@ -176,16 +196,19 @@ class TransformedBatch:
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
         checked: Checked | None = None,
+        shape: Shaped | None = None,
     ) -> int:
-        """`checked` is not taken: every value is transformed, in Python, first."""
-        shape, current = self._transformer.shape, self._transformer.formats.current
+        """`checked` is not taken: every value is transformed, in Python, first (but those
+        of a declared transform the C loop is sure of, which it shapes itself); nor is
+        `shape`: the transform is this batch's own."""
+        shaped_value, current = self._transformer.shape, self._transformer.formats.current
         failures = _Failures(self._transformer.topic)
         unpack, pack, size = HEADER.unpack_from, HEADER.pack, HEADER_SIZE
 
         def put_shaped(key: bytes, raw: bytes) -> None:
             _, version, ts, p, o = unpack(raw)
             try:
-                out = shape(key, raw[size:], version)
+                out = shaped_value(key, raw[size:], version)
             except Exception as exc:
                 failures.add(key, p, o, exc)  # nothing written: the key stays as it was
                 return
@@ -196,7 +219,11 @@ class TransformedBatch:
             else:
                 put(key, pack(LAYOUT_VERSION, current, ts, p, o) + out)
 
-        records = self._batch.fill(put_shaped, delete, nexts, skipped, timeout)
+        if self._transformer.spec is None:
+            records = self._batch.fill(put_shaped, delete, nexts, skipped, timeout)
+        else:  # the loop shapes the values of the current format it is sure of, in C
+            in_c = (self._transformer.spec, current, put)
+            records = self._batch.fill(put_shaped, delete, nexts, skipped, timeout, shape=in_c)
         self.failures = failures.end()
         return records
 
@@ -213,10 +240,13 @@ def meta_entries(config: StoreConfig) -> dict[bytes, bytes]:
     transform: a store written before transforms existed reads the same)."""
     if config.transform is None:
         return {}
-    return {
+    out = {
         K_TRANSFORM: b"%d" % config.transform_version,
         K_TRANSFORM_FORMAT: b"%d" % config.value_format,
     }
+    if isinstance(config.transform, Shape):
+        out[K_TRANSFORM_SHAPE] = config.transform.declaration().encode("utf-8")
+    return out
 
 
 def rebuild_reason(meta: Meta, config: StoreConfig) -> str | None:
@@ -231,6 +261,11 @@ def rebuild_reason(meta: Meta, config: StoreConfig) -> str | None:
         return f"store was written without a transform; transform version {wanted} is given now"
     if stored != wanted:
         return f"store was written with transform version {stored}, not {wanted}"
+    declared = config.transform.declaration() if isinstance(config.transform, Shape) else None
+    if meta.transform_shape != declared:
+        was = "a transform function" if meta.transform_shape is None else meta.transform_shape
+        now = "a transform function" if declared is None else declared
+        return f"store was written with {was}, not {now}"
     if meta.transform_format != config.value_format:
         return (
             f"store's transform was given values of format {meta.transform_format}, not "

@@ -1,15 +1,25 @@
-# Types of the C module built from _entries.c (see keys.write_changes for its use).
+# Types of the C module built from _entries.c (see keys.write_changes and
+# index_defs.SecondaryIndexes for its use).
 from collections.abc import Callable
 
 def write_changes(
     entries: bytes,
+    reverse: bytes,
     keys: list[bytes],
-    reverse: list[bytes],
-    news: list[frozenset[bytes]],
-    olds: list[bytes | None],
+    news: list[bytes | frozenset[bytes]],
+    get_many: Callable[[list[bytes]], list[bytes | None]],
+    lookup: list[int] | None,
     encode: Callable[[frozenset[bytes]], bytes],
     put: Callable[..., object],
     delete: Callable[..., object],
     handle: object,
     /,
 ) -> int: ...
+
+class KeyFilter:
+    def seen_then_add(self, keys: list[bytes], /) -> list[int]: ...
+    def nbytes(self) -> int: ...
+
+class Staging:
+    def __init__(self, write: Callable[..., object], staged: dict[bytes, bytes | None]) -> None: ...
+    def __call__(self, key: bytes, value: bytes = ..., /) -> object: ...

@@ -45,6 +45,11 @@ from globalstore.storage.records import (
 )
 from globalstore.storage.state import StorageState
 
+try:
+    from globalstore.storage import _entries
+except ImportError:  # built without its C extension: the Python put and delete
+    _entries = None  # type: ignore[assignment]
+
 if TYPE_CHECKING:
     from globalstore.storage.history import Recorder
 
@@ -158,6 +163,8 @@ class Batch:
     def _tracking(self) -> tuple[Put, Delete]:
         wb = self.wb
         staged = self.staged = {}
+        if _entries is not None:  # the same, in C: no Python frame a record
+            return _entries.Staging(wb.put, staged), _entries.Staging(wb.delete, staged)
 
         def put(key: bytes, value: bytes) -> None:
             wb.put(key, value)

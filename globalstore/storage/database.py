@@ -185,6 +185,7 @@ class Storage:
                     refill(self.path)
             self._open()
         self.state = StorageState()
+        self.indexes.forget_written()
 
     @contextlib.contextmanager
     def _replacing(self, keys: Iterable[bytes] | None = None) -> Iterator[None]:
@@ -374,7 +375,7 @@ class Storage:
         elif self._recount is not None:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
         if batch.staged:
-            self.indexes.into(batch, batch.staged, batch.state.indexes)
+            self.indexes.into(batch, batch.staged, batch.state.indexes, bulk=not exact_count)
             self.time.into(batch, batch.staged)
         batch.advance(moved, count, now_ms)
         batch.logged = exact_count

@@ -13,11 +13,15 @@ from collections.abc import Iterator, Mapping
 
 import rocksdict
 
-from globalstore.storage.keys import count_key, id_ranges, write_changes
+from globalstore.storage.keys import KeyIndexValues, count_key, id_ranges, write_changes
 from globalstore.storage.meta import I64, INDEX_CF, IndexDef
 from globalstore.storage.scan import Values, index_items
 
 __all__ = ["IndexFamily"]
+
+# Up to this many entries are read one get each (get_many): a few µs each while the GIL
+# stays, against a switch interval behind busy threads for a multi-get.
+_ONE_BY_ONE = 256
 
 
 class IndexFamily:
@@ -37,18 +41,20 @@ class IndexFamily:
         self,
         wb: rocksdict.WriteBatch,
         keys: list[bytes],
-        news: Mapping[str, list[frozenset[bytes]]],
+        news: Mapping[str, list[KeyIndexValues]],
         defs: Mapping[str, IndexDef],
         entries: Mapping[str, int],
+        lookup: list[int] | None = None,
     ) -> dict[str, int]:
         """Put in `wb` the changes of the indexes named in `news` ({name: each key's index
         values after the batch, in the order of `keys`}) and the new entry counts of those
         that changed; returns the counts after the batch (`entries` are those before it).
-        The reverse entries are read as they were before the batch."""
+        The reverse entries are read as they were before the batch, those of the keys at
+        `lookup` only (None: of every key; the others have none)."""
         handle = self._handle
         deltas = {
             name: write_changes(
-                defs[name].id, keys, values, self.get_many, wb.put, wb.delete, handle
+                defs[name].id, keys, values, self.get_many, wb.put, wb.delete, handle, lookup
             )
             for name, values in news.items()
         }
@@ -105,9 +111,14 @@ class IndexFamily:
         self._family.flush()
 
     def get_many(self, keys: list[bytes]) -> list[bytes | None]:
-        """Raw index entries of `keys` in their order (None where absent), with one multi-get."""
-        if not keys:
-            return []
+        """Raw index entries of `keys` in their order (None where absent). A few are read one
+        get each: rocksdict's multi-get lets go of the GIL and its get does not, and taking
+        the GIL back behind busy threads costs a switch interval (5 ms) each time, so a
+        follower's small batch would hand it over once more per index; many are read with
+        one multi-get, the cheaper read per key."""
+        if len(keys) <= _ONE_BY_ONE:
+            get = self._family.get
+            return [get(key) for key in keys]
         return self._family.get(keys)
 
     def iterator(self) -> rocksdict.RdictIter:

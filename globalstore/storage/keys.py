@@ -36,6 +36,7 @@ except ImportError:  # built without its C extension: write_changes runs in Pyth
 __all__ = [
     "SEP",
     "TIME",
+    "KeyIndexValues",
     "all_time_entries",
     "bounds",
     "count_key",
@@ -59,6 +60,9 @@ SEP = b"\x00"
 _ID = struct.Struct(">I")
 _TS = struct.Struct(">Q")
 _NONE: frozenset[bytes] = frozenset()
+# A key's values in one index: one value as bytes (the common case: no set is made for it), or
+# a frozenset of them (none, or several).
+KeyIndexValues = bytes | frozenset[bytes]
 
 
 def key_bounds(
@@ -158,38 +162,47 @@ def encode_values(values: frozenset[bytes]) -> bytes:
 def write_changes(
     index_id: int,
     keys: list[bytes],
-    news: list[frozenset[bytes]],
+    news: list[KeyIndexValues],
     get_many: Callable[[list[bytes]], list[bytes | None]],
     put: Callable[..., object],
     delete: Callable[..., object],
     handle: object = None,
+    lookup: list[int] | None = None,
 ) -> int:
     """Put the entries of index `index_id` that `keys` gain and delete those they lose,
-    going from their stored values (their reverse entries, read with `get_many`) to `news`;
-    returns the change in the index's number of entries. `put` and `delete` are a
-    WriteBatch's, given the column family `handle` as last argument (None: none given).
-    The hot loop of an indexed restore: in C (_entries.c) where built, which writes the
-    same entries in the same order."""
+    going from their stored values (their reverse entries, read with one `get_many`) to
+    `news`; returns the change in the index's number of entries. `lookup`: the positions in
+    `keys` of the only keys that may have stored values (None: any may; KeyFilter). `put`
+    and `delete` are a WriteBatch's, given the column family `handle` as last argument
+    (None: none given); the entries go in in key order, which RocksDB's memtable inserts
+    fastest (_entries.c). The hot loop of an indexed restore: in C (_entries.c) where built,
+    which writes the same entries in the same order."""
     entries = ENTRY + _ID.pack(index_id)  # entry_key()'s layout, its prefix built once
-    reverse = [KEYS + _ID.pack(index_id) + k for k in keys]
-    olds = get_many(reverse)
+    reverse = KEYS + _ID.pack(index_id)
     if _entries is not None:
         return int(
-            _entries.write_changes(entries, keys, reverse, news, olds, encode_values, put,
-                                   delete, handle)
+            _entries.write_changes(entries, reverse, keys, news, get_many, lookup, encode_values,
+                                   put, delete, handle)
         )  # fmt: skip
     if handle is not None:
         put_in, delete_in = put, delete
         put = lambda k, v: put_in(k, v, handle)  # noqa: E731
         delete = lambda k: delete_in(k, handle)  # noqa: E731
-    return _write_changes(entries, keys, reverse, news, olds, put, delete)
+    reverses = [reverse + k for k in keys]
+    if lookup is None:
+        olds = get_many(reverses)
+    else:
+        olds = [None] * len(keys)
+        for i, old in zip(lookup, get_many([reverses[i] for i in lookup]), strict=True):
+            olds[i] = old
+    return _write_changes(entries, keys, reverses, news, olds, put, delete)
 
 
 def _write_changes(
     entries: bytes,
     keys: list[bytes],
     reverse: list[bytes],
-    news: list[frozenset[bytes]],
+    news: list[KeyIndexValues],
     olds: list[bytes | None],
     put: Callable[..., object],
     delete: Callable[..., object],
@@ -197,7 +210,9 @@ def _write_changes(
     """write_changes in Python (where the C module is not built): a key that had no entry
     (every key of a new store) takes no set arithmetic."""
     delta = 0
-    for key, rkey, new, old_raw in zip(keys, reverse, news, olds, strict=True):
+    changes: list[tuple[bytes, bytes | None]] = []  # (entry, value; None: delete it)
+    for key, rkey, one_or_set, old_raw in zip(keys, reverse, news, olds, strict=True):
+        new = frozenset((one_or_set,)) if isinstance(one_or_set, bytes) else one_or_set
         if old_raw is None:
             if not new:
                 continue
@@ -207,15 +222,16 @@ def _write_changes(
             if new == old:
                 continue
             gone, added = old - new, new - old
-        for v in gone:
-            delete(entries + v + SEP + key)
-        for v in added:
-            put(entries + v + SEP + key, b"")
-        if new:
-            put(rkey, encode_values(new))
-        else:
-            delete(rkey)
+        changes += [(entries + v + SEP + key, None) for v in gone]
+        changes += [(entries + v + SEP + key, b"") for v in added]
+        changes.append((rkey, encode_values(new) if new else None))
         delta += len(added) - len(gone)
+    changes.sort(key=lambda change: change[0])  # distinct entries: the key decides
+    for entry, value in changes:
+        if value is None:
+            delete(entry)
+        else:
+            put(entry, value)
     return delta
 
 

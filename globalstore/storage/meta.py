@@ -18,6 +18,8 @@ Keys (column family "meta"):
     migrate.cursor where the chunked layout migration resumes
     transform      the transform_version values were stored with; absent: no transform
     transform.format  the value format that transform was given (transform.py)
+    transform.shape   a declared transform (shaping/fields.py, Shape): its declaration, as
+                   JSON; absent: a function, or no transform
     offset:<p>     next offset of partition p, written in the same batch as the data (contract 2)
     index:<name>   a secondary index (shaping/indexes.py): JSON {id, version, built, cursor,
                    scanned}
@@ -74,6 +76,7 @@ __all__ = [
     "K_TOPIC_ID",
     "K_TRANSFORM",
     "K_TRANSFORM_FORMAT",
+    "K_TRANSFORM_SHAPE",
     "K_TTL",
     "K_VALUE_FORMAT",
     "META_CF",
@@ -108,6 +111,7 @@ K_VALUE_FORMAT = b"value_format"
 K_CONVERT_CURSOR = b"convert.cursor"
 K_TRANSFORM = b"transform"
 K_TRANSFORM_FORMAT = b"transform.format"
+K_TRANSFORM_SHAPE = b"transform.shape"
 OFFSET_PREFIX = b"offset:"
 INDEX_PREFIX = b"index:"
 K_INDEX_NEXT_ID = b"index.next_id"
@@ -200,6 +204,7 @@ class Meta:
     converting: bool = False  # a value-format conversion is under way
     transform_version: int | None = None  # of the transform values went through, if any
     transform_format: int | None = None  # the value format that transform was given
+    transform_shape: str | None = None  # a declared transform's declaration, as JSON
     indexes: dict[str, IndexDef] = field(default_factory=dict)  # by name
     index_next_id: int = 1
     ttl_ms: int | None = None  # the writer's time to live, if it has one
@@ -242,6 +247,7 @@ def parse_meta(
         meta.converting = get(K_CONVERT_CURSOR) is not None
         meta.transform_version = opt_int(get(K_TRANSFORM))
         meta.transform_format = opt_int(get(K_TRANSFORM_FORMAT))
+        meta.transform_shape = _opt_str(get(K_TRANSFORM_SHAPE))
         meta.topic = _opt_str(get(K_TOPIC))
         meta.topic_id = _opt_str(get(K_TOPIC_ID))
         meta.count = _opt_i64(get(K_COUNT))

@@ -29,6 +29,7 @@ __all__ = [
     "Put",
     "Record",
     "Records",
+    "Shaped",
     "fill",
     "written",
 ]
@@ -40,6 +41,9 @@ Delete = Callable[[bytes], object]
 # the batch's changes). A value of the current format the loop finds certainly JSON, of a
 # key in neither, may go to that put instead of the checking one.
 Checked = tuple[Put, set[bytes], dict[bytes, bool]]
+# A declared transform the C loop applies itself (shaping/transform.py, TransformedBatch):
+# (its spec, the value format it writes, the put its values go to).
+Shaped = tuple[tuple[object, ...], int, Put]
 
 # A record's headers as the consumer gives them: (name, value) pairs in their order, or None.
 Headers = list[tuple[str, bytes | None]] | None
@@ -81,9 +85,11 @@ class NativeBatch(Protocol):
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
         checked: Checked | None = None,
+        shape: Shaped | None = None,
     ) -> int:
         """Consume one batch (waiting up to `timeout` seconds for the first record) and write it
-        through `put` and `delete`; returns the number of records (events not counted)."""
+        through `put` and `delete`; returns the number of records (events not counted).
+        `shape`: a declared transform it applies to the values it is sure of itself."""
 
 
 def fill(

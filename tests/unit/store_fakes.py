@@ -170,9 +170,9 @@ class LikeTheCLoop:
     def __init__(self, records: list[Record]) -> None:
         self.records = records
 
-    def fill(self, put, delete, nexts, skipped, timeout, checked=None) -> int:  # type: ignore[no-untyped-def]
-        # `checked` not taken: every value goes through the checking put, as the C loop's
-        # values it is unsure of do.
+    def fill(self, put, delete, nexts, skipped, timeout, checked=None, shape=None) -> int:  # type: ignore[no-untyped-def]
+        # `checked` and `shape` not taken: every value goes through the checking put (and
+        # the transform's), as the C loop's values it is unsure of do.
         fill(put, delete, self.records, Applied(skipped=skipped), nexts, False)
         return len(self.records)
 

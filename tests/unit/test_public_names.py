@@ -11,7 +11,7 @@ PUBLIC = {
     "FollowingStore", "GlobalStore", "GlobalStoreError", "HistoryUnavailable", "IndexNotReady",
     "InvalidValue",
     "OffsetsOutOfRange", "Quarantined", "ReadOnlyStore", "RetriableError", "RocksDBOptions",
-    "ScanFilters", "ScanOptions", "SharedStore", "StartTimeout", "State", "StorageError",
+    "ScanFilters", "ScanOptions", "Shape", "SharedStore", "StartTimeout", "State", "StorageError",
     "StoreAlreadyStarted", "StoreClosed", "StoreConfig", "StoreFailed", "StoreListener",
     "StoreLocked", "StoreNotReady", "StoreReader", "StoreSettings", "StoreStatus", "StoreView",
     "SwitchingStore",

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from globalstore import Shape
 from globalstore.config import StoreConfig
-from globalstore.follow.sources import NativeSource, is_plain
+from globalstore.follow.sources import NativeSource, follows_in_c
 from globalstore.storage import Storage
 from globalstore.storage.records import Put
 
@@ -86,7 +87,7 @@ def _source(**settings: Any) -> tuple[NativeSource, FakeLoop, PolledConsumer, li
         TOPIC, "fake:1", "p", follow_batch_size=10, follow_batch_max=40, **settings
     )
     loop, consumer, stats = FakeLoop(), PolledConsumer(), []
-    source = NativeSource(loop, consumer, config, stats.append, can_follow=is_plain(config))  # type: ignore[arg-type]
+    source = NativeSource(loop, consumer, config, stats.append, can_follow=follows_in_c(config))  # type: ignore[arg-type]
     return source, loop, consumer, stats
 
 
@@ -146,3 +147,17 @@ def test_a_store_with_user_functions_or_a_ttl_is_followed_by_the_python_loop(
     source, _, _, _ = _source(**settings)
     assert not source.follow()
     assert not source.following
+
+
+def test_the_c_loop_follows_a_store_that_runs_no_python_function_per_record() -> None:
+    def by_x(key: str, value: Any) -> str:
+        return str(value)
+
+    def config(**settings: Any) -> StoreConfig:
+        return StoreConfig(TOPIC, "fake:1", "p", **settings)
+
+    assert follows_in_c(config())
+    assert follows_in_c(config(indexes={"by_x": "x"}, transform=Shape(fields=["x"])))
+    assert not follows_in_c(config(indexes={"by_x": by_x}))
+    assert not follows_in_c(config(transform=lambda k, v: v))
+    assert not follows_in_c(config(ttl=60))
