@@ -248,7 +248,7 @@ class ChangeFeed:
         try:
             value = self._decode(raw, key, self.topic)
         except InvalidValue as exc:
-            log.warning("the change feed of %s left out a value: %s", self.topic, exc)
+            log.warning("the change feed of %s left out a value: %s", self.topic, str(exc))
             return None
         return Change(key.decode(), value, partition, offset)
 

@@ -101,11 +101,11 @@ class ServedStore:
             except RetriableError as exc:
                 if self._stopping.is_set():
                     return
-                log.warning("store not started yet, retrying: %s", exc)
+                log.warning("store not started yet, retrying: %s", str(exc))
                 self._stopping.wait(_RETRY_PAUSE)
             except GlobalStoreError as exc:
                 if not self._stopping.is_set():
-                    log.error("store cannot start: %s: %s", type(exc).__name__, exc)
+                    log.error("store cannot start: %s: %s", type(exc).__name__, str(exc))
                     self.error = exc
                 return
             except Exception:

@@ -167,7 +167,7 @@ class Migration:
             return self.formats.rewrite(raw, key, self.topic)
         except ConversionFailed as exc:
             self.failures += 1
-            log.warning("kept the stored value as it was: %s", exc)
+            log.warning("kept the stored value as it was: %s", str(exc))
         return None
 
     def _chunk(

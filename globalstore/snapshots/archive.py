@@ -129,7 +129,7 @@ def install(
             shutil.rmtree(store / DB_DIR, ignore_errors=True)  # an empty leftover, if any
             os.replace(staging.directory, store / DB_DIR)
         except InstallCancelled as exc:
-            log.info("snapshot %s not installed into %s: %s", source, store, exc)
+            log.info("snapshot %s not installed into %s: %s", source, store, str(exc))
             return False
         except Exception as exc:
             log.warning(

@@ -37,7 +37,7 @@ def open_rdict(
         refusal = open_refusal(exc, path, wipe=not read_only)
         if refusal is not None:
             raise refusal from exc
-        log.warning("store %s is damaged (%s); wiping it to rebuild", path, exc)
+        log.warning("store %s is damaged (%s); wiping it to rebuild", path, str(exc))
         shutil.rmtree(db_dir(path), ignore_errors=True)
         with reported(f"opening RocksDB in {path} after wiping it", path):
             return _open(path, options, read_only, secondary)

@@ -189,7 +189,7 @@ class SecondarySource:
                 self._last_error = None
             except GlobalStoreError as exc:
                 self._last_error = str(exc)
-                log.warning("shared store at %s: %s", self.path, exc)
+                log.warning("shared store at %s: %s", self.path, str(exc))
             except Exception as exc:  # this thread must go on: the next note may fix it
                 self._last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("shared store at %s: catching up failed", self.path)
