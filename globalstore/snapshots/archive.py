@@ -136,7 +136,7 @@ def install(
                 "snapshot %s refused (%s: %s); restoring %s from Kafka instead",
                 source,
                 type(exc).__name__,
-                exc,
+                str(exc),
                 store,
             )
             return False
