@@ -171,7 +171,9 @@ def test_a_store_starting_while_a_node_is_unreachable_says_what_it_waits_for(
     store = GlobalStore(topic, cluster.bootstrap, tmp_path / "b").start(timeout=60, wait=False)
     try:
         began = time.monotonic()
-        eventually(lambda: "waiting for" in (store.status().last_error or ""), 10, store.status)
+        # Named after its first broker request times out (5 s), long before the start's own
+        # timeout (60 s); 20 s leaves a loaded machine room (10 s once fell short there).
+        eventually(lambda: "waiting for" in (store.status().last_error or ""), 20, store.status)
         named_after, waiting = time.monotonic() - began, store.status()
         cluster.heal()
         healed_at = time.monotonic()
