@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import rocksdict
 
@@ -50,10 +50,18 @@ try:
 except ImportError:  # built without its C extension: the Python put and delete
     _entries = None  # type: ignore[assignment]
 
-if TYPE_CHECKING:
-    from globalstore.storage.history import Recorder
+__all__ = ["Batch", "VersionRecorder"]
 
-__all__ = ["Batch"]
+
+class VersionRecorder(Protocol):
+    """What writes the versions of a batch's records beside their values (history.py's
+    Recorder): declared here, so a batch needs nothing of history to use one."""
+
+    def wrap(self, put: Put, delete: Delete) -> tuple[Put, Delete]:
+        """`put` and `delete`, each also writing the version it makes."""
+
+    def follow(self, records: Records) -> Records:
+        """`records`, each noted as the one being applied as the loop takes it."""
 
 
 class Batch:
@@ -84,7 +92,7 @@ class Batch:
         self.quarantining: dict[bytes, bool] = {}
         self.checked: Checked | None = None  # the C loop's way past the check, if it may
         # A store with history: what writes each record's version beside its value.
-        self.recorder: Recorder | None = None
+        self.recorder: VersionRecorder | None = None
         self._meta = meta
 
     def change(self, **fields: Any) -> None:
