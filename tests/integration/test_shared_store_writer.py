@@ -5,6 +5,7 @@ leaves it behind, however this process ends."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -32,9 +33,14 @@ def _writers() -> set[int]:
     """This process's children that are writer processes."""
     found = set()
     for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        for pid in (task / "children").read_text().split():
-            if b"writer_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.add(int(pid))
+        try:
+            children = (task / "children").read_text().split()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+        for pid in children:
+            with contextlib.suppress(FileNotFoundError):  # a child that was reaped meanwhile
+                if b"writer_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.add(int(pid))
     return found
 
 
