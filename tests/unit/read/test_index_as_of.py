@@ -126,10 +126,10 @@ def test_the_faces_over_files_read_a_declared_index_as_of_a_time(tmp_path: Path)
         assert list(files.find("by_courier", "c1", as_of=2.0)) == want
 
     async def read() -> Any:
-        async with AsyncReadOnlyStore(tmp_path / "s") as store:
-            return list(store.find("by_field", "c1", as_of=2.0))
+        async with AsyncReadOnlyStore(tmp_path / "s", indexes=INDEXES) as store:
+            return [list(store.find(name, "c1", as_of=2.0)) for name in ("by_field", "by_courier")]
 
-    assert asyncio.run(read()) == want
+    assert asyncio.run(read()) == [want, want]
 
 
 def test_the_horizon_refuses_an_index_read_as_of_an_older_time(tmp_path: Path) -> None:
