@@ -5,7 +5,6 @@ leaves it behind, however this process ends."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from globalstore import GlobalStore, SharedStore, StoreFailed
 from globalstore.aio import AsyncSharedStore
 from globalstore.stores.store import Store
 from tests.integration.store_support import create_when_deleted, process_running, produce
+from tests.unit.server.test_workers import children_of
 from tests.waiting import eventually
 
 
@@ -31,17 +31,7 @@ def tagged(key: str, value: Any) -> Any:
 
 def _writers() -> set[int]:
     """This process's children that are writer processes."""
-    found = set()
-    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        try:
-            children = (task / "children").read_text().split()
-        except FileNotFoundError:  # a thread that ended meanwhile
-            continue
-        for pid in children:
-            with contextlib.suppress(FileNotFoundError):  # a child that was reaped meanwhile
-                if b"writer_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    found.add(int(pid))
-    return found
+    return set(children_of(os.getpid(), b"writer_main"))
 
 
 @pytest.mark.parametrize("spelling", ["follower='process'", "with_writer"])
