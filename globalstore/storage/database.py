@@ -381,6 +381,7 @@ class Storage:
         batch.logged = exact_count
         self.commit(batch)
         batch.settle()
+        out.moved = True
         return out
 
     def batch(self, data: bool = True) -> Batch:
