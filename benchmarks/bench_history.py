@@ -3,8 +3,9 @@ broker: Storage.apply per record with no history and with history (the Python lo
 a store with history never takes the C loop), each key written `--versions` times; then,
 over a ReadOnlyStore of the files written, get() now and get(as_of=t) per key (median and
 p99, t in the middle of the versions), an items() scan now and as of t per key, and the
-store's size on disk. Each kind of store is made anew every round, the rounds alternate,
-and the medians over the rounds are printed.
+store's size on disk. Each kind of store is made anew every round in a process of its own
+(whose peak RSS is printed), the rounds alternate, and the medians over the rounds are
+printed.
 
 The reads run right after the writes, on files RocksDB has not compacted yet (many level-0
 files: a seek visits each). With --settled they run after a full compaction instead, as in
@@ -16,10 +17,13 @@ a store whose background compaction has caught up.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import resource
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from globalstore.config import RocksDBOptions
@@ -92,6 +96,15 @@ def one_round(
     return out
 
 
+def _measured(
+    keys: int, versions: int, history: bool, where: Path, settled: bool
+) -> dict[str, float]:
+    """one_round() and the peak RSS of the process that ran it."""
+    out = one_round(keys, versions, history, where, settled)
+    out["peak RSS MB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
 def _latencies(read: Callable[[str], object], sample: list[str]) -> tuple[float, float]:
     times = []
     for key in sample:
@@ -110,12 +123,17 @@ def main() -> None:
     parser.add_argument("--settled", action="store_true", help="read after a full compaction")
     args = parser.parse_args()
     results: dict[tuple[str, str], list[float]] = {}
+    fork = multiprocessing.get_context("fork")
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for history in (False, True):
                 mode = "history" if history else "plain"
                 where = Path(tmp) / f"{mode}-{r}"
-                measured = one_round(args.keys, args.versions, history, where, args.settled)
+                # A process each, so that its peak RSS is its own.
+                with ProcessPoolExecutor(1, mp_context=fork) as child:
+                    measured = child.submit(
+                        _measured, args.keys, args.versions, history, where, args.settled
+                    ).result()
                 for name, value in measured.items():
                     results.setdefault((name, mode), []).append(value)
     settled = ", settled" if args.settled else ""

@@ -11,52 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 import subprocess
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from globalstore.localkafka.jars import cache_root
+from tests.go_tools import go_binary
 from tests.ports import on_a_free_port, wait_until_answering
 
 VERSION = "v2.5.0"
 MODULE = "github.com/Shopify/toxiproxy/v2/cmd/server"
-_BUILD_TIMEOUT_S = 600
-_GO_FALLBACK = "/usr/local/go/bin/go"  # where the Go toolchain sits when it is not on PATH
 BOTH_WAYS = ("upstream", "downstream")
-
-
-def server_binary(cache_dir: Path | None = None) -> Path:
-    """Toxiproxy's server, built on first use into the cache (a scratch directory renamed
-    at the end, so an interrupted build never leaves a binary that looks usable)."""
-    target = (cache_dir or cache_root()) / "toxiproxy" / VERSION / "toxiproxy-server"
-    if target.exists():
-        return target
-    go = shutil.which("go") or (_GO_FALLBACK if Path(_GO_FALLBACK).exists() else None)
-    if go is None:
-        raise RuntimeError(
-            f"the network-fault tests build Toxiproxy's server with Go (`go install "
-            f"{MODULE}@{VERSION}`), and no `go` was found: install Go 1.17 or newer"
-        )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="build-", dir=target.parent) as scratch:
-        result = subprocess.run(
-            [go, "install", f"{MODULE}@{VERSION}"],
-            env={**os.environ, "GOBIN": scratch},
-            capture_output=True,
-            text=True,
-            timeout=_BUILD_TIMEOUT_S,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise RuntimeError(f"building Toxiproxy {VERSION} failed:\n{result.stderr[-3000:]}")
-        Path(scratch, "server").rename(target)
-    return target
 
 
 class Toxiproxy:
@@ -105,7 +72,7 @@ class Toxiproxy:
 @contextlib.contextmanager
 def running_toxiproxy(log_file: Path) -> Iterator[Toxiproxy]:
     """A Toxiproxy server on a free loopback port, its log in `log_file`; stopped at exit."""
-    binary = server_binary()
+    binary = go_binary(MODULE, VERSION, "toxiproxy-server")
 
     def start(port: int) -> tuple[subprocess.Popen[bytes], Toxiproxy]:
         with log_file.open("ab") as log:

@@ -47,6 +47,11 @@ from globalstore.storage.meta import I64, K_HISTORY, K_HISTORY_FROM, K_HISTORY_L
 from globalstore.storage.records import Delete, Put, Record, Records
 from globalstore.storage.state import StorageState
 
+try:
+    from globalstore.storage import _history_walk
+except ImportError:  # built without its C extension: the walk in Python
+    _history_walk = None  # type: ignore[assignment]
+
 __all__ = [
     "LAYOUT",
     "PREFIX",
@@ -57,6 +62,7 @@ __all__ = [
     "scan_at",
     "version_at",
     "version_key",
+    "walk",
 ]
 
 LAYOUT = 2  # the layout of the versions this code writes and reads
@@ -112,7 +118,15 @@ def answer(it: rocksdict.RdictIter, head: bytes, t_ms: int) -> bytes | None:
     absent then, or a tombstone), by the rule above; leaves `it` past the key's versions.
     In each partition the first version at or before t answers, and the partition's older
     ones are stepped over (a step costs less than a seek for the few a key has), or, past
-    _STEPS of them, passed with a seek."""
+    _STEPS of them, passed with a seek. In C (_history_walk.c) where built."""
+    if _history_walk is not None:
+        return _history_walk.answer(it, head, t_ms)
+    return walk(it, head, t_ms)
+
+
+def walk(it: rocksdict.RdictIter, head: bytes, t_ms: int) -> bytes | None:
+    """answer() in Python: where the C walk is not built, and what a test checks it
+    against."""
     found: bytes | None = None
     found_ts = -1
     unpack, tombstone, size = TIMESTAMP.unpack_from, _TOMBSTONE[0], len(head) + 4

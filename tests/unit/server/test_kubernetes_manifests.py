@@ -1,9 +1,9 @@
 """The Kubernetes manifests in deploy/kubernetes/ are valid against the Kubernetes schemas
-(kubernetes-validate's, shipped inside that package, so it runs offline; and kubeconform's
-when it is at hand: KUBECONFORM, or on the PATH), and they hold what the store relies on:
-probes on /readyz and /healthz, the store on the pod's own volume, a snapshot boot from the
-serve Service, options the commands really take, settings by the names the code reads, and
-a termination grace that covers the shutdown."""
+(kubernetes-validate's, shipped inside that package, so it runs offline; and kubeconform's,
+built with Go on first use unless KUBECONFORM or the PATH names one), and they hold what
+the store relies on: probes on /readyz and /healthz, the store on the pod's own volume, a
+snapshot boot from the serve Service, options the commands really take, settings by the
+names the code reads, and a termination grace that covers the shutdown."""
 
 from __future__ import annotations
 
@@ -25,10 +25,12 @@ from globalstore.cli.store import restore
 from globalstore.config import BOOTSTRAP_ENV
 from globalstore.kafka.settings import KAFKA_CONFIG_FILE_ENV
 from globalstore.snapshots.fetch import INSECURE_ENV, PEER_TOKEN_ENV
+from tests.go_tools import go_binary
 
 KUBERNETES = Path(__file__).resolve().parents[3] / "deploy" / "kubernetes"
 MANIFESTS = sorted(KUBERNETES.glob("*.yaml"))
 SCHEMA_VERSION = "1.30.0"  # the oldest Kubernetes these files are for
+KUBECONFORM_MODULE, KUBECONFORM_VERSION = "github.com/yannh/kubeconform/cmd/kubeconform", "v0.8.0"
 CLOSE_S = 15  # what the grace leaves the store's close, at least
 Doc = dict[str, Any]
 
@@ -96,11 +98,12 @@ def test_an_unknown_field_is_caught_by_the_schema_check() -> None:
         validate.validate(broken, SCHEMA_VERSION, strict=True)
 
 
-def _kubeconform() -> str | None:
-    return os.environ.get("KUBECONFORM") or shutil.which("kubeconform")
+def _kubeconform() -> str:
+    """KUBECONFORM, or kubeconform on the PATH, or the one built with Go and cached."""
+    found = os.environ.get("KUBECONFORM") or shutil.which("kubeconform")
+    return found or str(go_binary(KUBECONFORM_MODULE, KUBECONFORM_VERSION, "kubeconform"))
 
 
-@pytest.mark.skipif(_kubeconform() is None, reason="kubeconform not found")
 def test_kubeconform_accepts_them(tmp_path: Path) -> None:
     """kubeconform over the schemas kubernetes-validate ships (it cannot download its own
     here), made standalone as kubeconform reads them."""
@@ -108,7 +111,7 @@ def test_kubeconform_accepts_them(tmp_path: Path) -> None:
     schemas = Path(validate.__file__).parent / "kubernetes-json-schema"
     _standalone(schemas / f"v{SCHEMA_VERSION}-local-strict", tmp_path)
     location = str(tmp_path / "{{ .ResourceKind }}{{ .KindSuffix }}.json")
-    command = [_kubeconform() or "", "-strict", "-summary", "-kubernetes-version",
+    command = [_kubeconform(), "-strict", "-summary", "-kubernetes-version",
                SCHEMA_VERSION, "-schema-location", location, *map(str, MANIFESTS)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
