@@ -26,7 +26,13 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar, Unpack
 
 from globalstore import codec
-from globalstore.config import RocksDBOptions, StoreConfig, StoreSettings, check_setting_names
+from globalstore.config import (
+    IndexFn,
+    RocksDBOptions,
+    StoreConfig,
+    StoreSettings,
+    check_setting_names,
+)
 from globalstore.listeners import StoreListener
 from globalstore.read.changes import DEFAULT_BUFFER, Change, ChangeFeed, Resync
 from globalstore.read.protocols import StoreStatus, partition_offsets
@@ -226,6 +232,7 @@ class AsyncSharedStore(AsyncStore[SharedStore]):
         bootstrap_servers: str | None = None,
         kafka_config: Mapping[str, Any] | None = None,
         sync: SharedStore | None = None,
+        indexes: Mapping[str, IndexFn | str] | None = None,
     ) -> None:
         """As SharedStore's; `sync`, a SharedStore made already, is used as it is."""
         super().__init__(
@@ -238,6 +245,7 @@ class AsyncSharedStore(AsyncStore[SharedStore]):
                 max_staleness=max_staleness,
                 bootstrap_servers=bootstrap_servers,
                 kafka_config=kafka_config,
+                indexes=indexes,
             )
         )
 
@@ -271,10 +279,13 @@ class AsyncReadOnlyStore(AsyncStore[ReadOnlyStore]):
         *,
         value_format: int = codec.VALUE_FORMAT_VERSION,
         converters: Mapping[int, Callable[[Any], Any]] | None = None,
+        indexes: Mapping[str, IndexFn | str] | None = None,
     ) -> None:
         """As ReadOnlyStore's."""
         super().__init__(
-            ReadOnlyStore(path, rocksdb, value_format=value_format, converters=converters)
+            ReadOnlyStore(
+                path, rocksdb, value_format=value_format, converters=converters, indexes=indexes
+            )
         )
 
 

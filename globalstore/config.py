@@ -33,6 +33,7 @@ __all__ = [
     "check_indexes",
     "check_seconds",
     "check_setting_names",
+    "function_indexes",
 ]
 
 # Where every command and the examples look for Kafka unless told otherwise: the local
@@ -398,6 +399,11 @@ def _check_path(name: str, path: str) -> None:
             f"index {name!r}: a declared index names a JSON field, a path of "
             f"non-empty names joined by '.' (such as 'customer.id'), not {path!r}"
         )
+
+
+def function_indexes(indexes: Mapping[str, IndexFn | str]) -> dict[str, IndexFn]:
+    """{index name: function} of `indexes` given as functions (not declared by a path)."""
+    return {name: fn for name, fn in indexes.items() if not isinstance(fn, str)}
 
 
 def check_indexes(indexes: Mapping[str, Any], versions: Mapping[str, Any]) -> None:

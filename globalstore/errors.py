@@ -141,8 +141,8 @@ class UnknownIndex(FatalError, KeyError):  # noqa: N818 - reads as the condition
 class HistoryUnavailable(FatalError):  # noqa: N818 - reads as the condition
     """A read as of a time the store cannot answer: before the oldest time it holds every
     version for (`oldest`, epoch seconds), or a store that keeps no history, or a read of
-    an index, which holds the current values' entries only (`oldest` is None). Never
-    answered with a guess: ask for a later time, or read the keys as of it."""
+    a function index in a process that does not hold its function (`oldest` is None).
+    Never answered with a guess: ask for a later time."""
 
     def __init__(self, message: str, oldest: float | None = None) -> None:
         super().__init__(message)

@@ -134,8 +134,6 @@ def scan(
     not decode is left out and named on stderr (one line each, with its partition and
     offset); the scan goes on, and exits with status 1 at the end."""
     index = _queried_index(target, value)
-    if index is not None and as_of is not None:
-        raise click.UsageError("--as-of reads keys, not an index (an index holds no history)")
     out = sys.stdout.buffer
     skipped = _Skipped()
     with contextlib.closing(target.open_for_queries()) as store:
@@ -146,11 +144,13 @@ def scan(
                 on_invalid=report, as_of=as_of,
             )  # fmt: skip
         elif value is not None:
-            items = store.find(index, value, reverse=reverse, limit=limit, on_invalid=report)
+            items = store.find(
+                index, value, reverse=reverse, limit=limit, on_invalid=report, as_of=as_of
+            )
         else:
             items = store.find(
                 index, prefix=prefix, start=start, end=end, reverse=reverse, limit=limit,
-                on_invalid=report,
+                on_invalid=report, as_of=as_of,
             )  # fmt: skip
         try:
             for k, v in items:

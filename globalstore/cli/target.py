@@ -75,7 +75,10 @@ class StoreTarget:
             click.echo(f"{held}; answering read-only from what it has written", err=True)
         config = self.config
         return ReadOnlyStore(
-            config.path, value_format=config.value_format, converters=config.converters
+            config.path,
+            value_format=config.value_format,
+            converters=config.converters,
+            indexes=config.indexes,
         )
 
 

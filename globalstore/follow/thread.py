@@ -284,13 +284,15 @@ class StoreThread(threading.Thread):
             upserted = [key.decode() for key, live in applied.present.items() if live]
             deleted = [key.decode() for key, live in applied.present.items() if not live]
             self.listener.on_changes(self.config.topic, upserted, deleted)
-        if applied.records:
-            if batch.oldest_ms is not None:  # before on_applied(): the note it sends says it
-                recent = self.recent_batches
-                number = recent[-1].number + 1 if recent else 1
-                latest = FollowedBatch(number, batch.oldest_ms, applied.records)
-                self.recent_batches = (*recent[1 - RECENT_BATCHES :], latest)
+        if applied.records and batch.oldest_ms is not None:
+            # Before on_applied(): the note it sends says it.
+            recent = self.recent_batches
+            number = recent[-1].number + 1 if recent else 1
+            latest = FollowedBatch(number, batch.oldest_ms, applied.records)
+            self.recent_batches = (*recent[1 - RECENT_BATCHES :], latest)
+        if applied.records or applied.moved:  # an end alone moves the position too
             self.on_applied()
+        if applied.records:
             if batch.oldest_ms is not None:
                 self._delays.observe((_now_ms() - batch.oldest_ms) / 1000, applied.records)
             if restoring and self._restore is not None:

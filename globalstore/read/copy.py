@@ -5,8 +5,10 @@ a view's reads answer from."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from globalstore import codec
-from globalstore.config import ValueCache
+from globalstore.config import IndexFn, ValueCache
 from globalstore.converters import ValueFormats, decoder
 from globalstore.shaping import ttl
 from globalstore.storage import Storage
@@ -26,10 +28,14 @@ class Copy:
         formats: ValueFormats,
         topic: str,
         cache: ValueCache | None = None,
+        index_fns: Mapping[str, IndexFn] | None = None,
     ) -> None:
         """`formats`: the format queries answer in and the converters that lead to it;
-        `cache`: keep the decoded values of hot keys, as that setting says."""
+        `cache`: keep the decoded values of hot keys, as that setting says; `index_fns`: the
+        store's function indexes, where this process has them (an index read as of a time
+        calls them: read/index_as_of.py)."""
         self.storage = storage
+        self.index_fns: Mapping[str, IndexFn] = index_fns or {}
         self.reads: Reads = storage  # what queries read: the database as it is now
         self.topic = topic
         # codec.decode, or one that converts older value formats (converters.decoder).
@@ -73,6 +79,7 @@ class _PinnedCopy(Copy):
         self.storage = live.storage  # what it is a copy of; its reads go to `pinned`
         self.reads = self._pinned = pinned
         self.topic, self.decode, self.value_format = live.topic, live.decode, live.value_format
+        self.index_fns = live.index_fns
         self._get = pinned.get
         self.hot = None
 

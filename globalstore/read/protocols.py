@@ -273,10 +273,16 @@ class KeyReads(Protocol):
         items()."""
 
     def find(
-        self, index: str, value: str | None = None, **filters: Unpack[ScanOptions]
+        self,
+        index: str,
+        value: str | None = None,
+        *,
+        as_of: AsOf | None = None,
+        **filters: Unpack[ScanOptions],
     ) -> Iterator[tuple[str, Any]]:
         """(key, value) of the keys whose index value is `value` (key order), or, without it, whose
-        index value the filters select (index value order, then key)."""
+        index value the filters select (index value order, then key); as of a time with
+        `as_of`, from the values then."""
 
     def find_matches(
         self,
@@ -284,13 +290,14 @@ class KeyReads(Protocol):
         value: str | None = None,
         *,
         after: tuple[str, str] | None = None,
+        as_of: AsOf | None = None,
         **filters: Unpack[ScanOptions],
     ) -> Iterator[tuple[str, str, Any]]:
         """As find(), with each key's index value: (index value, key, value); `after`, a pair it
         returned, continues past it."""
 
-    def find_count(self, index: str, value: str) -> int:
-        """How many keys have index value `value`."""
+    def find_count(self, index: str, value: str, *, as_of: AsOf | None = None) -> int:
+        """How many keys have index value `value` (then, with `as_of`)."""
 
     def to_arrow(self, **options: Unpack[ArrowOptions]) -> pa.RecordBatchReader:
         """A pyarrow RecordBatchReader of the keys items() visits, or, with `index`, of those

@@ -21,7 +21,6 @@ from globalstore import codec
 from globalstore.codec import OnInvalid
 from globalstore.errors import (
     GlobalStoreError,
-    HistoryUnavailable,
     IndexNotReady,
     InvalidValue,
     StorageError,
@@ -32,6 +31,7 @@ from globalstore.read import arrow
 from globalstore.read.as_of import lookup, moment, to_ms
 from globalstore.read.as_of import scan as history_scan
 from globalstore.read.copy import Copy
+from globalstore.read.index_as_of import index_scan_at
 from globalstore.read.protocols import AsOf, ScanFilters
 from globalstore.read.skipped import skipping, warn_once
 from globalstore.read.source import ReadSource
@@ -220,8 +220,8 @@ class Queries(Generic[_S]):
         pinned.py), however many batches are applied, purged or swapped in meanwhile. With
         `as_of`, its reads answer as of that time unless they name another;
         HistoryUnavailable at once for a time the store cannot answer (the horizon is judged
-        at the view's instant: the versions it needs stay in its iterators). Reads through
-        an index refuse a time (find()). `with store.view() as v: v.get(...); v.items(...)`:
+        at the view's instant: the versions it needs stay in its iterators); an index read
+        answers from them too (find()). `with store.view() as v: v.get(...); v.items(...)`:
         close it when done, since it holds its copy against heals and switches (as a scan
         does) and RocksDB keeps what its iterators see."""
         when = self._when(as_of)
@@ -356,8 +356,10 @@ class Queries(Generic[_S]):
         UnknownIndex for an index the store does not have, IndexNotReady while it is being
         built. Values that do not decode are left out and reported as items() does, with
         the index value that led to them (InvalidValue.index_value). Exhaust or close the
-        iterator before close(). As of a time (`as_of`, or a view's), HistoryUnavailable:
-        an index holds the entries of the current values only (_index_scan)."""
+        iterator before close(). As of a time (`as_of`, or a view's): the keys whose value
+        then the index maps to those values, with that value, found by indexing every key's
+        value then (read/index_as_of.py: the cost of a scan as of that time);
+        HistoryUnavailable for a function index in a process without its function."""
         copy, scan = self._index_scan(index, value, **filters, as_of=as_of)
         return ((k, v) for _, k, v in self._matches(copy, self._guarded(scan), on_invalid))
 
@@ -413,8 +415,7 @@ class Queries(Generic[_S]):
     ) -> tuple[Copy, Iterator[tuple[bytes, bytes, bytes]]]:
         if value is not None and (prefix is not None or start is not None or end is not None):
             raise ValueError("an index is read by either a value, or prefix/start/end, not both")
-        self._refuse_index_as_of(index, as_of)
-
+        when = self._when(as_of)
         opened: list[Copy] = []
 
         def open_scan(copy: Copy) -> Iterator[tuple[bytes, bytes, bytes]]:
@@ -424,6 +425,8 @@ class Queries(Generic[_S]):
             lower, upper = key_layout.bounds(d.id, value, prefix, start, end)
             if after is not None:
                 lower, upper = key_layout.past(d.id, after, lower, upper, reverse)
+            if when is not None:  # from the versions: the index holds the present only
+                return index_scan_at(copy, index, d, lower, upper, reverse, _at(copy, when))
             # The view is fixed here: the entries' iterator and the data's snapshot are taken.
             scan = storage.index_scan(lower, upper, reverse)
             ttl_ms = storage.state.ttl_ms
@@ -435,38 +438,24 @@ class Queries(Generic[_S]):
         scan = self._guard(lambda: self._source.scan(open_scan))  # held until it ends
         return opened[0], scan if limit is None else itertools.islice(scan, max(0, limit))
 
-    def _refuse_index_as_of(self, index: str, as_of: AsOf | None) -> None:
-        """HistoryUnavailable for a read of an index as of a time. The index holds the
-        entries of the current values only, and a key's index values then are its index
-        function applied to its value then: keys whose value has changed since are not
-        under the index value they had, and the store cannot tell which keys those are
-        without reading every key's versions. That is a scan of every key, which an index
-        read must not hide: items(as_of=t) and a filter say it openly, and give the exact
-        answer. Never the current entries for a past time: that would be a wrong answer."""
-        when = self._when(as_of)
-        if when is not None:
-            raise HistoryUnavailable(
-                f"index {index!r} holds the current values' entries only: it cannot be read "
-                f"as of a time; read the keys as of it (items(as_of=...)) and filter them"
-            )
-
-    def find_count(self, index: str, value: str) -> int:
+    def find_count(self, index: str, value: str, *, as_of: AsOf | None = None) -> int:
         """How many keys have index value `value` (counted over the index: one step per key;
-        with a ttl, a seek per key too, to leave the expired ones out). In a view as of a
-        time, HistoryUnavailable (find())."""
-        self._refuse_index_as_of(index, None)
+        with a ttl, a seek per key too, to leave the expired ones out). As of a time
+        (`as_of`, or a view's), counted over find()'s answer then."""
+        when = self._when(as_of)
 
         def count(copy: Copy) -> int | None:
             storage = copy.reads
             d = self._index_def(storage, index)
-            if storage.state.ttl_ms is not None:  # a scan leaves expired keys out
+            if storage.state.ttl_ms is not None or when is not None:  # counted over a scan
                 return None
             lower, upper = key_layout.bounds(d.id, value)
             return storage.index_count(lower, upper)
 
         counted = self._on_copy(count)
         if counted is None:
-            return sum(1 for _ in self._guarded(self._index_scan(index, value)[1]))
+            scan = self._index_scan(index, value, as_of=as_of)[1]
+            return sum(1 for _ in self._guarded(scan))
         return counted
 
     def _stored_count(self) -> int:
@@ -528,15 +517,13 @@ class Queries(Generic[_S]):
         A value that does not decode, or does not fit `schema`, has no row: it is reported
         as items() does (on_invalid, else a WARNING), as the batches are read, so a caller's
         on_invalid collects the errors beside the table. `as_of`: the keys present then,
-        with their values and timestamps then (as items(); with `index`, HistoryUnavailable,
-        as find()). Read or close the reader before close(). ImportError without pyarrow."""
+        with their values and timestamps then (as items(); with `index`, as find()). Read or
+        close the reader before close(). ImportError without pyarrow."""
         reporter = self._reporter(on_invalid)
         export = arrow.Export(self.topic, codec.decode, codec.VALUE_FORMAT_VERSION, reporter,
                               schema, batch_rows, batch_bytes)  # fmt: skip
         if index is None and value is not None:
             raise ValueError("to_arrow() takes a value only with an index")
-        if index is not None:
-            self._refuse_index_as_of(index, as_of)
         # Bad arguments and a missing pyarrow are reported before a scan is opened.
         columns = arrow.schema(export, indexed=index is not None)
         copy: Copy
@@ -544,7 +531,9 @@ class Queries(Generic[_S]):
         if index is None:
             copy, rows = self._scan(prefix, start, end, reverse, limit, as_of)
         else:
-            copy, rows = self._index_scan(index, value, prefix, start, end, reverse, limit)
+            copy, rows = self._index_scan(
+                index, value, prefix, start, end, reverse, limit, as_of=as_of
+            )
         export = dataclasses.replace(
             export, topic=copy.topic, decode=copy.decode, value_format=copy.value_format
         )

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from globalstore.config import StoreConfig
+from globalstore.config import StoreConfig, function_indexes
 from globalstore.errors import OffsetsOutOfRange
 from globalstore.follow.thread import StoreThread
 from globalstore.read.copy import Copy
@@ -73,7 +73,13 @@ class Replica(Copy):
 
     def __init__(self, storage: Storage, thread: StoreThread) -> None:
         config = thread.config
-        super().__init__(storage, config.value_formats(), config.topic, config.value_cache)
+        super().__init__(
+            storage,
+            config.value_formats(),
+            config.topic,
+            config.value_cache,
+            function_indexes(config.indexes),
+        )
         self.thread = thread
 
     def note(self, writer: str, home: Path) -> WriterNote:

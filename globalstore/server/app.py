@@ -273,6 +273,7 @@ class Api:
             query, "limit", self.settings.default_limit, 1, self.settings.max_limit
         )
         after = params.match_cursor(query)
+        when = params.as_of(query)
         await self._await_position(query, self._wait(query))
         store, max_bytes = self.served.store, self.settings.max_page_bytes
         counted = self.metrics.decode_errors.inc
@@ -280,7 +281,7 @@ class Api:
         def scan(report: OnInvalid) -> Iterator[tuple[str, str, Any]]:
             return store.find_matches(
                 name, value, prefix=span.prefix, start=span.start, end=span.end,
-                limit=limit + 1, after=after, on_invalid=report,
+                limit=limit + 1, after=after, on_invalid=report, as_of=when,
             )  # fmt: skip
 
         body = await anyio.to_thread.run_sync(bodies.match_page, scan, limit, max_bytes, counted)

@@ -155,7 +155,10 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                     "description": "With `value`: the keys of that index value, in key order. "
                     "Else the keys of the index values starting with `prefix` and/or in "
                     "[`start`, `end`), in index value order, then key order. Index and values "
-                    f"are read over one point-in-time view. Pages as /v1/keys (about "
+                    "are read over one point-in-time view. With `as_of`, the keys whose value "
+                    "then the index maps to those values, with that value: every key's value "
+                    "then is indexed (the cost of an export as of that time). "
+                    f"Pages as /v1/keys (about "
                     f"{settings.max_page_bytes} bytes at most).",
                     "parameters": [
                         {
@@ -170,6 +173,7 @@ def document(settings: ServerSettings) -> dict[str, Any]:
                         query_param("start", "First index value (inclusive)."),
                         query_param("end", "Index value to stop before (exclusive)."),
                         *page_params(settings),
+                        *AS_OF_PARAMS,
                         *WAIT_PARAMS,
                     ],
                     "responses": {

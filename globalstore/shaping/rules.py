@@ -29,6 +29,7 @@ def write_rules(config: StoreConfig) -> WriteRules:
     )
     return WriteRules(
         indexes=wanted,
+        index_paths={name: fn for name, fn in config.indexes.items() if isinstance(fn, str)},
         indexer=indexer,
         values=values,
         ttl_ms=ttl.to_ms(config.ttl),

@@ -227,7 +227,7 @@ class Storage:
         read the keys the quarantine holds. A `bulk` restore builds the time index after it
         (timeindex.py); history is complete from `now_ms` on."""
         rules = self.rules
-        self.indexes.define(rules.indexes)
+        self.indexes.define(rules.indexes, rules.index_paths)
         self.time.define(rules.ttl_ms, bulk)
         self.quarantine = None if rules.values is None else self._quarantine(rules.values)
         self.history.define(rules.history_ms, now_ms)
@@ -381,6 +381,7 @@ class Storage:
         batch.logged = exact_count
         self.commit(batch)
         batch.settle()
+        out.moved = True
         return out
 
     def batch(self, data: bool = True) -> Batch:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from globalstore.storage.batch import Batch
@@ -56,26 +56,38 @@ class Definitions:
     written: dict[str, IndexDef]  # those new or replaced: their meta entries to write
     dropped: dict[str, IndexDef]  # stored ones removed or replaced: their entries to delete
     next_id: int
+    # Kept ones whose declared path is recorded anew (an older store recorded none): their
+    # meta entries to write, their entries kept.
+    redeclared: dict[str, IndexDef] = field(default_factory=dict)
 
 
 def reconcile(
-    stored: Mapping[str, IndexDef], next_id: int, wanted: Mapping[str, int], empty: bool
+    stored: Mapping[str, IndexDef],
+    next_id: int,
+    wanted: Mapping[str, int],
+    empty: bool,
+    paths: Mapping[str, str] | None = None,
 ) -> Definitions:
-    """The definitions for indexes {name: version} over a store holding `stored`. A new index,
-    or one whose version changed, gets a new id; it is built at once in an `empty` store
-    (every write indexes what it writes), else it is built from the stored values."""
+    """The definitions for indexes {name: version} over a store holding `stored`, those
+    declared by a path recording it (`paths`: {name: path}). A new index, or one whose
+    version changed, gets a new id; it is built at once in an `empty` store (every write
+    indexes what it writes), else it is built from the stored values."""
+    paths = paths or {}
     indexes: dict[str, IndexDef] = {}
     written: dict[str, IndexDef] = {}
+    redeclared: dict[str, IndexDef] = {}
     dropped = {n: d for n, d in stored.items() if wanted.get(n) != d.version}
     for name, version in wanted.items():
-        old = stored.get(name)
+        old, path = stored.get(name), paths.get(name)
         if old is not None and old.version == version:
             indexes[name] = old
+            if old.path != path:
+                indexes[name] = redeclared[name] = replace(old, path=path)
             continue
-        new = IndexDef(next_id, version, built=empty, cursor=None if empty else b"")
+        new = IndexDef(next_id, version, built=empty, cursor=None if empty else b"", path=path)
         next_id += 1
         indexes[name] = written[name] = new
-    return Definitions(indexes, written, dropped, next_id)
+    return Definitions(indexes, written, dropped, next_id, redeclared)
 
 
 class SecondaryIndexes:
@@ -104,14 +116,15 @@ class SecondaryIndexes:
         """Up to `limit` (key, raw value) pairs from `start` on: the build's next chunk."""
         return self._s.keys_from(start, limit)
 
-    def define(self, wanted: Mapping[str, int]) -> None:
-        """Make the stored index definitions those of `wanted` ({name: version}), in one
-        batch: a new index (or version) gets a new id, built at once if the store holds no
-        key; the entries of a removed (or replaced) one are deleted with range deletions."""
+    def define(self, wanted: Mapping[str, int], paths: Mapping[str, str] | None = None) -> None:
+        """Make the stored index definitions those of `wanted` ({name: version}; `paths`:
+        {name: path} of the declared ones), in one batch: a new index (or version) gets a
+        new id, built at once if the store holds no key; the entries of a removed (or
+        replaced) one are deleted with range deletions."""
         s = self._s
         meta = s.read_meta()
-        plan = reconcile(meta.indexes, meta.index_next_id, wanted, s.is_empty())
-        if not plan.written and not plan.dropped:
+        plan = reconcile(meta.indexes, meta.index_next_id, wanted, s.is_empty(), paths)
+        if not plan.written and not plan.dropped and not plan.redeclared:
             return
         family = s.index_family()
         batch = s.batch()
@@ -125,6 +138,8 @@ class SecondaryIndexes:
                 "store %s: index %r version %d %s", s.path, name, new.version,
                 "defined" if new.built else "defined; building it from the stored values",
             )  # fmt: skip
+        for name, kept in plan.redeclared.items():
+            batch.put_meta(index_key(name), kept.to_bytes())
         batch.put_meta(K_INDEX_NEXT_ID, b"%d" % plan.next_id)
         entries = {n: batch.state.index_entries.get(n, 0) for n in plan.indexes}
         entries.update(dict.fromkeys(plan.written, 0))

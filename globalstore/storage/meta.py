@@ -22,7 +22,7 @@ Keys (column family "meta"):
                    JSON; absent: a function, or no transform
     offset:<p>     next offset of partition p, written in the same batch as the data (contract 2)
     index:<name>   a secondary index (shaping/indexes.py): JSON {id, version, built, cursor,
-                   scanned}
+                   scanned, path: a declared index's field, null for a function}
     index.next_id  the id the next index defined gets (ids are never reused)
     ttl            the store's time to live (ms, i64; shaping/ttl.py), for readers in other
                    processes
@@ -160,20 +160,22 @@ class IndexDef:
     """A secondary index as the meta column family records it. `id` names its entries in
     the index column family (a new one for a new version, so old entries never mix in);
     `cursor` is the key its build resumes from (None once built), `scanned` the keys the
-    build has visited so far."""
+    build has visited so far; `path` the JSON field a declared index reads (None: a
+    function), so a reader without the store's config can index a value as of a time."""
 
     id: int
     version: int
     built: bool
     cursor: bytes | None = b""
     scanned: int = 0
+    path: str | None = None
 
     def to_bytes(self) -> bytes:
         """The JSON entry the meta column family stores; parse() reads it back."""
         cursor = None if self.cursor is None else self.cursor.hex()
         return orjson.dumps(
             {"id": self.id, "version": self.version, "built": self.built, "cursor": cursor,
-             "scanned": self.scanned}
+             "scanned": self.scanned, "path": self.path}
         )  # fmt: skip
 
     @classmethod
@@ -183,7 +185,7 @@ class IndexDef:
         cursor = d["cursor"]
         return cls(
             int(d["id"]), int(d["version"]), bool(d["built"]),
-            None if cursor is None else bytes.fromhex(cursor), int(d["scanned"]),
+            None if cursor is None else bytes.fromhex(cursor), int(d["scanned"]), d.get("path"),
         )  # fmt: skip
 
 

@@ -71,6 +71,9 @@ class Applied:
     skipped: list[tuple[int, int, bytes]] = field(default_factory=list)
     # {key: live after the batch}: what the batch wrote (True) or deleted (False).
     present: dict[bytes, bool] = field(default_factory=dict)
+    # Whether a partition's position moved: by records, or by an end alone (transaction
+    # markers, aborted records), which those waiting for a position must see too.
+    moved: bool = False
 
 
 class NativeBatch(Protocol):

@@ -38,6 +38,7 @@ class WriteRules:
     """What a store's writes do beyond storing records; the default: nothing more."""
 
     indexes: Mapping[str, int] = field(default_factory=dict)  # {name: version} to keep
+    index_paths: Mapping[str, str] = field(default_factory=dict)  # {name: path}: declared ones
     indexer: IndexValues | None = None  # reads the index values of a batch's records
     values: ValueCheck | None = None  # None: values are stored unchecked
     ttl_ms: int | None = None  # a time index is kept for it

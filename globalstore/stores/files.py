@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from globalstore.config import RocksDBOptions
+from globalstore.config import IndexFn, RocksDBOptions
 from globalstore.converters import ValueFormats
 from globalstore.errors import ConfigurationError, GlobalStoreError, StorageError, StoreClosed
 from globalstore.read.changes import ChangeFeed
@@ -27,15 +27,21 @@ _T = TypeVar("_T")
 class FilesSource:
     """One read-only copy of a store directory, open from construction until close()."""
 
-    def __init__(self, path: Path, rocksdb: RocksDBOptions | None, formats: ValueFormats) -> None:
-        """StorageError if there is no store at `path`."""
+    def __init__(
+        self,
+        path: Path,
+        rocksdb: RocksDBOptions | None,
+        formats: ValueFormats,
+        index_fns: Mapping[str, IndexFn] | None = None,
+    ) -> None:
+        """StorageError if there is no store at `path`; `index_fns` as for Copy."""
         self.path = path
         self.formats = formats
         storage = Storage(path, rocksdb, read_only=True)
         meta = storage.read_meta()
         storage.load(meta)
         self.topic = meta.topic or ""
-        self._view: Copy | None = Copy(storage, formats, self.topic)
+        self._view: Copy | None = Copy(storage, formats, self.topic, None, index_fns)
         self._published = Published()  # notified by nothing: what the files hold never changes
 
     def copy(self) -> Copy:

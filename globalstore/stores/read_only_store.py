@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from globalstore import codec
-from globalstore.config import RocksDBOptions
+from globalstore.config import IndexFn, RocksDBOptions, function_indexes
 from globalstore.converters import ValueFormats
 from globalstore.stores.files import FilesSource
 from globalstore.stores.store import Store
@@ -28,7 +28,11 @@ class ReadOnlyStore(Store):
         *,
         value_format: int = codec.VALUE_FORMAT_VERSION,
         converters: Mapping[int, Callable[[Any], Any]] | None = None,
+        indexes: Mapping[str, IndexFn | str] | None = None,
     ) -> None:
-        """value_format and converters as for GlobalStore: the format queries answer in."""
+        """value_format and converters as for GlobalStore: the format queries answer in;
+        `indexes` the writer's, for the reads of its function indexes as of a time (as for
+        SharedStore)."""
         formats = ValueFormats(value_format, dict(converters or {}))
-        super().__init__(FilesSource(Path(path), rocksdb, formats))
+        fns = function_indexes(indexes or {})
+        super().__init__(FilesSource(Path(path), rocksdb, formats, fns))

@@ -22,7 +22,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from globalstore.config import RocksDBOptions, StoreConfig, ValueCache, check_seconds
+from globalstore.config import (
+    IndexFn,
+    RocksDBOptions,
+    StoreConfig,
+    ValueCache,
+    check_seconds,
+    function_indexes,
+)
 from globalstore.converters import ValueFormats
 from globalstore.errors import (
     GlobalStoreError,
@@ -71,10 +78,11 @@ class SecondarySource:
         feeds: ReaderFeeds,
         writer: WriterProcess | None = None,
         value_cache: ValueCache | None = None,
+        index_fns: Mapping[str, IndexFn] | None = None,
     ) -> None:
         """`max_staleness` of what this reader shows; `feeds` read the topic for changes();
         `writer` is a writer process of this store's own; `value_cache` for get() of each
-        copy it reads."""
+        copy it reads; `index_fns` the store's function indexes (Copy)."""
         check_seconds("max_staleness", max_staleness)
         self.path = path
         self.formats = formats
@@ -82,6 +90,7 @@ class SecondarySource:
         self.topic = ""  # the writer's, once its copy is open
         self._rocksdb = rocksdb
         self._value_cache = value_cache
+        self._index_fns = index_fns
         self._closed = False
         self._live: Live[WriterCopy] | None = None
         self._note: WriterNote | None = None
@@ -255,7 +264,7 @@ class SecondarySource:
         self._copies += 1
         work = wake.directory / f"copy-{self._copies}"
         copy = WriterCopy.open(
-            self.path, note, self._rocksdb, self.formats, work, self._value_cache
+            self.path, note, self._rocksdb, self.formats, work, self._value_cache, self._index_fns
         )
         self.topic = copy.topic or self.topic
         if self._live is None:
@@ -434,4 +443,5 @@ def with_writer_process(config: StoreConfig) -> SecondarySource:
     feeds = ReaderFeeds(config.path, config.bootstrap_servers, config.kafka_config)
     writer = WriterProcess(spec)
     return SecondarySource(config.path, config.rocksdb, config.value_formats(),
-                           config.max_staleness, feeds, writer, config.value_cache)  # fmt: skip
+                           config.max_staleness, feeds, writer, config.value_cache,
+                           function_indexes(config.indexes))  # fmt: skip

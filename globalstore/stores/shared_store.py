@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from globalstore import codec
-from globalstore.config import RocksDBOptions, StoreSettings, ValueCache, check_setting_names
+from globalstore.config import (
+    IndexFn,
+    RocksDBOptions,
+    StoreSettings,
+    ValueCache,
+    check_setting_names,
+    function_indexes,
+)
 from globalstore.converters import ValueFormats
 from globalstore.stores.secondary import SecondarySource
 from globalstore.stores.store import Store
@@ -34,18 +41,22 @@ class SharedStore(Store):
         kafka_config: Mapping[str, Any] | None = None,
         writer: WriterProcess | None = None,
         value_cache: ValueCache | None = None,
+        indexes: Mapping[str, IndexFn | str] | None = None,
     ) -> None:
         """value_format and converters as for GlobalStore: the format queries answer in;
         max_staleness as for GlobalStore, of what this reader shows; bootstrap_servers and
         kafka_config as for GlobalStore, for changes() alone (it reads the topic); `writer`
         is a writer process of this store's own (with_writer()); value_cache as for
-        GlobalStore, emptied whenever this reader catches up with the writer."""
+        GlobalStore, emptied whenever this reader catches up with the writer; `indexes` the
+        writer's, for the reads of its function indexes as of a time (a declared index is
+        recorded in the store: every reader reads it so)."""
         path = Path(path)
         feeds = ReaderFeeds(path, bootstrap_servers, kafka_config or {})
         formats = ValueFormats(value_format, dict(converters or {}))
         self._reader = SecondarySource(
-            path, rocksdb, formats, max_staleness, feeds, writer, value_cache
-        )
+            path, rocksdb, formats, max_staleness, feeds, writer, value_cache,
+            function_indexes(indexes or {}),
+        )  # fmt: skip
         super().__init__(self._reader)
 
     @classmethod
@@ -75,6 +86,7 @@ class SharedStore(Store):
             kafka_config=kafka_config,
             writer=WriterProcess(spec),
             value_cache=settings.get("value_cache"),
+            indexes=settings.get("indexes"),
         )
 
     def writer_alive(self) -> bool:

@@ -3,9 +3,10 @@ live, opened and loaded so queries can answer from it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
-from globalstore.config import RocksDBOptions, ValueCache
+from globalstore.config import IndexFn, RocksDBOptions, ValueCache
 from globalstore.converters import ValueFormats
 from globalstore.read.copy import Copy
 from globalstore.replicas.announce import WriterNote
@@ -25,10 +26,12 @@ class WriterCopy(Copy):
         live: str,
         topic: str,
         cache: ValueCache | None = None,
+        index_fns: Mapping[str, IndexFn] | None = None,
     ) -> None:
         """`writer` and `live` as the writer's note names them; `topic` as the copy says.
-        A `cache` is emptied at each catch-up: which keys the writer wrote is not known here."""
-        super().__init__(storage, formats, topic, cache)
+        A `cache` is emptied at each catch-up: which keys the writer wrote is not known here.
+        `index_fns` as for Copy."""
+        super().__init__(storage, formats, topic, cache, index_fns)
         self.writer, self.live = writer, live
 
     @classmethod
@@ -40,6 +43,7 @@ class WriterCopy(Copy):
         formats: ValueFormats,
         work: Path,
         cache: ValueCache | None = None,
+        index_fns: Mapping[str, IndexFn] | None = None,
     ) -> WriterCopy:
         """Open the copy `note` calls live in the store at `path`, the secondary instance's
         own files in `work`, and load its state."""
@@ -50,4 +54,4 @@ class WriterCopy(Copy):
             storage.close()
             raise
         storage.load(meta)
-        return cls(storage, formats, note.writer, note.live, meta.topic or "", cache)
+        return cls(storage, formats, note.writer, note.live, meta.topic or "", cache, index_fns)

@@ -20,6 +20,7 @@ from globalstore import GlobalStore, SharedStore, StoreFailed
 from globalstore.aio import AsyncSharedStore
 from globalstore.stores.store import Store
 from tests.integration.store_support import create_when_deleted, process_running, produce
+from tests.unit.server.test_workers import children_of
 from tests.waiting import eventually
 
 
@@ -30,12 +31,7 @@ def tagged(key: str, value: Any) -> Any:
 
 def _writers() -> set[int]:
     """This process's children that are writer processes."""
-    found = set()
-    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        for pid in (task / "children").read_text().split():
-            if b"writer_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.add(int(pid))
-    return found
+    return set(children_of(os.getpid(), b"writer_main"))
 
 
 @pytest.mark.parametrize("spelling", ["follower='process'", "with_writer"])

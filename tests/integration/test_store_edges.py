@@ -1,14 +1,17 @@
 """Behaviour at the edges of a store's life, against a real broker: a transaction left open
 on the topic, a quiet topic kept apart from a long absence, a start that times out against a
-reachable broker, Ctrl-C during start."""
+reachable broker, Ctrl-C during start, a wait woken by a position that only an aborted
+transaction moved."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -139,3 +142,32 @@ def test_ctrl_c_during_start_releases_the_store(
         child.kill()
     assert "interrupted" in out and child.returncode != 0
     Storage(tmp_path / "s").close()  # nothing holds the directory any more
+
+
+def test_a_wait_wakes_when_only_an_aborted_transaction_moves_the_position(
+    kafka_bootstrap: str, make_topic, tmp_path: Path
+) -> None:
+    # Aborted records and their marker hold nothing to apply, yet the position moves past
+    # them: a caller waiting for that position must wake then, not at its timeout.
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap, topic, [("a", 1)])
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s").start(timeout=WAIT) as store:
+        aborted = _open_transaction(kafka_bootstrap, topic, ["never-1", "never-2"])
+        wanted = {0: 4}  # past "a", the two aborted records and the abort marker
+        woken: list[float] = []
+        waiting = threading.Thread(
+            target=lambda: woken.append(_waited(lambda: store.wait_for(wanted, timeout=WAIT)))
+        )
+        waiting.start()
+        time.sleep(0.5)  # waiting before the position moves
+        aborted.abort_transaction(30)
+        waiting.join()
+        assert woken and woken[0] < WAIT / 2, woken  # woken, not timed out
+        assert store.position() == wanted and dict(store.items()) == {"a": 1}
+
+
+def _waited(wait: Callable[[], bool]) -> float:
+    """Seconds `wait()` took; AssertionError if it returned False."""
+    began = time.monotonic()
+    assert wait()
+    return time.monotonic() - began

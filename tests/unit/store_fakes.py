@@ -5,7 +5,7 @@ for a RocksDB handle on a full disk."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from globalstore.codec import format_headers
-from globalstore.config import ValueCache
+from globalstore.config import IndexFn, ValueCache
 from globalstore.converters import ValueFormats
 from globalstore.read.copy import Copy
 from globalstore.storage import Applied, Record, Storage
@@ -181,9 +181,15 @@ class OneCopy:
     """A store source over one Storage open already (read/source.py), for unit tests of the
     queries: what a ready store reads from, nothing that starts, follows or waits."""
 
-    def __init__(self, storage: Storage, topic: str, cache: ValueCache | None = None) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        topic: str,
+        cache: ValueCache | None = None,
+        index_fns: Mapping[str, IndexFn] | None = None,
+    ) -> None:
         self.topic, self.path = topic, storage.path
-        self._copy = Copy(storage, ValueFormats(), topic, cache)
+        self._copy = Copy(storage, ValueFormats(), topic, cache, index_fns)
 
     def copy(self) -> Copy:
         return self._copy

@@ -1,7 +1,8 @@
 """The CLI as of a time, without a broker: --as-of is parsed as RFC 3339 with a zone or
 epoch seconds (anything else is a usage error naming both forms), a store kept with
 history is refused when --history is left out of a command that would drop it, and a
-command that only reads takes the history the store records."""
+command that only reads takes the history the store records, and scan reads an index as
+of a time."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
+from globalstore.cli import main
 from globalstore.cli.discards import discards, recorded
 from globalstore.cli.store import _Time
 from globalstore.config import StoreConfig
 from globalstore.storage import Storage
+from tests.unit.prepared import prepared
 
 
 def test_as_of_takes_rfc_3339_with_a_zone_or_epoch_seconds() -> None:
@@ -44,3 +48,19 @@ def test_a_store_with_history_is_never_dropped_by_a_forgotten_option(tmp_path: P
     turned_on = discards(bare.read_meta(), StoreConfig("t", "f:1", bare.path, history=60))
     bare.close()
     assert len(turned_on) == 1 and "history was turned on" in turned_on[0]
+
+
+def test_scan_reads_an_index_as_of_a_time_from_the_files(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    storage = prepared(StoreConfig("t", "f:1", path, indexes={"by_courier": "courier"}))
+    storage.history.define(10**13, 0)
+    storage.apply([(b"a", b'{"courier":"c-1"}', None, 0, 0, 1_000)], {}, True, 1)
+    storage.apply([(b"a", b'{"courier":"c-2"}', None, 0, 1, 2_000)], {}, True, 1)
+    try:  # held open, as by a running application: the CLI answers from the files
+        args = ["scan", "--index", "by_courier", "--topic", "t", "--path", str(path)]
+        then = CliRunner().invoke(main, [*args, "--value", "c-1", "--as-of", "1.5"])
+        now = CliRunner().invoke(main, [*args, "--value", "c-1"])
+    finally:
+        storage.close()
+    assert then.exit_code == 0, then.output
+    assert then.stdout == '{"key":"a","value":{"courier":"c-1"}}\n' and now.stdout == ""

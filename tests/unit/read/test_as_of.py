@@ -80,12 +80,17 @@ def _written(path: Path, rng: random.Random, n: int, moves: bool) -> tuple[Stora
     """A store with history holding `n` random records, applied in batches of 1 to 9."""
     storage = _open(path)
     records = _random_records(rng, n, moves)
+    _apply_in_batches(storage, records, rng)
+    return storage, records
+
+
+def _apply_in_batches(storage: Storage, records: list[Record], rng: random.Random) -> None:
+    """Apply `records` in batches of 1 to 9."""
     i = 0
     while i < len(records):
         step = rng.randint(1, 9)
         storage.apply(records[i : i + step], {}, True, 1)
         i += step
-    return storage, records
 
 
 @pytest.mark.parametrize("moves", [False, True], ids=["fixed-partitions", "keys-move"])

@@ -1,6 +1,7 @@
 """The HTTP API as of a time, without a broker: ?as_of= in RFC 3339 or epoch seconds on a
 key, a page and an export; a time older than the store answers is a 400 naming the oldest
-one; a malformed or zone-less time is a 400 naming the parameter."""
+one; a malformed or zone-less time is a 400 naming the parameter; an index page as of a
+time."""
 
 from __future__ import annotations
 
@@ -45,4 +46,18 @@ def test_key_page_and_export_answer_as_of_a_time(tmp_path: Path) -> None:
             answer = client.get(f"/v1/keys/a?as_of={bad}")
             assert answer.status_code == 400 and "as_of" in answer.json()["error"]
         assert client.get("/v1/status").status_code == 200
+    storage.close()
+
+
+def test_an_index_page_answers_as_of_a_time(tmp_path: Path) -> None:
+    storage = _storage(tmp_path / "s", {"by_courier": "courier"})
+    storage.history.define(10**13, 5_000)
+    storage.apply([(b"a", b'{"courier":"c-1"}', None, 0, 0, 6_000)], {}, True, 1)
+    storage.apply([(b"a", b'{"courier":"c-2"}', None, 0, 1, 8_000)], {}, True, 1)
+    served = ServedStore.of(_Served(storage))  # type: ignore[arg-type]
+    with TestClient(create_app(served, ServerSettings()), base_url="http://localhost") as client:
+        then = client.get("/v1/indexes/by_courier?value=c-1&as_of=7").json()
+        assert [(i["key"], i["value"]) for i in then["items"]] == [("a", {"courier": "c-1"})]
+        assert client.get("/v1/indexes/by_courier?value=c-1").json()["items"] == []
+        assert client.get("/v1/indexes/by_courier?value=c-1&as_of=4").status_code == 400
     storage.close()

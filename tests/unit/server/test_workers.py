@@ -4,6 +4,7 @@ a worker says what to do instead (409)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -104,9 +105,14 @@ def children_of(pid: int, marker: bytes) -> list[int]:
     """The children of `pid` whose command line holds `marker`."""
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            if marker in Path(f"/proc/{child}/cmdline").read_bytes():
-                found.append(int(child))
+        try:
+            children = (task / "children").read_text().split()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+        for child in children:
+            with contextlib.suppress(FileNotFoundError):  # a child reaped meanwhile
+                if marker in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
     return found
 
 

@@ -57,9 +57,11 @@ def _v(courier: str | None = None, *tags: str) -> str:
 class _View(Store):
     """The query methods over one open Storage (as GlobalStore has them once ready)."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, fns: Mapping[str, Any] = FNS) -> None:
+        """`fns`: the function indexes it reads as of a time."""
         self.storage = storage
-        super().__init__(OneCopy(storage, TOPIC))  # type: ignore[arg-type]  # reads only
+        source = OneCopy(storage, TOPIC, None, fns)
+        super().__init__(source)  # type: ignore[arg-type]  # reads only
 
 
 def _open(
