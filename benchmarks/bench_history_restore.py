@@ -1,7 +1,7 @@
 """A cold restore from a real broker with history=seconds and without (docs/performance.md,
-"History"): records/s from start() to ready, the stores alternating on one topic. Without
-history a store restores with the C loop when it is built; with history, with the Python
-loop (the C loop does not give a tombstone its record).
+"History"): records/s from start() to ready, the stores alternating on one topic. Both
+restore with the C loop when it is built; with history, each record's version is written in
+C beside its value.
 
     python benchmarks/bench_history_restore.py --keys 500000 --rounds 2
 """
