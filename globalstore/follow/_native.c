@@ -622,7 +622,7 @@ static ssize_t consume(Restorer *r, int timeout_ms, size_t limit, int first) {
 }
 
 static PyObject *restorer_fill(Restorer *r, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"put",   "delete", "nexts",   "events", "skipped",        "timeout_ms",
+    static char *kwlist[] = {"put",   "delete", "nexts",   "events", "skipped", "timeout_ms",
                              "limit", "first",  "checked", "shape",  "record_deletes", NULL};
     PyObject *put, *nexts, *events, *skipped, *checked = Py_None, *shaped = Py_None;
     deleter del = {NULL, 0};
