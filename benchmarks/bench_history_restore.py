@@ -3,23 +3,56 @@
 restore with the C loop when it is built; with history, each record's version is written in
 C beside its value.
 
-    python benchmarks/bench_history_restore.py --keys 500000 --rounds 2
+--split also times, a record, the store thread's calls a restore is made of (the C loop's
+fill, the versions' put into the WriteBatch, the commit, and apply_native around them),
+each wrapped in a timer (which costs a little of its own).
+
+    python benchmarks/bench_history_restore.py --keys 500000 --rounds 2 [--split]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import functools
 import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench_ab import _Restored
 from bench_store import create_topic, fill_topic
 
 from globalstore import GlobalStore
+from globalstore.follow.native import NativeRestorer
 from globalstore.localkafka import LocalKafka, free_port
+from globalstore.storage import Storage
+from globalstore.storage.history import Recorder
+
+SPENT: collections.Counter[str] = collections.Counter()  # seconds in each timed call
+TIMED = (
+    (NativeRestorer, "fill", "fill"),
+    (Recorder, "write", "versions put"),
+    (Storage, "commit", "commit"),
+    (Storage, "apply_native", "apply_native"),
+)
+
+
+def timed(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
+    """`fn`, adding the seconds each call takes to SPENT[label]."""
+
+    @functools.wraps(fn)
+    def timer(*args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            SPENT[label] += time.perf_counter() - began
+
+    return timer
 
 
 def restore_rate(bootstrap: str, topic: str, path: Path, history: float | None) -> float:
@@ -35,7 +68,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--split", action="store_true", help="time the store thread's calls")
     args = parser.parse_args()
+    if args.split:
+        for owner, name, label in TIMED:
+            setattr(owner, name, timed(getattr(owner, name), label))
     rates: dict[str, list[float]] = {"plain": [], "history": []}
     with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
         work = Path(tmp)
@@ -48,7 +85,13 @@ def main() -> None:
                 for mode in order:
                     history = 3600.0 if mode == "history" else None
                     where = work / f"{mode}-{r}"
+                    SPENT.clear()
                     rates[mode].append(restore_rate(broker.bootstrap, topic, where, history))
+                    if args.split:
+                        print(f"  {mode}, µs a record: " + ", ".join(
+                            f"{label} {SPENT[label] / args.keys * 1e6:.2f}"
+                            for _, _, label in TIMED if label in SPENT
+                        ))  # fmt: skip
                 print(
                     f"round {r + 1}: "
                     + ", ".join(f"{m} {v[-1]:,.0f} rec/s" for m, v in rates.items())
