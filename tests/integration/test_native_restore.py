@@ -20,6 +20,7 @@ from globalstore.codec import VALUE_FORMAT_HEADER, format_headers
 from globalstore.follow import native as native_restore
 from globalstore.follow.topic import end_offsets
 from globalstore.storage import Storage
+from globalstore.storage.history import PREFIX
 from tests.integration.store_support import produce, producer
 
 PARTITIONS = 3
@@ -172,8 +173,14 @@ PADDED = Shape(fields=["i"], where={"pad": ["x" * 50]})
 
 @pytest.mark.parametrize(
     "settings",
-    [{}, {"transform": odd_shape}, {"transform": PADDED}],
-    ids=["plain", "transform function", "declared transform"],
+    [
+        {},
+        {"transform": odd_shape},
+        {"transform": PADDED},
+        {"invalid_values": "quarantine"},
+        {"indexes": {"by_i": "i"}},
+    ],
+    ids=["plain", "transform function", "declared transform", "quarantine", "declared index"],
 )
 def test_c_loop_writes_the_versions_the_python_loop_writes(
     settings: dict[str, Any],
@@ -192,12 +199,15 @@ def test_c_loop_writes_the_versions_the_python_loop_writes(
     assert by_c == by_python
     # Not vacuous: a version for each record kept, a tombstone's among them, and one for
     # each value a transform dropped.
-    versions = dict(by_c["index"])
+    versions = {e: v for e, v in by_c["index"] if e.startswith(PREFIX)}
     assert len(versions) >= len(by_c["values"]) + 300  # the committed transaction's at least
     deleted = [v for e, v in versions.items() if e.startswith(b"hdeleted\x00\x00")]
     assert len(deleted) == 2 and deleted[0][:1] == b"\x00"  # newest first: the tombstone
     tombstones = sum(v[:1] == b"\x00" for v in versions.values())
-    assert tombstones > 1 if settings else tombstones == 1
+    assert tombstones > 1 if "transform" in settings else tombstones == 1
+    # A value the quarantine holds apart leaves its key, and its versions, as they were.
+    empty = any(e.startswith(b"hempty-value\x00\x00") for e in versions)
+    assert empty == (settings.get("invalid_values") != "quarantine")
 
 
 def test_follows_where_the_c_loop_stopped(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:
