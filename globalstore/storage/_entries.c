@@ -2,7 +2,7 @@
  * (keys.py says what the entries are); KeyFilter, the keys a bulk restore into an empty
  * store has written, which tells it whose old entries it need not look up; Staging, the
  * put and delete that note what a batch's keys were given; and Versioned, the put and delete
- * of a store with history, which write each record's version beside its value (Versions).
+ * of a store with history, which write each record's version beside its value.
  *
  * The entries a batch changes go into its WriteBatch in key order: RocksDB's memtable
  * inserts a key next to the one before in a few comparisons, but searches its whole skip
@@ -518,13 +518,10 @@ static PyTypeObject StagingType = {
     .tp_vectorcall_offset = offsetof(Staging, vectorcall),
 };
 
-/* -- Versions and Versioned ------------------------------------------------------------------
- * A store with history's put and delete (history.py): Versioned, the data's write, then the
- * version it makes, kept in the batch's Versions, which write() puts into the index column
- * family of the same WriteBatch once the batch's records are in, sorted by entry, as the
- * index entries above are: a restore batch's versions in record order cost RocksDB's
- * memtable far more (docs/performance.md, "History"). A batch's entries are distinct: their
- * order changes nothing else. The version's entry, layout 2 (history.version_key):
+/* -- Versioned ------------------------------------------------------------------------------
+ * A store with history's put or delete (history.py): the data's write, then the version it
+ * makes, into the index column family of the same WriteBatch, with no Python frame a record.
+ * The version's entry, layout 2 (history.version_key):
  *     b"h" + the key, each \x00 as \x00\xff + \x00\x00 + partition (4 bytes)
  *         + 2**64 - 1 - offset (8 bytes), both big-endian
  * put(key, stored) finds the partition and offset in the stored bytes' header (codec.HEADER:
@@ -539,65 +536,9 @@ static PyTypeObject StagingType = {
 
 typedef struct {
     PyObject_HEAD
-    ops pending;           /* (entry, value) of the versions not written yet */
+    PyObject *write;       /* the data's put or delete (Staging's, a quarantine's, ...) */
     PyObject *put_version; /* the WriteBatch's put */
     PyObject *handle;      /* the index column family's handle */
-} Versions;
-
-static PyObject *versions_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *put, *handle;
-    static char *kwlist[] = {"put_version", "handle", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO", kwlist, &put, &handle))
-        return NULL;
-    Versions *vs = (Versions *)type->tp_alloc(type, 0);
-    if (vs == NULL)
-        return NULL;
-    vs->put_version = Py_NewRef(put);
-    vs->handle = Py_NewRef(handle);
-    return (PyObject *)vs;
-}
-
-static void versions_dealloc(Versions *vs) {
-    ops_free(&vs->pending);
-    Py_XDECREF(vs->put_version);
-    Py_XDECREF(vs->handle);
-    Py_TYPE(vs)->tp_free((PyObject *)vs);
-}
-
-/* write() -> the number of versions put, sorted by entry, into the WriteBatch. */
-static PyObject *versions_write(Versions *vs, PyObject *unused) {
-    (void)unused;
-    ops o = vs->pending;
-    vs->pending = (ops){NULL, 0, 0};
-    qsort(o.items, (size_t)o.n, sizeof(op), by_key);
-    Py_ssize_t i = 0;
-    while (i < o.n && call(vs->put_version, o.items[i].key, o.items[i].value, vs->handle) == 0)
-        i++;
-    ops_free(&o);
-    return i < o.n ? NULL : PyLong_FromSsize_t(o.n);
-}
-
-static PyMethodDef versions_methods[] = {
-    {"write", (PyCFunction)versions_write, METH_NOARGS,
-     "write() -> the number of versions put, sorted by entry, into the WriteBatch."},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyTypeObject VersionsType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "globalstore.storage._entries.Versions",
-    .tp_basicsize = sizeof(Versions),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Versions(put_version, handle): a batch's versions, put_version(entry, value, "
-              "handle) for each by write(), sorted.",
-    .tp_new = versions_new,
-    .tp_dealloc = (destructor)versions_dealloc,
-    .tp_methods = versions_methods,
-};
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *write;    /* the data's put or delete (Staging's, a quarantine's, ...) */
-    Versions *versions; /* where the versions it makes go */
     vectorcallfunc vectorcall;
 } Versioned;
 
@@ -642,28 +583,32 @@ static PyObject *version_key(PyObject *key, uint32_t partition, uint64_t offset)
     return out;
 }
 
-/* Keep (entry, value) among the batch's versions; steals both (NULL: an error before). */
-static int add_version(Versions *vs, PyObject *entry, PyObject *value) {
+static int put_version(Versioned *v, PyObject *entry, PyObject *value) {
     if (entry == NULL || value == NULL) {
         Py_XDECREF(entry);
         Py_XDECREF(value);
         return -1;
     }
-    return ops_add(&vs->pending, entry, value);
+    PyObject *args[3] = {entry, value, v->handle};
+    PyObject *r = PyObject_Vectorcall(v->put_version, args, 3, NULL);
+    Py_DECREF(entry);
+    Py_DECREF(value);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
 }
 
-static int version_of_put(Versions *vs, PyObject *key, PyObject *stored) {
+static int version_of_put(Versioned *v, PyObject *key, PyObject *stored) {
     if (!PyBytes_Check(stored) || PyBytes_GET_SIZE(stored) < HEADER_SIZE) {
         PyErr_SetString(PyExc_ValueError, "put: stored bytes with their header");
         return -1;
     }
     const unsigned char *h = (const unsigned char *)PyBytes_AS_STRING(stored);
     uint32_t partition = (uint32_t)get_be(h + PARTITION_AT, 4);
-    return add_version(vs, version_key(key, partition, get_be(h + OFFSET_AT, 8)),
+    return put_version(v, version_key(key, partition, get_be(h + OFFSET_AT, 8)),
                        Py_NewRef(stored));
 }
 
-static int version_of_delete(Versions *vs, PyObject *key, PyObject *const *record) {
+static int version_of_delete(Versioned *v, PyObject *key, PyObject *const *record) {
     long long partition = PyLong_AsLongLong(record[0]), offset = PyLong_AsLongLong(record[1]);
     long long timestamp = PyLong_AsLongLong(record[2]);
     if (PyErr_Occurred())
@@ -675,7 +620,7 @@ static int version_of_delete(Versions *vs, PyObject *key, PyObject *const *recor
         set_be(w + 1, (uint64_t)timestamp, 8);
         set_be(w + 9, (uint32_t)partition, 4);
     }
-    return add_version(vs, version_key(key, (uint32_t)partition, (uint64_t)offset), tombstone);
+    return put_version(v, version_key(key, (uint32_t)partition, (uint64_t)offset), tombstone);
 }
 
 static PyObject *versioned_call(PyObject *self, PyObject *const *args, size_t nargsf,
@@ -690,8 +635,7 @@ static PyObject *versioned_call(PyObject *self, PyObject *const *args, size_t na
     PyObject *r = PyObject_Vectorcall(v->write, args, n == 2 ? 2 : 1, NULL);
     if (r == NULL || (n == 2 && r == Py_False))
         return r;
-    int rc = n == 2 ? version_of_put(v->versions, args[0], args[1])
-                    : version_of_delete(v->versions, args[0], args + 1);
+    int rc = n == 2 ? version_of_put(v, args[0], args[1]) : version_of_delete(v, args[0], args + 1);
     if (rc < 0) {
         Py_DECREF(r);
         return NULL;
@@ -700,23 +644,24 @@ static PyObject *versioned_call(PyObject *self, PyObject *const *args, size_t na
 }
 
 static PyObject *versioned_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *write, *versions;
-    static char *kwlist[] = {"write", "versions", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!", kwlist, &write, &VersionsType,
-                                     &versions))
+    PyObject *write, *put, *handle;
+    static char *kwlist[] = {"write", "put_version", "handle", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO", kwlist, &write, &put, &handle))
         return NULL;
     Versioned *v = (Versioned *)type->tp_alloc(type, 0);
     if (v == NULL)
         return NULL;
     v->write = Py_NewRef(write);
-    v->versions = (Versions *)Py_NewRef(versions);
+    v->put_version = Py_NewRef(put);
+    v->handle = Py_NewRef(handle);
     v->vectorcall = versioned_call;
     return (PyObject *)v;
 }
 
 static void versioned_dealloc(Versioned *v) {
     Py_XDECREF(v->write);
-    Py_XDECREF(v->versions);
+    Py_XDECREF(v->put_version);
+    Py_XDECREF(v->handle);
     Py_TYPE(v)->tp_free((PyObject *)v);
 }
 
@@ -724,8 +669,8 @@ static PyTypeObject VersionedType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "globalstore.storage._entries.Versioned",
     .tp_basicsize = sizeof(Versioned),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Versioned(write, versions): write(key, stored) or write(key), then the version "
-              "it makes kept in versions (a Versions).",
+    .tp_doc = "Versioned(write, put_version, handle): write(key, stored) or write(key), then "
+              "put_version(the version's entry, its value, handle).",
     .tp_new = versioned_new,
     .tp_dealloc = (destructor)versioned_dealloc,
     .tp_call = PyVectorcall_Call,
@@ -746,14 +691,13 @@ static struct PyModuleDef entries_module = {
 
 PyMODINIT_FUNC PyInit__entries(void) {
     if (PyType_Ready(&KeyFilterType) < 0 || PyType_Ready(&StagingType) < 0 ||
-        PyType_Ready(&VersionsType) < 0 || PyType_Ready(&VersionedType) < 0)
+        PyType_Ready(&VersionedType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&entries_module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "KeyFilter", (PyObject *)&KeyFilterType) < 0 ||
         PyModule_AddObjectRef(m, "Staging", (PyObject *)&StagingType) < 0 ||
-        PyModule_AddObjectRef(m, "Versions", (PyObject *)&VersionsType) < 0 ||
         PyModule_AddObjectRef(m, "Versioned", (PyObject *)&VersionedType) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -70,9 +70,6 @@ class VersionRecorder(Protocol):
     def delete_at(self, delete: Delete) -> DeleteAt:
         """`delete`, given each delete's record, also writing the tombstone's version."""
 
-    def write(self) -> int:
-        """Put the versions of the records filled so far in the batch; how many."""
-
 
 class Batch:
     """One write under way: its WriteBatch, and the state the store holds once written."""
@@ -133,7 +130,6 @@ class Batch:
         else:
             put, delete = recorder.wrap(put, delete)
             out.present = fill(put, delete, recorder.follow(records), out, self.nexts, list_keys)
-            recorder.write()
         out.records = len(records)
         for p, end in ends.items():
             # Everything before the end was delivered (or was never data).
@@ -157,8 +153,6 @@ class Batch:
         if checked is not None:
             options["checked"] = checked
         out.records = restorer.fill(put, remove, self.nexts, out.skipped, timeout, **options)
-        if recorder is not None:
-            recorder.write()
         return out
 
     def moved(self) -> dict[int, int]:

@@ -209,13 +209,10 @@ class Recorder:
     built. A put finds the record's timestamp, partition and offset in the stored bytes'
     header; a delete has only the key, so it is given them: the C loop calls each delete with
     its record's (delete_at), and the Python loop's records are read through follow(), which
-    notes the one being applied (wrap). The versions are kept until write() puts them in the
-    batch, sorted by entry: RocksDB's memtable takes sorted keys far faster (_entries.c)."""
+    notes the one being applied (wrap)."""
 
     def __init__(self, wb: rocksdict.WriteBatch, handle: object) -> None:
-        self._versions = (
-            _Versions(wb.put, handle) if _entries is None else _entries.Versions(wb.put, handle)
-        )
+        self._put_version, self._handle = wb.put, handle
         self._current: Record | None = None
 
     def follow(self, records: Records) -> Records:
@@ -241,55 +238,36 @@ class Recorder:
         return self.put(put), delete_noted
 
     def put(self, put: Put) -> Put:
-        """`put`, also keeping the version it makes (none for a record it did not write:
+        """`put`, also writing the version it makes (none for a record it did not write:
         False, a quarantined one)."""
-        versions = self._versions
-        if not isinstance(versions, _Versions):
-            return _entries.Versioned(put, versions)
-        unpack, keep = HEADER.unpack_from, versions.pending.append
+        put_version, handle = self._put_version, self._handle
+        if _entries is not None:
+            return _entries.Versioned(put, put_version, handle)
+        unpack = HEADER.unpack_from
 
         def put_recorded(key: bytes, stored: bytes) -> object:
             written = put(key, stored)
             if written is not False:  # False: a quarantined record, the key unchanged
                 _, _, _, p, o = unpack(stored)
-                keep((version_key(key, p, o), stored))
+                put_version(version_key(key, p, o), stored, handle)
             return written
 
         return put_recorded
 
     def delete_at(self, delete: Delete) -> DeleteAt:
-        """`delete`, called with the record's partition, offset and timestamp, also keeping
+        """`delete`, called with the record's partition, offset and timestamp, also writing
         the tombstone's version."""
-        versions = self._versions
-        if not isinstance(versions, _Versions):
-            return _entries.Versioned(delete, versions)
-        keep = versions.pending.append
+        put_version, handle = self._put_version, self._handle
+        if _entries is not None:
+            return _entries.Versioned(delete, put_version, handle)
 
         def delete_recorded(key: bytes, p: int, o: int, ts: int) -> object:
             done = delete(key)
-            keep((version_key(key, p, o), _TOMBSTONE + TIMESTAMP.pack(ts) + _PARTITION.pack(p)))
+            tombstone = _TOMBSTONE + TIMESTAMP.pack(ts) + _PARTITION.pack(p)
+            put_version(version_key(key, p, o), tombstone, handle)
             return done
 
         return delete_recorded
-
-    def write(self) -> int:
-        """Put the versions kept so far in the batch, sorted by entry; how many."""
-        return self._versions.write()
-
-
-class _Versions:
-    """_entries.Versions where it is not built: a batch's versions, put sorted by write()."""
-
-    def __init__(self, put_version: Callable[..., object], handle: object) -> None:
-        self._put_version, self._handle = put_version, handle
-        self.pending: list[tuple[bytes, bytes]] = []
-
-    def write(self) -> int:
-        pending, self.pending = self.pending, []
-        pending.sort(key=lambda version: version[0])  # entries are distinct
-        for entry, value in pending:
-            self._put_version(entry, value, self._handle)
-        return len(pending)
 
 
 class _Followed:

@@ -5,14 +5,13 @@ history layout 2."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
 
-from globalstore.codec import HEADER, format_headers
+from globalstore.codec import format_headers
 from globalstore.storage import Record, Storage, history
-from globalstore.storage.history import PREFIX, _entries, version_key
+from globalstore.storage.history import PREFIX, version_key
 from tests.unit.store_fakes import LikeTheCLoop
 
 TOPIC = "t"
@@ -83,20 +82,3 @@ def test_the_c_writer_writes_the_entries_of_the_python_recorder(
         [0, 0, 0, 1]
     )
     assert versions[version_key(b"k\x0014", 2, 2**33 + 14)][22:] == b'{"n": 14}'
-
-
-def test_a_batchs_versions_are_put_in_entry_order() -> None:
-    """Sorted as bytes, though most comparisons look only at the 8 bytes after the entries'
-    common prefix: keys alike that far, keys ending there, keys one a prefix of another."""
-    rng = random.Random(3)
-    keys = [b"key-%08d" % rng.randrange(10**8) for _ in range(2_000)]
-    keys += [b"key-0000", b"key-00000000\x00", b"key-00000000", b"key-000000001", b"key-"]
-    put: list[bytes] = []
-    assert _entries is not None
-    versions = _entries.Versions(lambda entry, value, handle: put.append(entry), "cf")
-    record = _entries.Versioned(lambda key, stored=None: None, versions)
-    for n, key in enumerate(keys):
-        record(key, HEADER.pack(2, 1, 0, n % 3, 2 * n))
-        record(key, n % 3, 2 * n + 1, -1)  # a tombstone's version too
-    assert versions.write() == len(put) == 2 * len(keys)
-    assert put == sorted(put) and len(set(put)) == len(put)
