@@ -4,10 +4,13 @@ restore with the C loop when it is built; with history, each record's version is
 C beside its value.
 
 --split also times, a record, the store thread's calls a restore is made of (the C loop's
-fill, the versions' put into the WriteBatch, the commit, and apply_native around them),
-each wrapped in a timer (which costs a little of its own).
+fill, which puts the values and their versions into the WriteBatch, the commit, and
+apply_native around them), each wrapped in a timer (which costs a little of its own).
 
-    python benchmarks/bench_history_restore.py --keys 500000 --rounds 2 [--split]
+--shuffled produces the keys in a random order (a topic whose producers write keys in any
+order) instead of in increasing order, whose restore batches come nearly sorted.
+
+    python benchmarks/bench_history_restore.py --keys 500000 --rounds 2 [--split] [--shuffled]
 """
 
 from __future__ import annotations
@@ -30,12 +33,10 @@ from globalstore import GlobalStore
 from globalstore.follow.native import NativeRestorer
 from globalstore.localkafka import LocalKafka, free_port
 from globalstore.storage import Storage
-from globalstore.storage.history import Recorder
 
 SPENT: collections.Counter[str] = collections.Counter()  # seconds in each timed call
 TIMED = (
     (NativeRestorer, "fill", "fill"),
-    (Recorder, "write", "versions put"),
     (Storage, "commit", "commit"),
     (Storage, "apply_native", "apply_native"),
 )
@@ -69,6 +70,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--split", action="store_true", help="time the store thread's calls")
+    parser.add_argument("--shuffled", action="store_true", help="produce the keys shuffled")
     args = parser.parse_args()
     if args.split:
         for owner, name, label in TIMED:
@@ -79,7 +81,7 @@ def main() -> None:
         with LocalKafka(port=free_port(), data_dir=work / "kafka") as broker:
             topic = f"history-{uuid.uuid4().hex[:8]}"
             create_topic(broker.bootstrap, topic)
-            fill_topic(broker.bootstrap, topic, args.keys, "small batches")
+            fill_topic(broker.bootstrap, topic, args.keys, "small batches", shuffled=args.shuffled)
             for r in range(args.rounds):
                 order = ["plain", "history"] if r % 2 == 0 else ["history", "plain"]
                 for mode in order:
