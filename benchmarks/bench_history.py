@@ -1,11 +1,11 @@
 """What history costs (docs/performance.md, "History"), on real RocksDB and without a
-broker: Storage.apply per record with no history and with history (the Python loop both:
-a store with history never takes the C loop), each key written `--versions` times; then,
-over a ReadOnlyStore of the files written, get() now and get(as_of=t) per key (median and
-p99, t in the middle of the versions), an items() scan now and as of t per key, and the
-store's size on disk. Each kind of store is made anew every round in a process of its own
-(whose peak RSS is printed), the rounds alternate, and the medians over the rounds are
-printed.
+broker: Storage.apply per record with no history and with history (the Python loop both;
+the versions written by _entries.Versioned where it is built), each key written `--versions`
+times; then, over a ReadOnlyStore of the files written, get() now and get(as_of=t) per key
+(median and p99, t in the middle of the versions), an items() scan now and as of t per key,
+and the store's size on disk. Each kind of store is made anew every round in a process of
+its own (whose peak RSS is printed), the rounds alternate, and the medians over the rounds
+are printed.
 
 The reads run right after the writes, on files RocksDB has not compacted yet (many level-0
 files: a seek visits each). With --settled they run after a full compaction instead, as in

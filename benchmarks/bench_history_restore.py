@@ -1,25 +1,59 @@
 """A cold restore from a real broker with history=seconds and without (docs/performance.md,
-"History"): records/s from start() to ready, the stores alternating on one topic. Without
-history a store restores with the C loop when it is built; with history, with the Python
-loop (the C loop does not give a tombstone its record).
+"History"): records/s from start() to ready, the stores alternating on one topic. Both
+restore with the C loop when it is built; with history, each record's version is written in
+C beside its value.
 
-    python benchmarks/bench_history_restore.py --keys 500000 --rounds 2
+--split also times, a record, the store thread's calls a restore is made of (the C loop's
+fill, which puts the values and their versions into the WriteBatch, the commit, and
+apply_native around them), each wrapped in a timer (which costs a little of its own).
+
+--shuffled produces the keys in a random order (a topic whose producers write keys in any
+order) instead of in increasing order, whose restore batches come nearly sorted.
+
+    python benchmarks/bench_history_restore.py --keys 500000 --rounds 2 [--split] [--shuffled]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import functools
 import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench_ab import _Restored
 from bench_store import create_topic, fill_topic
 
 from globalstore import GlobalStore
+from globalstore.follow.native import NativeRestorer
 from globalstore.localkafka import LocalKafka, free_port
+from globalstore.storage import Storage
+
+SPENT: collections.Counter[str] = collections.Counter()  # seconds in each timed call
+TIMED = (
+    (NativeRestorer, "fill", "fill"),
+    (Storage, "commit", "commit"),
+    (Storage, "apply_native", "apply_native"),
+)
+
+
+def timed(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
+    """`fn`, adding the seconds each call takes to SPENT[label]."""
+
+    @functools.wraps(fn)
+    def timer(*args: Any, **kwargs: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            SPENT[label] += time.perf_counter() - began
+
+    return timer
 
 
 def restore_rate(bootstrap: str, topic: str, path: Path, history: float | None) -> float:
@@ -35,20 +69,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--split", action="store_true", help="time the store thread's calls")
+    parser.add_argument("--shuffled", action="store_true", help="produce the keys shuffled")
     args = parser.parse_args()
+    if args.split:
+        for owner, name, label in TIMED:
+            setattr(owner, name, timed(getattr(owner, name), label))
     rates: dict[str, list[float]] = {"plain": [], "history": []}
     with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
         work = Path(tmp)
         with LocalKafka(port=free_port(), data_dir=work / "kafka") as broker:
             topic = f"history-{uuid.uuid4().hex[:8]}"
             create_topic(broker.bootstrap, topic)
-            fill_topic(broker.bootstrap, topic, args.keys, "small batches")
+            fill_topic(broker.bootstrap, topic, args.keys, "small batches", shuffled=args.shuffled)
             for r in range(args.rounds):
                 order = ["plain", "history"] if r % 2 == 0 else ["history", "plain"]
                 for mode in order:
                     history = 3600.0 if mode == "history" else None
                     where = work / f"{mode}-{r}"
+                    SPENT.clear()
                     rates[mode].append(restore_rate(broker.bootstrap, topic, where, history))
+                    if args.split:
+                        print(f"  {mode}, µs a record: " + ", ".join(
+                            f"{label} {SPENT[label] / args.keys * 1e6:.2f}"
+                            for _, _, label in TIMED if label in SPENT
+                        ))  # fmt: skip
                 print(
                     f"round {r + 1}: "
                     + ", ".join(f"{m} {v[-1]:,.0f} rec/s" for m, v in rates.items())

@@ -143,16 +143,22 @@ WRITERS = {
 
 
 def fill_topic(
-    bootstrap: str, topic: str, keys: int, writer: str, make: Callable[[int], Any] | None = None
+    bootstrap: str,
+    topic: str,
+    keys: int,
+    writer: str,
+    make: Callable[[int], Any] | None = None,
+    shuffled: bool = False,
 ) -> float:
-    """Produce `keys` distinct keys with ~200-byte JSON values (or `make(i)`); returns seconds
-    taken."""
+    """Produce `keys` distinct keys with ~200-byte JSON values (or `make(i)`), in increasing
+    key order or `shuffled`; returns seconds taken."""
     producer = Producer(
         {"bootstrap.servers": bootstrap, "queue.buffering.max.messages": 500_000, **WRITERS[writer]}
     )
     headers, pad = format_headers(), value_padding()
     began = time.perf_counter()
-    for i in range(keys):
+    order = random.Random(0).sample(range(keys), keys) if shuffled else range(keys)
+    for i in order:
         value = encode_value(value_of(i, pad) if make is None else make(i))
         key = encode_key(key_of(i))
         while True:

@@ -1,6 +1,8 @@
 /* The consume loop in C: consume a batch from librdkafka and hand each record to a RocksDB
  * WriteBatch as the store's on-disk key and value, with no Message object per record. It
- * restores, and follows plain stores (no transform, index or ttl) once restored.
+ * restores, and follows the stores that run no Python function per record once restored
+ * (follow/sources.py, follows_in_c). A store with history has each delete called with its
+ * record's partition, offset and timestamp, for the tombstone's version.
  *
  * confluent-kafka's consume() builds a Message (key, value, headers, timestamp objects) for
  * every record and the Python loop then reads it back through seven accessors: about 1.7 us
@@ -412,6 +414,30 @@ static int call2(PyObject *fn, PyObject *a, PyObject *b) {
     return res == NULL ? -1 : 0;
 }
 
+/* Where a tombstone goes, and a record a declared transform drops: delete(key), or, for a
+ * store with history (fill()'s record_deletes), delete(key, partition, offset, timestamp),
+ * which also writes the tombstone's version (storage/history.py). */
+typedef struct {
+    PyObject *fn;
+    int with_record;
+} deleter;
+
+static int delete_key(const deleter *del, const rk_message *m, PyObject *key) {
+    if (!del->with_record)
+        return call2(del->fn, key, NULL);
+    PyObject *p = PyLong_FromLong(m->partition), *o = PyLong_FromLongLong(m->offset);
+    PyObject *ts = PyLong_FromLongLong(rk.message_timestamp(m, NULL)), *res = NULL;
+    if (p != NULL && o != NULL && ts != NULL) {
+        PyObject *args[4] = {key, p, o, ts};
+        res = PyObject_Vectorcall(del->fn, args, 4, NULL);
+    }
+    Py_XDECREF(p);
+    Py_XDECREF(o);
+    Py_XDECREF(ts);
+    Py_XDECREF(res);
+    return res == NULL ? -1 : 0;
+}
+
 /* nexts[partition] = max(nexts.get(partition, 0), offset) */
 static int raise_next(PyObject *nexts, int32_t partition, int64_t offset) {
     PyObject *key = PyLong_FromLong(partition);
@@ -495,7 +521,7 @@ typedef struct {
 
 /* Shape the record's value in C: 1 when done (put or deleted), 0 when unsure, -1 on error. */
 static int shape_record(Restorer *r, const rk_message *m, PyObject *key, const shaper *shape,
-                        PyObject *delete) {
+                        const deleter *del) {
     if (shape->put == NULL || format_of(r, m) != shape->format)
         return PyErr_Occurred() ? -1 : 0;
     PyObject *value = NULL;
@@ -503,7 +529,7 @@ static int shape_record(Restorer *r, const rk_message *m, PyObject *key, const s
     case SHAPE_UNSURE:
         return 0;
     case SHAPE_DROP:
-        return call2(delete, key, NULL) < 0 ? -1 : 1;
+        return delete_key(del, m, key) < 0 ? -1 : 1;
     case SHAPE_KEEP:
         break;
     default:
@@ -521,7 +547,7 @@ static int shape_record(Restorer *r, const rk_message *m, PyObject *key, const s
 }
 
 /* One data record into the WriteBatch, as storage.records.fill writes it. */
-static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObject *delete,
+static int apply_record(Restorer *r, const rk_message *m, PyObject *put, const deleter *del,
                         PyObject *skipped, const fast_path *fast, const shaper *shape) {
     if (m->key == NULL)
         return 0; /* a compacted topic cannot hold key-less records */
@@ -532,8 +558,8 @@ static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObjec
         return -1;
     int rc;
     if (m->payload == NULL) {
-        rc = call2(delete, key, NULL);
-    } else if ((rc = shape_record(r, m, key, shape, delete)) != 0) {
+        rc = delete_key(del, m, key);
+    } else if ((rc = shape_record(r, m, key, shape, del)) != 0) {
         rc = rc < 0 ? -1 : 0;
     } else {
         PyObject *value = stored_value(r, m);
@@ -545,7 +571,7 @@ static int apply_record(Restorer *r, const rk_message *m, PyObject *put, PyObjec
     return rc;
 }
 
-static int apply_messages(Restorer *r, size_t n, PyObject *put, PyObject *delete,
+static int apply_messages(Restorer *r, size_t n, PyObject *put, const deleter *del,
                           PyObject *nexts, PyObject *events, PyObject *skipped,
                           const fast_path *fast, const shaper *shape) {
     /* Records come in runs per partition: nexts is written when the run ends, which is also
@@ -569,7 +595,7 @@ static int apply_messages(Restorer *r, size_t n, PyObject *put, PyObject *delete
         }
         run_partition = m->partition;
         run_next = m->offset + 1;
-        if (apply_record(r, m, put, delete, skipped, fast, shape) < 0)
+        if (apply_record(r, m, put, del, skipped, fast, shape) < 0)
             return -1;
     }
     return run_next >= 0 ? set_next(nexts, run_partition, run_next) : 0;
@@ -597,13 +623,15 @@ static ssize_t consume(Restorer *r, int timeout_ms, size_t limit, int first) {
 
 static PyObject *restorer_fill(Restorer *r, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"put",   "delete", "nexts",   "events", "skipped", "timeout_ms",
-                             "limit", "first",  "checked", "shape",  NULL};
-    PyObject *put, *delete, *nexts, *events, *skipped, *checked = Py_None, *shaped = Py_None;
+                             "limit", "first",  "checked", "shape",  "record_deletes", NULL};
+    PyObject *put, *nexts, *events, *skipped, *checked = Py_None, *shaped = Py_None;
+    deleter del = {NULL, 0};
     int timeout_ms, first = 0;
     Py_ssize_t limit = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!O!i|npOO", kwlist, &put, &delete,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO!O!O!i|npOOp", kwlist, &put, &del.fn,
                                      &PyDict_Type, &nexts, &PyList_Type, &events, &PyList_Type,
-                                     &skipped, &timeout_ms, &limit, &first, &checked, &shaped))
+                                     &skipped, &timeout_ms, &limit, &first, &checked, &shaped,
+                                     &del.with_record))
         return NULL;
     fast_path fast = {NULL, NULL, NULL};
     if (checked != Py_None &&
@@ -637,7 +665,7 @@ static PyObject *restorer_fill(Restorer *r, PyObject *args, PyObject *kwds) {
                 r->oldest = ts;
         }
     }
-    int rc = apply_messages(r, (size_t)n, put, delete, nexts, events, skipped, &fast, &shape);
+    int rc = apply_messages(r, (size_t)n, put, &del, nexts, events, skipped, &fast, &shape);
     for (ssize_t i = 0; i < n; i++)
         rk.message_destroy(r->msgs[i]);
     if (rc < 0)
@@ -675,11 +703,13 @@ static PyObject *restorer_close(Restorer *r, PyObject *unused) {
 static PyMethodDef restorer_methods[] = {
     {"fill", (PyCFunction)(void (*)(void))restorer_fill, METH_VARARGS | METH_KEYWORDS,
      "fill(put, delete, nexts, events, skipped, timeout_ms, limit=capacity, first=False, "
-     "checked=None, shape=None) -> records: consume one batch and write it through "
-     "put/delete, as storage.records.fill does. checked, a quarantining store's (put, held "
-     "keys, changes): the put a value certainly JSON of a key in neither goes to. shape, a "
-     "declared transform's (spec, format, put): the values of that format it is sure of, "
-     "shaped in C (shaping/_shape.h), go to that put (or delete their key)."},
+     "checked=None, shape=None, record_deletes=False) -> records: consume one batch and "
+     "write it through put/delete, as storage.records.fill does. checked, a quarantining "
+     "store's (put, held keys, changes): the put a value certainly JSON of a key in neither "
+     "goes to. shape, a declared transform's (spec, format, put): the values of that format "
+     "it is sure of, shaped in C (shaping/_shape.h), go to that put (or delete their key). "
+     "record_deletes: delete is called (key, partition, offset, timestamp), for a store "
+     "with history."},
     {"held", (PyCFunction)restorer_held, METH_NOARGS,
      "held() -> bytes of the values of the last batch consumed."},
     {"oldest", (PyCFunction)restorer_oldest, METH_NOARGS,

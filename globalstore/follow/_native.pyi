@@ -22,7 +22,7 @@ class Restorer:
     def fill(
         self,
         put: Callable[[bytes, bytes], object],
-        delete: Callable[[bytes], object],
+        delete: Callable[..., object],
         nexts: dict[int, int],
         events: list[tuple[int, int, int, str, bool]],
         skipped: list[tuple[int, int, bytes]],
@@ -32,6 +32,7 @@ class Restorer:
         checked: tuple[Callable[[bytes, bytes], object], set[bytes], dict[bytes, bool]]
         | None = None,
         shape: tuple[tuple[object, ...], int, Callable[[bytes, bytes], object]] | None = None,
+        record_deletes: bool = False,
     ) -> int: ...
     def held(self) -> int: ...
     def oldest(self) -> int | None: ...

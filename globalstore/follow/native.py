@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import ctypes.util
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError  # also maps confluent-kafka's librdkafka
 
 from globalstore.codec import LAYOUT_VERSION, VALUE_FORMAT_VERSION, format_headers, value_format
-from globalstore.storage.records import Checked, Shaped
+from globalstore.storage.records import Checked, Delete, DeleteAt, Put, Shaped
 
 try:
     from globalstore.follow import _native
@@ -89,24 +89,28 @@ class NativeRestorer:
 
     def fill(
         self,
-        put: Callable[[bytes, bytes], object],
-        delete: Callable[[bytes], object],
+        put: Put,
+        delete: Delete | DeleteAt,
         nexts: dict[int, int],
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
         checked: Checked | None = None,
         shape: Shaped | None = None,
+        record_deletes: bool = False,
     ) -> int:
         """Consume one batch (waiting up to `timeout` s for the first record) and write it;
         returns the number of records (events not counted). `checked`: a quarantining
         store's values the loop finds certainly JSON skip its Python check (_json_check.h).
         `shape`: a declared transform (shaping/_shape.h) the loop applies to the values of
-        its format it is sure of; the others go to `put`, the transform's own."""
+        its format it is sure of; the others go to `put`, the transform's own.
+        `record_deletes`: `delete` is given each delete's partition, offset and timestamp
+        (a store with history writes the tombstone's version)."""
         raw: list[tuple[int, int, int, str, bool]] = []
         wait_ms = int(timeout * 1000)
         records = self._restorer.fill(
-            put, delete, nexts, raw, skipped, wait_ms, self.limit, self.first, checked, shape
-        )
+            put, delete, nexts, raw, skipped, wait_ms, self.limit, self.first, checked, shape,
+            record_deletes,
+        )  # fmt: skip
         self.events = [NativeEvent(*event) for event in raw]
         return records
 

@@ -4,8 +4,8 @@ to the storage. Two implement it, and the thread's loop runs the same way over e
     ConsumerSource   the thread's own consumer (Python): restores, then follows
     NativeSource     the C loop (native.py) with a consumer of its own: restores, then
                      follows a store that runs no Python function per record (no transform
-                     or index function: a declared one runs in C; no ttl, history or
-                     change listener); for any other store the thread's consumer takes over
+                     or index function: a declared one runs in C; no ttl or change
+                     listener); for any other store the thread's consumer takes over
 
 The C loop is about twice as fast, holds the GIL for less of each record (it makes no
 Message objects), and writes exactly what the Python loop writes (docs/store.md,
@@ -388,14 +388,11 @@ def native_source(
     """The C loop, or None: the Python loop restores when a listener wants the changes, the C
     loop is turned off or not built, a setting is a Python callable, or the count is exact
     (a warm start) for a store the C loop cannot follow. A transform function runs in Python
-    on each value the C loop writes; a store with history restores with the Python loop,
-    which gives each delete its record (storage/history.py). The C loop goes on to follow
-    a store that runs no Python function per record (follows_in_c, NativeSource.follow)."""
+    on each value the C loop writes; a store with history has each record's version written
+    beside its value (storage/history.py). The C loop goes on to follow a store that runs no
+    Python function per record (follows_in_c, NativeSource.follow)."""
     in_c = follows_in_c(config)
     if list_keys or not config.native_restore or (plan.exact_count and not in_c):
-        return None
-    if config.history is not None:
-        log.info("restoring %s with the Python loop: it keeps history", config.topic)
         return None
     conf = native.native_settings(consumer_conf)
     why = native.load() if conf is not None else "a Kafka setting is a callable"
@@ -415,12 +412,12 @@ def native_source(
 
 def follows_in_c(config: StoreConfig) -> bool:
     """Whether a store runs no user function on its records (no transform or index function;
-    a declared transform or index runs in C: shaping/fields.py) and keeps no time index nor
-    history: the C loop can follow it. Following in C, a record costs no Message object, and
-    the follower hands the GIL over once a batch, in its consume call."""
+    a declared transform or index runs in C: shaping/fields.py) and keeps no time index:
+    the C loop can follow it (with history too: each version is written in C beside its
+    value). Following in C, a record costs no Message object, and the follower hands the GIL
+    over once a batch, in its consume call."""
     return (
         (config.transform is None or isinstance(config.transform, Shape))
         and all(isinstance(fn, str) for fn in config.indexes.values())
         and config.ttl is None
-        and config.history is None
     )

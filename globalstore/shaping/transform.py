@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -43,7 +43,15 @@ from globalstore.converters import ValueFormats
 from globalstore.shaping.fields import Shape, native_shape
 from globalstore.storage import Record, Records
 from globalstore.storage.meta import K_TRANSFORM, K_TRANSFORM_FORMAT, K_TRANSFORM_SHAPE, Meta
-from globalstore.storage.records import Checked, Delete, Headers, NativeBatch, Put, Shaped
+from globalstore.storage.records import (
+    Checked,
+    Delete,
+    DeleteAt,
+    Headers,
+    NativeBatch,
+    Put,
+    Shaped,
+)
 
 __all__ = [
     "UNREADABLE",
@@ -191,19 +199,22 @@ class TransformedBatch:
     def fill(
         self,
         put: Put,
-        delete: Delete,
+        delete: Delete | DeleteAt,
         nexts: dict[int, int],
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
         checked: Checked | None = None,
         shape: Shaped | None = None,
+        record_deletes: bool = False,
     ) -> int:
         """`checked` is not taken: every value is transformed, in Python, first (but those
         of a declared transform the C loop is sure of, which it shapes itself); nor is
-        `shape`: the transform is this batch's own."""
+        `shape`: the transform is this batch's own. A value the transform drops is deleted
+        as a tombstone is (given its record when `record_deletes`)."""
         shaped_value, current = self._transformer.shape, self._transformer.formats.current
         failures = _Failures(self._transformer.topic)
         unpack, pack, size = HEADER.unpack_from, HEADER.pack, HEADER_SIZE
+        drop = _dropping(delete, record_deletes)
 
         def put_shaped(key: bytes, raw: bytes) -> None:
             _, version, ts, p, o = unpack(raw)
@@ -215,17 +226,26 @@ class TransformedBatch:
             if out is UNREADABLE:
                 put(key, raw)
             elif out is None:
-                delete(key)
+                drop(key, p, o, ts)
             else:
                 put(key, pack(LAYOUT_VERSION, current, ts, p, o) + out)
 
-        if self._transformer.spec is None:
-            records = self._batch.fill(put_shaped, delete, nexts, skipped, timeout)
-        else:  # the loop shapes the values of the current format it is sure of, in C
-            in_c = (self._transformer.spec, current, put)
-            records = self._batch.fill(put_shaped, delete, nexts, skipped, timeout, shape=in_c)
+        # The loop shapes the values of the current format it is sure of in C, if declared.
+        spec = self._transformer.spec
+        in_c = None if spec is None else (spec, current, put)
+        records = self._batch.fill(
+            put_shaped, delete, nexts, skipped, timeout, shape=in_c, record_deletes=record_deletes
+        )
         self.failures = failures.end()
         return records
+
+
+def _dropping(delete: Delete | DeleteAt, record_deletes: bool) -> DeleteAt:
+    """`delete` called as a DeleteAt: given the record when it takes it, else the key only."""
+    if record_deletes:
+        return cast(DeleteAt, delete)
+    delete_key = cast(Delete, delete)
+    return lambda key, _p, _o, _ts: delete_key(key)
 
 
 def transformer(config: StoreConfig) -> Transformer | None:

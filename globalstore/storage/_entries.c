@@ -1,7 +1,8 @@
 /* keys.write_changes in C: the hot loop of an indexed write, without a Python frame per key
  * (keys.py says what the entries are); KeyFilter, the keys a bulk restore into an empty
- * store has written, which tells it whose old entries it need not look up; and Staging, the
- * put and delete that note what a batch's keys were given.
+ * store has written, which tells it whose old entries it need not look up; Staging, the
+ * put and delete that note what a batch's keys were given; and Versioned, the put and delete
+ * of a store with history, which write each record's version beside its value.
  *
  * The entries a batch changes go into its WriteBatch in key order: RocksDB's memtable
  * inserts a key next to the one before in a few comparisons, but searches its whole skip
@@ -517,6 +518,165 @@ static PyTypeObject StagingType = {
     .tp_vectorcall_offset = offsetof(Staging, vectorcall),
 };
 
+/* -- Versioned ------------------------------------------------------------------------------
+ * A store with history's put or delete (history.py): the data's write, then the version it
+ * makes, into the index column family of the same WriteBatch, with no Python frame a record.
+ * The version's entry, layout 2 (history.version_key):
+ *     b"h" + the key, each \x00 as \x00\xff + \x00\x00 + partition (4 bytes)
+ *         + 2**64 - 1 - offset (8 bytes), both big-endian
+ * put(key, stored) finds the partition and offset in the stored bytes' header (codec.HEADER:
+ * layout, format, timestamp at 2, partition at 10, offset at 14) and keeps those bytes as the
+ * version, unless the write returned False (a quarantined record: the key is unchanged);
+ * delete(key, partition, offset, timestamp) keeps b"\x00" + timestamp (8 bytes) + partition
+ * (4 bytes). */
+
+#define HEADER_SIZE 22
+#define PARTITION_AT 10
+#define OFFSET_AT 14
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *write;       /* the data's put or delete (Staging's, a quarantine's, ...) */
+    PyObject *put_version; /* the WriteBatch's put */
+    PyObject *handle;      /* the index column family's handle */
+    vectorcallfunc vectorcall;
+} Versioned;
+
+static uint64_t get_be(const unsigned char *b, int bytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v = (v << 8) | b[i];
+    return v;
+}
+
+static void set_be(unsigned char *out, uint64_t v, int bytes) {
+    for (int i = bytes - 1; i >= 0; i--, v >>= 8)
+        out[i] = (unsigned char)(v & 0xff);
+}
+
+/* The entry of `key`'s version written at (partition, offset), a new bytes object. */
+static PyObject *version_key(PyObject *key, uint32_t partition, uint64_t offset) {
+    const char *k = PyBytes_AS_STRING(key);
+    Py_ssize_t n = PyBytes_GET_SIZE(key), zeros = 0;
+    for (const char *z = memchr(k, 0, (size_t)n); z != NULL;
+         z = memchr(z + 1, 0, (size_t)(k + n - z - 1)))
+        zeros++;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 1 + n + zeros + 2 + 4 + 8);
+    if (out == NULL)
+        return NULL;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    *w++ = 'h';
+    if (zeros == 0) {
+        memcpy(w, k, (size_t)n);
+        w += n;
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            *w++ = (unsigned char)k[i];
+            if (k[i] == 0)
+                *w++ = 0xff;
+        }
+    }
+    *w++ = 0;
+    *w++ = 0;
+    set_be(w, partition, 4);
+    set_be(w + 4, ~offset, 8); /* 2**64 - 1 - offset: a partition's newest first */
+    return out;
+}
+
+static int put_version(Versioned *v, PyObject *entry, PyObject *value) {
+    if (entry == NULL || value == NULL) {
+        Py_XDECREF(entry);
+        Py_XDECREF(value);
+        return -1;
+    }
+    PyObject *args[3] = {entry, value, v->handle};
+    PyObject *r = PyObject_Vectorcall(v->put_version, args, 3, NULL);
+    Py_DECREF(entry);
+    Py_DECREF(value);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+static int version_of_put(Versioned *v, PyObject *key, PyObject *stored) {
+    if (!PyBytes_Check(stored) || PyBytes_GET_SIZE(stored) < HEADER_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "put: stored bytes with their header");
+        return -1;
+    }
+    const unsigned char *h = (const unsigned char *)PyBytes_AS_STRING(stored);
+    uint32_t partition = (uint32_t)get_be(h + PARTITION_AT, 4);
+    return put_version(v, version_key(key, partition, get_be(h + OFFSET_AT, 8)),
+                       Py_NewRef(stored));
+}
+
+static int version_of_delete(Versioned *v, PyObject *key, PyObject *const *record) {
+    long long partition = PyLong_AsLongLong(record[0]), offset = PyLong_AsLongLong(record[1]);
+    long long timestamp = PyLong_AsLongLong(record[2]);
+    if (PyErr_Occurred())
+        return -1;
+    PyObject *tombstone = PyBytes_FromStringAndSize(NULL, 1 + 8 + 4);
+    if (tombstone != NULL) {
+        unsigned char *w = (unsigned char *)PyBytes_AS_STRING(tombstone);
+        w[0] = 0; /* no stored value starts with a zero byte (its layout) */
+        set_be(w + 1, (uint64_t)timestamp, 8);
+        set_be(w + 9, (uint32_t)partition, 4);
+    }
+    return put_version(v, version_key(key, (uint32_t)partition, (uint64_t)offset), tombstone);
+}
+
+static PyObject *versioned_call(PyObject *self, PyObject *const *args, size_t nargsf,
+                                PyObject *kwnames) {
+    Versioned *v = (Versioned *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL || (n != 2 && n != 4) || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "put(key, stored) or delete(key, partition, offset, timestamp)");
+        return NULL;
+    }
+    PyObject *r = PyObject_Vectorcall(v->write, args, n == 2 ? 2 : 1, NULL);
+    if (r == NULL || (n == 2 && r == Py_False))
+        return r;
+    int rc = n == 2 ? version_of_put(v, args[0], args[1]) : version_of_delete(v, args[0], args + 1);
+    if (rc < 0) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return r;
+}
+
+static PyObject *versioned_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *write, *put, *handle;
+    static char *kwlist[] = {"write", "put_version", "handle", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO", kwlist, &write, &put, &handle))
+        return NULL;
+    Versioned *v = (Versioned *)type->tp_alloc(type, 0);
+    if (v == NULL)
+        return NULL;
+    v->write = Py_NewRef(write);
+    v->put_version = Py_NewRef(put);
+    v->handle = Py_NewRef(handle);
+    v->vectorcall = versioned_call;
+    return (PyObject *)v;
+}
+
+static void versioned_dealloc(Versioned *v) {
+    Py_XDECREF(v->write);
+    Py_XDECREF(v->put_version);
+    Py_XDECREF(v->handle);
+    Py_TYPE(v)->tp_free((PyObject *)v);
+}
+
+static PyTypeObject VersionedType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "globalstore.storage._entries.Versioned",
+    .tp_basicsize = sizeof(Versioned),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Versioned(write, put_version, handle): write(key, stored) or write(key), then "
+              "put_version(the version's entry, its value, handle).",
+    .tp_new = versioned_new,
+    .tp_dealloc = (destructor)versioned_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Versioned, vectorcall),
+};
+
 static PyMethodDef methods[] = {
     {"write_changes", write_changes, METH_VARARGS,
      "write_changes(entries_prefix, reverse_prefix, keys, news, get_many, lookup, encode, put, "
@@ -530,13 +690,15 @@ static struct PyModuleDef entries_module = {
 };
 
 PyMODINIT_FUNC PyInit__entries(void) {
-    if (PyType_Ready(&KeyFilterType) < 0 || PyType_Ready(&StagingType) < 0)
+    if (PyType_Ready(&KeyFilterType) < 0 || PyType_Ready(&StagingType) < 0 ||
+        PyType_Ready(&VersionedType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&entries_module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "KeyFilter", (PyObject *)&KeyFilterType) < 0 ||
-        PyModule_AddObjectRef(m, "Staging", (PyObject *)&StagingType) < 0) {
+        PyModule_AddObjectRef(m, "Staging", (PyObject *)&StagingType) < 0 ||
+        PyModule_AddObjectRef(m, "Versioned", (PyObject *)&VersionedType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -38,6 +38,7 @@ from globalstore.storage.records import (
     Applied,
     Checked,
     Delete,
+    DeleteAt,
     NativeBatch,
     Put,
     Records,
@@ -58,10 +59,16 @@ class VersionRecorder(Protocol):
     Recorder): declared here, so a batch needs nothing of history to use one."""
 
     def wrap(self, put: Put, delete: Delete) -> tuple[Put, Delete]:
-        """`put` and `delete`, each also writing the version it makes."""
+        """`put` and `delete`, each also writing the version it makes (the Python loop's)."""
 
     def follow(self, records: Records) -> Records:
         """`records`, each noted as the one being applied as the loop takes it."""
+
+    def put(self, put: Put) -> Put:
+        """`put`, also writing the version it makes."""
+
+    def delete_at(self, delete: Delete) -> DeleteAt:
+        """`delete`, given each delete's record, also writing the tombstone's version."""
 
 
 class Batch:
@@ -133,10 +140,19 @@ class Batch:
         """Put the records of the batch the C loop consumes, as records() puts the same ones."""
         out = Applied()
         put, delete = self._staging(track)
-        # `checked` only for a quarantining store: a NativeBatch without one needs no such
-        # parameter.
-        more = () if self.checked is None else (self.checked,)
-        out.records = restorer.fill(put, delete, self.nexts, out.skipped, timeout, *more)
+        remove: Delete | DeleteAt = delete
+        checked, recorder = self.checked, self.recorder
+        # `checked` only for a quarantining store, `record_deletes` only with history: a
+        # NativeBatch without them needs no such parameters.
+        options: dict[str, Any] = {}
+        if recorder is not None:
+            put, remove = recorder.put(put), recorder.delete_at(delete)
+            options["record_deletes"] = True
+            if checked is not None:
+                checked = (recorder.put(checked[0]), checked[1], checked[2])
+        if checked is not None:
+            options["checked"] = checked
+        out.records = restorer.fill(put, remove, self.nexts, out.skipped, timeout, **options)
         return out
 
     def moved(self) -> dict[int, int]:

@@ -343,12 +343,10 @@ class Storage:
         self, restorer: NativeBatch, timeout: float, now_ms: int, exact_count: bool = False
     ) -> Applied:
         """Apply the batch the C loop consumes, written exactly as apply() writes the same
-        records: a bulk restore (exact_count=False) or a follow batch of a plain store, which
-        keeps the count exact and lists the batch's keys in Applied.present. Never with
-        history: the C loop does not give a delete its record (history.py)."""
-        if self.state.history_ms is not None:
-            raise StorageError("a store with history applies its records with the Python loop")
+        records: a bulk restore (exact_count=False) or a follow batch of a store the C loop
+        follows, which keeps the count exact and lists the batch's keys in Applied.present."""
         batch = self.batch() if exact_count else self._bulk_batch()
+        batch.recorder = self.history.recorder(batch.wb)
         out = batch.native(restorer, timeout, self._tracks_writes or exact_count)
         if exact_count:
             staged = batch.staged or {}

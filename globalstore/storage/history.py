@@ -44,13 +44,18 @@ from globalstore.codec import HEADER, HEADER_SIZE, TIMESTAMP, TIMESTAMP_AT
 from globalstore.storage.host import IndexHost
 from globalstore.storage.keys import successor
 from globalstore.storage.meta import I64, K_HISTORY, K_HISTORY_FROM, K_HISTORY_LAYOUT, Meta
-from globalstore.storage.records import Delete, Put, Record, Records
+from globalstore.storage.records import Delete, DeleteAt, Put, Record, Records
 from globalstore.storage.state import StorageState
 
 try:
     from globalstore.storage import _history_walk
 except ImportError:  # built without its C extension: the walk in Python
     _history_walk = None  # type: ignore[assignment]
+
+try:
+    from globalstore.storage import _entries
+except ImportError:  # built without its C extension: the Python put and delete
+    _entries = None  # type: ignore[assignment]
 
 __all__ = [
     "LAYOUT",
@@ -200,14 +205,15 @@ def _absent(version: bytes, cutoff_ms: int, ttl_ms: int | None) -> bool:
 
 class Recorder:
     """The versions of one batch's records, put in its WriteBatch beside their values: the
-    put and delete a loop fills the batch with, wrapped. A put finds the record's timestamp,
-    partition and offset in the stored bytes' header; a delete has only the key, so the
-    records are read through follow(), which notes the one being applied."""
+    put and delete a loop fills the batch with, wrapped, in C (_entries.Versioned) when it is
+    built. A put finds the record's timestamp, partition and offset in the stored bytes'
+    header; a delete has only the key, so it is given them: the C loop calls each delete with
+    its record's (delete_at), and the Python loop's records are read through follow(), which
+    notes the one being applied (wrap)."""
 
-    def __init__(self, put: Callable[[bytes, bytes], object]) -> None:
-        self._put_version = put
+    def __init__(self, wb: rocksdict.WriteBatch, handle: object) -> None:
+        self._put_version, self._handle = wb.put, handle
         self._current: Record | None = None
-        self.written = 0
 
     def follow(self, records: Records) -> Records:
         """`records`, each noted as the one being applied as the loop takes it."""
@@ -218,28 +224,50 @@ class Recorder:
         self._current = record
 
     def wrap(self, put: Put, delete: Delete) -> tuple[Put, Delete]:
-        """`put` and `delete`, each also writing the version it makes."""
-        unpack, put_version = HEADER.unpack_from, self._put_version
+        """`put` and `delete`, each also writing the version it makes; the delete's record is
+        the one noted."""
+        delete_at = self.delete_at(delete)
+
+        def delete_noted(key: bytes) -> object:
+            current = self._current
+            if current is None or current[0] != key:
+                return delete(key)
+            _, _, _, p, o, ts = current
+            return delete_at(key, p, o, ts)
+
+        return self.put(put), delete_noted
+
+    def put(self, put: Put) -> Put:
+        """`put`, also writing the version it makes (none for a record it did not write:
+        False, a quarantined one)."""
+        put_version, handle = self._put_version, self._handle
+        if _entries is not None:
+            return _entries.Versioned(put, put_version, handle)
+        unpack = HEADER.unpack_from
 
         def put_recorded(key: bytes, stored: bytes) -> object:
             written = put(key, stored)
             if written is not False:  # False: a quarantined record, the key unchanged
                 _, _, _, p, o = unpack(stored)
-                put_version(version_key(key, p, o), stored)
-                self.written += 1
+                put_version(version_key(key, p, o), stored, handle)
             return written
 
-        def delete_recorded(key: bytes) -> object:
+        return put_recorded
+
+    def delete_at(self, delete: Delete) -> DeleteAt:
+        """`delete`, called with the record's partition, offset and timestamp, also writing
+        the tombstone's version."""
+        put_version, handle = self._put_version, self._handle
+        if _entries is not None:
+            return _entries.Versioned(delete, put_version, handle)
+
+        def delete_recorded(key: bytes, p: int, o: int, ts: int) -> object:
             done = delete(key)
-            current = self._current
-            if current is not None and current[0] == key:
-                _, _, _, p, o, ts = current
-                tombstone = _TOMBSTONE + TIMESTAMP.pack(ts) + _PARTITION.pack(p)
-                put_version(version_key(key, p, o), tombstone)
-                self.written += 1
+            tombstone = _TOMBSTONE + TIMESTAMP.pack(ts) + _PARTITION.pack(p)
+            put_version(version_key(key, p, o), tombstone, handle)
             return done
 
-        return put_recorded, delete_recorded
+        return delete_recorded
 
 
 class _Followed:
@@ -312,8 +340,7 @@ class History:
         """What records a batch's versions into `wb`, None without history."""
         if self._s.state.history_ms is None:
             return None
-        family = self._s.index_family()
-        return Recorder(lambda key, value: family.put(wb, key, value))
+        return Recorder(wb, self._s.index_family().handle)
 
     # -- reads -------------------------------------------------------------------------------
 

@@ -30,7 +30,8 @@ class IndexFamily:
 
     def __init__(self, db: rocksdict.Rdict) -> None:
         self._family = db.get_column_family(INDEX_CF)
-        self._handle = db.get_column_family_handle(INDEX_CF)
+        # Public for the writers that put into a WriteBatch themselves (history.py's, in C).
+        self.handle = db.get_column_family_handle(INDEX_CF)
 
     def entries(self, index_id: int) -> int:
         """The stored count of index `index_id`'s (key, index value) entries."""
@@ -51,7 +52,7 @@ class IndexFamily:
         that changed; returns the counts after the batch (`entries` are those before it).
         The reverse entries are read as they were before the batch, those of the keys at
         `lookup` only (None: of every key; the others have none)."""
-        handle = self._handle
+        handle = self.handle
         deltas = {
             name: write_changes(
                 defs[name].id, keys, values, self.get_many, wb.put, wb.delete, handle, lookup
@@ -96,15 +97,15 @@ class IndexFamily:
 
     def put(self, wb: rocksdict.WriteBatch, key: bytes, value: bytes) -> None:
         """Add the write of one index entry to `wb`."""
-        wb.put(key, value, self._handle)
+        wb.put(key, value, self.handle)
 
     def delete(self, wb: rocksdict.WriteBatch, key: bytes) -> None:
         """Add the delete of one index entry to `wb`."""
-        wb.delete(key, self._handle)
+        wb.delete(key, self.handle)
 
     def delete_range(self, wb: rocksdict.WriteBatch, begin: bytes, end: bytes) -> None:
         """Add the delete of the index entries in [begin, end) to `wb`."""
-        wb.delete_range(begin, end, self._handle)
+        wb.delete_range(begin, end, self.handle)
 
     def flush(self) -> None:
         """Persist the index column family's memtable."""

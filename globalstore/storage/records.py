@@ -24,6 +24,7 @@ __all__ = [
     "Applied",
     "Checked",
     "Delete",
+    "DeleteAt",
     "Headers",
     "NativeBatch",
     "Put",
@@ -37,6 +38,9 @@ __all__ = [
 # put(key, stored bytes): False when it did not write them (a quarantined record).
 Put = Callable[[bytes, bytes], object]
 Delete = Callable[[bytes], object]
+# delete(key, partition, offset, timestamp ms): a delete given its record, whose version a
+# store with history writes (history.py).
+DeleteAt = Callable[[bytes, int, int, int], object]
 # A quarantining store's way past its check for the C loop (quarantine.py): (put, held keys,
 # the batch's changes). A value of the current format the loop finds certainly JSON, of a
 # key in neither, may go to that put instead of the checking one.
@@ -83,16 +87,18 @@ class NativeBatch(Protocol):
     def fill(
         self,
         put: Put,
-        delete: Delete,
+        delete: Delete | DeleteAt,
         nexts: dict[int, int],
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
         checked: Checked | None = None,
         shape: Shaped | None = None,
+        record_deletes: bool = False,
     ) -> int:
         """Consume one batch (waiting up to `timeout` seconds for the first record) and write it
         through `put` and `delete`; returns the number of records (events not counted).
-        `shape`: a declared transform it applies to the values it is sure of itself."""
+        `shape`: a declared transform it applies to the values it is sure of itself.
+        `record_deletes`: `delete` is a DeleteAt, given each delete's record."""
 
 
 def fill(

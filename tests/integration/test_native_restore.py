@@ -15,11 +15,12 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from globalstore import GlobalStore, StoreConfig, StoreListener
+from globalstore import GlobalStore, Shape, StoreConfig, StoreListener
 from globalstore.codec import VALUE_FORMAT_HEADER, format_headers
 from globalstore.follow import native as native_restore
 from globalstore.follow.topic import end_offsets
 from globalstore.storage import Storage
+from globalstore.storage.history import PREFIX
 from tests.integration.store_support import produce, producer
 
 PARTITIONS = 3
@@ -102,6 +103,8 @@ def restore(
             "offsets": storage.read_meta().offsets,
             "skipped": status.skipped_records,
             "transform_failures": status.transform_failures,
+            # A store with history: its versions (and any other index entry).
+            "index": [] if storage.index is None else list(storage.index.items_from(b"")),
         }
     finally:
         storage.close()
@@ -162,6 +165,49 @@ def test_c_loop_transforms_what_the_python_loop_transforms(
     assert orjson.loads(stored[b"k00302"][22:]) == {"i": 302, "key": "k00302"}
     assert b"k00301" not in stored and "ключ".encode() not in stored  # raised on: 301, 7
     assert stored[b"empty-value"][22:] == b"" and stored[b"format-2"][1] == 2  # as they came
+
+
+# Keeps the padded values (the odd records, the transactions'), drops the others.
+PADDED = Shape(fields=["i"], where={"pad": ["x" * 50]})
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"transform": odd_shape},
+        {"transform": PADDED},
+        {"invalid_values": "quarantine"},
+        {"indexes": {"by_i": "i"}},
+    ],
+    ids=["plain", "transform function", "declared transform", "quarantine", "declared index"],
+)
+def test_c_loop_writes_the_versions_the_python_loop_writes(
+    settings: dict[str, Any],
+    kafka_bootstrap: str,
+    make_topic,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    topic = make_topic(partitions=PARTITIONS)
+    fill_topic(kafka_bootstrap, topic)
+    with caplog.at_level(logging.INFO, logger="globalstore.follow.sources"):
+        by_c = restore(kafka_bootstrap, topic, tmp_path / "c", True, history=3600, **settings)
+    assert f"restoring {topic} with the C loop" in caplog.text
+    by_python = restore(kafka_bootstrap, topic, tmp_path / "py", False, history=3600, **settings)
+
+    assert by_c == by_python
+    # Not vacuous: a version for each record kept, a tombstone's among them, and one for
+    # each value a transform dropped.
+    versions = {e: v for e, v in by_c["index"] if e.startswith(PREFIX)}
+    assert len(versions) >= len(by_c["values"]) + 300  # the committed transaction's at least
+    deleted = [v for e, v in versions.items() if e.startswith(b"hdeleted\x00\x00")]
+    assert len(deleted) == 2 and deleted[0][:1] == b"\x00"  # newest first: the tombstone
+    tombstones = sum(v[:1] == b"\x00" for v in versions.values())
+    assert tombstones > 1 if "transform" in settings else tombstones == 1
+    # A value the quarantine holds apart leaves its key, and its versions, as they were.
+    empty = any(e.startswith(b"hempty-value\x00\x00") for e in versions)
+    assert empty == (settings.get("invalid_values") != "quarantine")
 
 
 def test_follows_where_the_c_loop_stopped(kafka_bootstrap: str, make_topic, tmp_path: Path) -> None:

@@ -170,11 +170,35 @@ class LikeTheCLoop:
     def __init__(self, records: list[Record]) -> None:
         self.records = records
 
-    def fill(self, put, delete, nexts, skipped, timeout, checked=None, shape=None) -> int:  # type: ignore[no-untyped-def]
+    def fill(  # type: ignore[no-untyped-def]
+        self, put, delete, nexts, skipped, timeout, checked=None, shape=None, record_deletes=False
+    ) -> int:
         # `checked` and `shape` not taken: every value goes through the checking put (and
         # the transform's), as the C loop's values it is unsure of do.
-        fill(put, delete, self.records, Applied(skipped=skipped), nexts, False)
+        records: Any = self.records
+        if record_deletes:  # each delete given its record, as the C loop gives it
+            records, delete = _given_records(self.records, delete)
+        fill(put, delete, records, Applied(skipped=skipped), nexts, False)
         return len(self.records)
+
+
+def _given_records(
+    records: list[Record], delete_at: Callable[[bytes, int, int, int], object]
+) -> tuple[Iterator[Record], Callable[[bytes], object]]:
+    """`records`, each noted as fill() takes it, and a delete that gives `delete_at` the
+    record noted."""
+    current: list[Record] = []
+
+    def noted() -> Iterator[Record]:
+        for record in records:
+            current[:] = [record]
+            yield record
+
+    def delete(key: bytes) -> object:
+        _, _, _, p, o, ts = current[0]
+        return delete_at(key, p, o, ts)
+
+    return noted(), delete
 
 
 class OneCopy:

@@ -16,6 +16,7 @@ from globalstore import Shape
 from globalstore.config import StoreConfig
 from globalstore.follow.sources import NativeSource, follows_in_c
 from globalstore.storage import Storage
+from globalstore.storage.history import PREFIX, version_key
 from globalstore.storage.records import Put
 
 TOPIC = "t"
@@ -40,14 +41,15 @@ class FakeLoop:
         nexts: dict[int, int],
         skipped: list[tuple[int, int, bytes]],
         timeout: float,
+        record_deletes: bool = False,
     ) -> int:
         self.asked.append((self.limit, timeout, self.first))
         taken, self.queued = self.queued[: self.limit], self.queued[self.limit :]
         for key, value in taken:
             if value is None:
-                delete(key)
+                delete(key, 0, self.offset, 0) if record_deletes else delete(key)
             else:
-                put(key, b"\x01" * 22 + value)
+                put(key, b"\x01" * 10 + bytes(4) + self.offset.to_bytes(8, "big") + value)
             self.offset += 1
             nexts[0] = self.offset
         return len(taken)
@@ -125,6 +127,22 @@ def test_the_count_stays_exact_across_overwrites_and_deletes(storage: Storage) -
     assert storage.state.count == 1
 
 
+def test_a_store_with_history_following_in_c_writes_each_records_version(
+    storage: Storage,
+) -> None:
+    storage.history.define(3_600_000, 0)
+    source, loop, _, _ = _source(history=3600)
+    assert source.follow()
+    loop.queued = [(b"a", b"1"), (b"a", b"2"), (b"a", None), (b"b", b"1")]
+    source.apply(storage, 0)
+    assert storage.get(b"a") is None and storage.history.get(b"a", 0) is None
+    index = storage.index
+    assert index is not None
+    versions = [e for e, _ in index.items_from(PREFIX) if e.startswith(PREFIX)]
+    assert versions == [version_key(b"a", 0, 2), version_key(b"a", 0, 1), version_key(b"a", 0, 0),
+                        version_key(b"b", 0, 3)]  # fmt: skip
+
+
 def test_the_c_consumers_statistics_reach_the_health(storage: Storage) -> None:
     source, loop, _, stats = _source()
     source.follow()
@@ -161,3 +179,4 @@ def test_the_c_loop_follows_a_store_that_runs_no_python_function_per_record() ->
     assert not follows_in_c(config(indexes={"by_x": by_x}))
     assert not follows_in_c(config(transform=lambda k, v: v))
     assert not follows_in_c(config(ttl=60))
+    assert follows_in_c(config(history=3600))
