@@ -6,6 +6,8 @@
  * a query would. Valid values cost a pass over their bytes here and no Python call. */
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #define JSON_CHECK_DEPTH 64
 #define JSON_CHECK_DIGITS 15 /* digits of a number's integer and fraction parts together */
@@ -46,9 +48,31 @@ static int json_utf8(json_cursor *c) {
     return 1;
 }
 
+/* Past the bytes from c->p on that a string holds as they are (ASCII from the space on, but
+ * '"' and '\\'), 8 at a time: most of a document's bytes are in its strings. It stops at the
+ * first 8 bytes that hold another byte (or may: the tests below never miss one), which the
+ * byte by byte loop then reads. */
+static void json_plain_run(json_cursor *c) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    while (c->end - c->p >= 8) {
+        uint64_t w;
+        memcpy(&w, c->p, 8);
+        uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+        /* a zero byte in `quote` or `backslash`, a byte below 0x20, or one from 0x80 on */
+        uint64_t other = ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash) |
+                         ((w - ones * 0x20) & ~w) | w;
+        if (other & highs)
+            return;
+        c->p += 8;
+    }
+}
+
 static int json_string(json_cursor *c) {
     c->p++; /* the opening quote */
     while (c->p < c->end) {
+        json_plain_run(c);
+        if (c->p == c->end)
+            return 0;
         unsigned char ch = *c->p;
         if (ch == '"') {
             c->p++;
@@ -146,9 +170,41 @@ static int json_scalar(json_cursor *c) {
     }
 }
 
-/* 1 if p[0..n) is certainly one JSON document orjson accepts; 0 if not, or not sure. */
-static int json_certain(const unsigned char *p, size_t n) {
+/* The members of a document's top-level object that a check notes on its way, so a reader
+ * of fields needs no second pass (shaping/_fields.c): found[j] is where the value of the
+ * last member named names[j] (lens[j] bytes) starts, NULL where there is none; `escaped` is
+ * set when a top-level name holds an escape, which is not compared here (found[] is then
+ * not to be trusted). Read only when the check said 1. */
+typedef struct {
+    const char *const *names;
+    const size_t *lens;
+    int n;
+    const unsigned char **found;
+    int escaped;
+} json_members;
+
+/* The name just read (`name`, `len` bytes: between its quotes) of a top-level member whose
+ * value starts at `value`, noted in `m`. */
+static void json_note_member(json_members *m, const unsigned char *name, size_t len,
+                             const unsigned char *value) {
+    if (memchr(name, '\\', len) != NULL) {
+        m->escaped = 1;
+        return;
+    }
+    for (int j = 0; j < m->n; j++)
+        if (m->lens[j] == len && memcmp(m->names[j], name, len) == 0)
+            m->found[j] = value;
+}
+
+/* 1 if p[0..n) is certainly one JSON document orjson accepts; 0 if not, or not sure. With
+ * `m` (NULL: none), the top-level members it names are noted on the way. */
+static int json_certain_noting(const unsigned char *p, size_t n, json_members *m) {
     json_cursor c = {p, p + n};
+    if (m != NULL) {
+        m->escaped = 0;
+        for (int j = 0; j < m->n; j++)
+            m->found[j] = NULL;
+    }
     char open[JSON_CHECK_DEPTH]; /* the brackets open: '{' or '[' */
     int depth = 0;
     json_ws(&c);
@@ -192,12 +248,21 @@ static int json_certain(const unsigned char *p, size_t n) {
         depth--;
         goto after_value;
     member_key:
-        if (c.p >= c.end || *c.p != '"' || !json_string(&c))
+        if (c.p >= c.end || *c.p != '"')
             return 0;
+        const unsigned char *name = c.p + 1;
+        if (!json_string(&c))
+            return 0;
+        size_t len = (size_t)(c.p - 1 - name);
         json_ws(&c);
         if (c.p >= c.end || *c.p != ':')
             return 0;
         c.p++;
         json_ws(&c);
+        if (m != NULL && depth == 1)
+            json_note_member(m, name, len, c.p);
     }
 }
+
+/* 1 if p[0..n) is certainly one JSON document orjson accepts; 0 if not, or not sure. */
+static int json_certain(const unsigned char *p, size_t n) { return json_certain_noting(p, n, NULL); }

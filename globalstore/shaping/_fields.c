@@ -138,21 +138,16 @@ static PyObject *index_values(const unsigned char *at, const unsigned char *end)
 
 #define MAX_PATHS 64 /* more declared indexes than this are read a batch at a time each */
 
-/* Each path's index values in one document: out[j] a new reference (Py_None: unsure), 0;
- * -1 on a Python error (out[] then holds nothing). */
-static int document_values(const unsigned char *p, size_t n, PyObject *paths, PyObject **out) {
-    Py_ssize_t npaths = PyTuple_GET_SIZE(paths);
-    PyObject *first[MAX_PATHS];
-    const unsigned char *found[MAX_PATHS];
-    for (Py_ssize_t j = 0; j < npaths; j++)
-        first[j] = PyTuple_GET_ITEM(PyTuple_GET_ITEM(paths, j), 0);
-    json_cursor c = {p, p + n};
-    int unsure = find_members(&c, first, npaths, found) < 0;
-    for (Py_ssize_t j = 0; j < npaths; j++) {
-        int deep_unsure = unsure;
+/* Each path's index values in a document json_certain_noting accepted, which noted in `m`
+ * where the paths' first names are (its end at `end`): out[j] a new reference (Py_None:
+ * unsure), 0; -1 on a Python error (out[] then holds nothing). */
+static int document_values(const unsigned char *end, PyObject *paths, const json_members *m,
+                           PyObject **out) {
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(paths); j++) {
+        int unsure = m->escaped;
         const unsigned char *at =
-            unsure ? NULL : member_at(found[j], p + n, PyTuple_GET_ITEM(paths, j), 1, &deep_unsure);
-        out[j] = deep_unsure ? Py_NewRef(Py_None) : index_values(at, p + n);
+            unsure ? NULL : member_at(m->found[j], end, PyTuple_GET_ITEM(paths, j), 1, &unsure);
+        out[j] = unsure ? Py_NewRef(Py_None) : index_values(at, end);
         if (out[j] == NULL) {
             while (j-- > 0)
                 Py_DECREF(out[j]);
@@ -191,6 +186,16 @@ static PyObject *values(PyObject *self, PyObject *args) {
             goto fail;
         PyTuple_SET_ITEM(out, j, list);
     }
+    /* the paths' first names, which the check of each document looks for on its way */
+    const char *names[MAX_PATHS];
+    size_t lens[MAX_PATHS];
+    const unsigned char *found[MAX_PATHS];
+    for (Py_ssize_t j = 0; j < npaths; j++) {
+        PyObject *first = PyTuple_GET_ITEM(PyTuple_GET_ITEM(paths, j), 0);
+        names[j] = PyBytes_AS_STRING(first);
+        lens[j] = (size_t)PyBytes_GET_SIZE(first);
+    }
+    json_members members = {names, lens, (int)npaths, found, 0};
     PyObject *got[MAX_PATHS];
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *raw = PyList_GET_ITEM(raws, i);
@@ -205,10 +210,10 @@ static PyObject *values(PyObject *self, PyObject *args) {
             }
             const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(raw);
             Py_ssize_t n = PyBytes_GET_SIZE(raw);
-            /* one check of the document for every path */
+            /* one pass over the document: its check, which notes the members wanted */
             if (n > HEADER_SIZE && b[0] == 1 && b[1] == fmt &&
-                json_certain(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE))) {
-                if (document_values(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE), paths, got) < 0)
+                json_certain_noting(b + HEADER_SIZE, (size_t)(n - HEADER_SIZE), &members)) {
+                if (document_values(b + n, paths, &members, got) < 0)
                     goto fail;
             } else {
                 for (Py_ssize_t j = 0; j < npaths; j++)

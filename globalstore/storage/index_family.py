@@ -52,13 +52,19 @@ class IndexFamily:
         that changed; returns the counts after the batch (`entries` are those before it).
         The reverse entries are read as they were before the batch, those of the keys at
         `lookup` only (None: of every key; the others have none)."""
-        handle = self.handle
-        deltas = {
-            name: write_changes(
-                defs[name].id, keys, values, self.get_many, wb.put, wb.delete, handle, lookup
-            )
-            for name, values in news.items()
-        }
+        # The entries go in as the batch's default column family's: rocksdict's put takes
+        # about 60 ns without a column family argument and 100 ns with one, four times a
+        # record of two indexes.
+        wb.set_default_column_family(self.handle)
+        try:
+            deltas = {
+                name: write_changes(
+                    defs[name].id, keys, values, self.get_many, wb.put, wb.delete, None, lookup
+                )
+                for name, values in news.items()
+            }
+        finally:
+            wb.set_default_column_family(None)
         after = dict(entries)
         for name, delta in deltas.items():
             if delta:

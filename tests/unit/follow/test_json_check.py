@@ -77,3 +77,24 @@ def test_mutations_it_accepts_orjson_accepts_too() -> None:
             accepted += 1
             orjson.loads(bytes(value))  # raises if the check was wrong
     assert accepted > 1_000  # the mutations did reach valid documents
+
+
+def test_every_byte_at_every_place_of_a_long_string() -> None:
+    # A string's plain bytes are skipped 8 at a time: a byte it may not hold as it is (a
+    # quote, a backslash, a control byte, a byte of a UTF-8 sequence) is seen wherever it
+    # lies, and a string ending at any place of such a window ends there.
+    for pos in range(24):
+        for byte in range(256):
+            value = b'{"k": "' + b"a" * pos + bytes([byte]) + b"x" * (23 - pos) + b'"}'
+            if 0x20 <= byte < 0x80 and byte not in b'"\\':
+                orjson.loads(value)
+                assert json_certain(value), (pos, byte)
+            else:
+                with pytest.raises(orjson.JSONDecodeError):
+                    orjson.loads(value)
+                assert not json_certain(value), (pos, byte)
+        for inner in ("é", "東", "🚀", "\\n", "\\u00e9", '\\"'):
+            value = b'["' + b"a" * pos + inner.encode() + b"b" * (23 - pos) + b'"]'
+            assert json_certain(value), (pos, inner)
+        assert not json_certain(b'"' + b"a" * pos)  # never closed
+        assert json_certain(b'"' + b"a" * pos + b'"')

@@ -37,6 +37,10 @@ ODD_VALUES = [
     '"customer"',
     '{"order": {"tags": ["é", "日本"]}, "customer": "ünï"}',
     '{ "customer" : "spaced" , "order" : { "tags" : [ "a" , "b" ] } }',
+    '{"order": {"customer": "nested", "tags": ["n"]}, "tags": ["top"]}',  # not top-level
+    '[{"customer": "in a list"}, {"order": {"tags": ["x"]}}]',
+    '{"customer": "kept", "z\\u0061": 1}',  # an escaped name after the field: unsure
+    '{"customer": "a long value, longer than eight bytes \\n with an escape"}',
 ]
 
 
