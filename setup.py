@@ -13,7 +13,7 @@ setup(
             "globalstore.follow._native",
             ["globalstore/follow/_native.c"],
             depends=[
-                "globalstore/follow/_json_check.h",
+                "globalstore/shaping/_json_check.h",
                 "globalstore/shaping/_json_fields.h",
                 "globalstore/shaping/_shape.h",
             ],
@@ -31,7 +31,7 @@ setup(
             "globalstore.shaping._fields",
             ["globalstore/shaping/_fields.c"],
             depends=[
-                "globalstore/follow/_json_check.h",
+                "globalstore/shaping/_json_check.h",
                 "globalstore/shaping/_json_fields.h",
                 "globalstore/shaping/_shape.h",
             ],

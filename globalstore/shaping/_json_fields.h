@@ -9,7 +9,7 @@
 #include <Python.h>
 #include <string.h>
 
-#include "../follow/_json_check.h"
+#include "_json_check.h"
 
 #define HEADER_SIZE 22 /* codec.HEADER: layout u8, format u8, ts i64, partition i32, offset i64 */
 

@@ -1,4 +1,4 @@
-"""The C loop's JSON check (follow/_json_check.h) is sound: every document it calls certainly
+"""The C loop's JSON check (shaping/_json_check.h) is sound: every document it calls certainly
 JSON, orjson (what queries decode with) accepts; it accepts the values a store usually holds
 (so it does take them past the Python check), and refuses what orjson refuses."""
 
