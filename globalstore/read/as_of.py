@@ -23,6 +23,10 @@ from globalstore.storage.reads import Reads
 __all__ = ["AsOf", "lookup", "moment", "parse", "scan", "to_ms"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# The epoch seconds a datetime can name (years 1 to 9999): a time outside them is a
+# mistake, and no record timestamp is there.
+_FIRST_S = (dt.datetime.min.replace(tzinfo=dt.UTC) - _EPOCH).total_seconds()
+_LAST_S = (dt.datetime.max.replace(tzinfo=dt.UTC) - _EPOCH).total_seconds()
 
 
 def to_ms(as_of: AsOf) -> int:
@@ -33,6 +37,7 @@ def to_ms(as_of: AsOf) -> int:
         return (as_of - _EPOCH) // dt.timedelta(milliseconds=1)
     if isinstance(as_of, bool) or not isinstance(as_of, int | float) or not math.isfinite(as_of):
         raise ValueError(f"as_of must be epoch seconds or an aware datetime, not {as_of!r}")
+    _check_range(as_of)
     # Through the decimal the float prints as: 2.01 s is 2010 ms, where 2.01 * 1000 is not.
     return int(decimal.Decimal(repr(as_of)).scaleb(3) // 1)
 
@@ -47,6 +52,7 @@ def parse(text: str) -> AsOf:
     else:
         if not math.isfinite(seconds):
             raise ValueError(f"a time must be a finite number of seconds, not {text[:40]!r}")
+        _check_range(seconds)
         return seconds
     try:
         when = dt.datetime.fromisoformat(text)
@@ -57,6 +63,15 @@ def parse(text: str) -> AsOf:
     if when.tzinfo is None:
         raise ValueError(f"a time must name its time zone (Z or +hh:mm), not {text[:40]!r}")
     return when
+
+
+def _check_range(seconds: float) -> None:
+    """ValueError for epoch seconds outside the years 1 to 9999."""
+    if not _FIRST_S <= seconds <= _LAST_S:
+        raise ValueError(
+            f"a time must lie between the years 1 and 9999 (epoch seconds {_FIRST_S:.0f} to "
+            f"{_LAST_S:.0f}), not {seconds!r}"
+        )
 
 
 def _iso(ms: int) -> str:

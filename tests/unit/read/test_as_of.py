@@ -132,6 +132,9 @@ def test_get_entry_as_of_names_the_record_and_a_datetime_is_a_time(tmp_path: Pat
     assert view.get("a") is None
     with pytest.raises(ValueError, match="aware"):
         view.get("a", as_of=dt.datetime(2026, 1, 1))  # naive on purpose
+    for far in (1e100, -1e20, 10**30):  # no datetime names them: a mistake, said so
+        with pytest.raises(ValueError, match="between the years 1 and 9999"):
+            view.get("a", as_of=far)
     storage.close()
 
 

@@ -42,9 +42,10 @@ def test_key_page_and_export_answer_as_of_a_time(tmp_path: Path) -> None:
         too_old = client.get("/v1/keys/a?as_of=4")
         assert too_old.status_code == 400 and too_old.json()["oldest"] == 5.0
         assert "oldest time it can answer" in too_old.json()["error"]
-        for bad in ("yesterday", "2026-11-29T09:00:00", "nan"):
-            answer = client.get(f"/v1/keys/a?as_of={bad}")
-            assert answer.status_code == 400 and "as_of" in answer.json()["error"]
+        for bad in ("yesterday", "2026-11-29T09:00:00", "nan", "1E100", "-1e20"):
+            for route in ("/v1/keys/a", "/v1/keys", "/v1/export"):
+                answer = client.get(f"{route}?as_of={bad}")
+                assert answer.status_code == 400 and "as_of" in answer.json()["error"]
         assert client.get("/v1/status").status_code == 200
     storage.close()
 
