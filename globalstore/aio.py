@@ -36,8 +36,8 @@ from globalstore.config import (
 from globalstore.listeners import StoreListener
 from globalstore.read.changes import DEFAULT_BUFFER, Change, ChangeFeed, Resync
 from globalstore.read.protocols import StoreStatus, partition_offsets
-from globalstore.read.queries import Queries
 from globalstore.read.source import StoreSource
+from globalstore.read.view import Viewable
 from globalstore.stores.global_store import Follower, GlobalStore
 from globalstore.stores.read_only_store import ReadOnlyStore
 from globalstore.stores.shared_store import SharedStore
@@ -57,7 +57,7 @@ __all__ = [
 _Sync = TypeVar("_Sync", bound=Store)
 
 
-class AsyncStore(Queries[StoreSource], Generic[_Sync]):
+class AsyncStore(Viewable[StoreSource], Generic[_Sync]):
     """The reads of a store over its source, and its start, waits and close as coroutines."""
 
     def __init__(self, sync: _Sync) -> None:

@@ -13,8 +13,8 @@ from typing import Self, TypeVar
 from globalstore.errors import StoreClosed
 from globalstore.read.changes import DEFAULT_BUFFER, ChangeFeed
 from globalstore.read.protocols import StoreStatus, partition_offsets
-from globalstore.read.queries import Queries
 from globalstore.read.source import StoreSource
+from globalstore.read.view import Viewable
 from globalstore.waiting import wait_until
 
 __all__ = ["Store"]
@@ -22,7 +22,7 @@ __all__ = ["Store"]
 _T = TypeVar("_T")
 
 
-class Store(Queries[StoreSource]):
+class Store(Viewable[StoreSource]):
     """A store over a source (Store(source)): what it answers, and when, is the source's."""
 
     @property

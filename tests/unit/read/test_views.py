@@ -19,7 +19,7 @@ from globalstore import HistoryUnavailable, ReadOnlyStore, StoreClosed
 from globalstore.aio import AsyncReadOnlyStore
 from globalstore.converters import ValueFormats
 from globalstore.read.copy import Copy
-from globalstore.read.queries import Queries
+from globalstore.read.view import Viewable
 from globalstore.replicas.live import Live
 from globalstore.storage import Storage
 from tests.unit.read.test_as_of import WINDOW_MS, _rec, _replay, _written
@@ -179,7 +179,7 @@ def test_a_view_holds_its_copy_across_swaps_until_it_is_closed(tmp_path: Path) -
         storage.apply([(b"k", orjson.dumps(i), None, 0, 0, 1_000)], {}, True, 1)
         copies.append(Copy(storage, ValueFormats(), TOPIC))
     source = _Swapped(copies[0])
-    store = Queries(source)
+    store = Viewable(source)
     view = store.view()
     source.live.swap(copies[1])
     source.live.swap(copies[2])  # without the view, this would close the first copy
