@@ -4,7 +4,7 @@ A cold restore spends most of its CPU turning records into confluent-kafka Messa
 and reading them back (docs/performance.md, "Restore"). The C loop consumes with a consumer of
 its own, in the same librdkafka library confluent-kafka loaded, and writes each record to
 the WriteBatch directly. It restores every store it can, and goes on following plain stores
-(sources.py says which); for the others the store thread's own consumer follows.
+(native_source.py says which); for the others the store thread's own consumer follows.
 """
 
 from __future__ import annotations

@@ -29,18 +29,12 @@ from globalstore.config import StoreConfig
 from globalstore.errors import BrokerUnavailable, GlobalStoreError, StartTimeout
 from globalstore.follow import events, health
 from globalstore.follow.chores import Chores
+from globalstore.follow.consumer_source import ConsumerSource
 from globalstore.follow.delays import RECENT_BATCHES, FollowedBatch, RecordDelays
+from globalstore.follow.native_source import NativeSource, native_source
 from globalstore.follow.prepare import Preparation, Prepare, Prepared
 from globalstore.follow.progress import Estimate, RestoreLog
-from globalstore.follow.sources import (
-    NO_SINK,
-    BatchSource,
-    ChangeSink,
-    ConsumerSource,
-    NativeSource,
-    SourceBatch,
-    native_source,
-)
+from globalstore.follow.sources import NO_SINK, BatchSource, ChangeSink, SourceBatch
 from globalstore.kafka.clients import StoreConsumer, create_client
 from globalstore.listeners import StoreListener, fan_out, wants_changes
 from globalstore.shaping import ttl

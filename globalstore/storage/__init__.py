@@ -1,8 +1,8 @@
 """The store's RocksDB database, every byte layout it holds, and the one write path: the only
 package of globalstore that imports rocksdict.
 It never reads a Kafka message either: apply() takes plain records (Record tuples) and the
-partition ends reached, which the thread's consumer source (sources.py) makes of what its
-consumer returns; the C loop (follow/native.py) fills its batches itself.
+partition ends reached, which the thread's consumer source (follow/consumer_source.py)
+makes of what its consumer returns; the C loop (follow/native.py) fills its batches itself.
 
 database.py   Storage: open (locked, read-only or as a secondary that catches up), apply a
               batch of records with its offsets, commit every write, read, wipe, checkpoint

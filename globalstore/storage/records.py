@@ -3,8 +3,8 @@ and what one applied batch reports. The C loop (follow/native.py) fills a batch 
 way, record for record.
 
 A Record is a plain tuple: no Kafka type reaches storage/. The thread's consumer source
-(sources.py) makes them from the consumed messages, and keeps the consumer's events (errors,
-partition ends) for itself."""
+(follow/consumer_source.py) makes them from the consumed messages, and keeps the consumer's
+events (errors, partition ends) for itself."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ Record = tuple[bytes | None, bytes | None, Headers, int, int, int]
 
 
 class Records(Protocol):
-    """A batch's records: a list, or what makes them as they are read (sources.py)."""
+    """A batch's records: a list, or what makes them as they are read
+    (follow/consumer_source.py)."""
 
     def __len__(self) -> int: ...
 

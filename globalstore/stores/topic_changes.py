@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from globalstore import codec
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError
-from globalstore.follow.sources import split
+from globalstore.follow.consumer_source import split
 from globalstore.kafka.clients import create_client
 from globalstore.read.changes import ChangeFeed, Feeds, record_bytes
 from globalstore.storage import Record, Storage

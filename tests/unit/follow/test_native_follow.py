@@ -1,4 +1,4 @@
-"""The C loop following a plain store (sources.NativeSource after follow()), driven by a fake
+"""The C loop following a plain store (native_source.NativeSource after follow()), driven by a fake
 of the C loop's consumer: one consume a batch that waits only while idle, the batch growing
 with the backlog, the live-key count exact, the thread's consumer polled at most once a
 second, and the C consumer's statistics handed on. The C loop itself is checked against the
@@ -14,7 +14,7 @@ import pytest
 
 from globalstore import Shape
 from globalstore.config import StoreConfig
-from globalstore.follow.sources import NativeSource, follows_in_c
+from globalstore.follow.native_source import NativeSource, follows_in_c
 from globalstore.storage import Storage
 from globalstore.storage.history import PREFIX, version_key
 from globalstore.storage.records import Put

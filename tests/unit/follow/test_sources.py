@@ -13,7 +13,7 @@ from confluent_kafka import KafkaError
 
 from globalstore.codec import UNREADABLE_HEADERS, format_headers, origin
 from globalstore.config import StoreConfig
-from globalstore.follow.sources import ConsumerSource, split
+from globalstore.follow.consumer_source import ConsumerSource, split
 from globalstore.storage import Storage
 from tests.unit.store_fakes import Err, Msg, messages
 

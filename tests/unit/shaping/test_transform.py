@@ -13,8 +13,8 @@ import pytest
 from globalstore.codec import HEADER_SIZE, decode, format_headers, origin
 from globalstore.config import StoreConfig
 from globalstore.errors import ConfigurationError, InvalidValue
+from globalstore.follow.consumer_source import ConsumerSource
 from globalstore.follow.plan import rebuild_reason
-from globalstore.follow.sources import ConsumerSource
 from globalstore.follow.topic import Marks, TopicInfo
 from globalstore.shaping import transform
 from globalstore.snapshots.manifest import Manifest
