@@ -1,8 +1,9 @@
 /* keys.write_changes in C: the hot loop of an indexed write, without a Python frame per key
  * (keys.py says what the entries are); KeyFilter, the keys a bulk restore into an empty
- * store has written, which tells it whose old entries it need not look up; Staging, the
- * put and delete that note what a batch's keys were given; and Versioned, the put and delete
- * of a store with history, which write each record's version beside its value.
+ * store has written, which tells it whose old entries (or values) it need not look up;
+ * Staging, the put and delete that note what a batch's keys were given; and Versioned, the
+ * put and delete of a store with history, which move the value a record replaces into its
+ * version's entry.
  *
  * The entries a batch changes go into its WriteBatch in key order: RocksDB's memtable
  * inserts a key next to the one before in a few comparisons, but searches its whole skip
@@ -391,6 +392,20 @@ static void key_filter_dealloc(KeyFilter *f) {
     Py_TYPE(f)->tp_free((PyObject *)f);
 }
 
+/* Whether `key` may have been added before (1: every one that was; 0 it was not), then
+ * adds it. -1 on error. */
+static int key_filter_seen_then_add_one(KeyFilter *f, PyObject *key) {
+    uint64_t h = hash64((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
+    for (int j = 0; j < f->nlayers; j++)
+        if (layer_has(&f->layers[j], h))
+            return 1; /* in the filter already */
+    if ((f->nlayers == 0 || f->layers[f->nlayers - 1].keys >= f->layers[f->nlayers - 1].capacity) &&
+        add_layer(f) < 0)
+        return -1;
+    layer_add(&f->layers[f->nlayers - 1], h);
+    return 0;
+}
+
 /* seen_then_add(keys) -> the indexes of the keys that may have been added before (every
  * one that was), then adds them all. */
 static PyObject *key_filter_seen_then_add(KeyFilter *f, PyObject *keys) {
@@ -408,22 +423,16 @@ static PyObject *key_filter_seen_then_add(KeyFilter *f, PyObject *keys) {
             PyErr_SetString(PyExc_TypeError, "keys: a list of bytes");
             goto fail;
         }
-        uint64_t h = hash64((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
-        int seen = 0;
-        for (int j = 0; j < f->nlayers && !seen; j++)
-            seen = layer_has(&f->layers[j], h);
+        int seen = key_filter_seen_then_add_one(f, key);
+        if (seen < 0)
+            goto fail;
         if (seen) {
             PyObject *index = PyLong_FromSsize_t(i);
             int rc = index == NULL ? -1 : PyList_Append(out, index);
             Py_XDECREF(index);
             if (rc < 0)
                 goto fail;
-            continue; /* in the filter already */
         }
-        if ((f->nlayers == 0 || f->layers[f->nlayers - 1].keys >= f->layers[f->nlayers - 1].capacity) &&
-            add_layer(f) < 0)
-            goto fail;
-        layer_add(&f->layers[f->nlayers - 1], h);
     }
     return out;
 fail:
@@ -519,16 +528,20 @@ static PyTypeObject StagingType = {
 };
 
 /* -- Versioned ------------------------------------------------------------------------------
- * A store with history's put or delete (history.py): the data's write, then the version it
- * makes, into the index column family of the same WriteBatch, with no Python frame a record.
- * The version's entry, layout 2 (history.version_key):
+ * A store with history's put or delete (history.py, layout 3): the data's write, and the
+ * version entry it makes, into the index column family of the same WriteBatch, with no
+ * Python frame a record. The value a record replaces (its key's current value: `pending`'s,
+ * written earlier in this batch, else the database's, read with `get`, unless `written`, a
+ * KeyFilter of a bulk restore into an empty store, says the key was never written) moves into
+ * the entry of its own partition and offset; a delete also keeps its tombstone's. An entry,
+ * as history.version_key makes it:
  *     b"h" + the key, each \x00 as \x00\xff + \x00\x00 + partition (4 bytes)
  *         + 2**64 - 1 - offset (8 bytes), both big-endian
- * put(key, stored) finds the partition and offset in the stored bytes' header (codec.HEADER:
- * layout, format, timestamp at 2, partition at 10, offset at 14) and keeps those bytes as the
- * version, unless the write returned False (a quarantined record: the key is unchanged);
- * delete(key, partition, offset, timestamp) keeps b"\x00" + timestamp (8 bytes) + partition
- * (4 bytes). */
+ * put(key, stored) finds the record's partition and offset in the stored bytes' header
+ * (codec.HEADER: layout, format, timestamp at 2, partition at 10, offset at 14); a write that
+ * returned False (a quarantined record: the key is unchanged) moves nothing, nor does the
+ * record that wrote the current value, applied again. delete(key, partition, offset,
+ * timestamp) keeps b"\x00" + timestamp (8 bytes) + partition (4 bytes). */
 
 #define HEADER_SIZE 22
 #define PARTITION_AT 10
@@ -539,6 +552,9 @@ typedef struct {
     PyObject *write;       /* the data's put or delete (Staging's, a quarantine's, ...) */
     PyObject *put_version; /* the WriteBatch's put */
     PyObject *handle;      /* the index column family's handle */
+    PyObject *get;         /* the data's get: a key's current value before the batch */
+    PyObject *pending;     /* {key: stored bytes, None if deleted}: the batch's writes */
+    PyObject *written;     /* a KeyFilter, or None: every key may have a value */
     vectorcallfunc vectorcall;
 } Versioned;
 
@@ -597,18 +613,52 @@ static int put_version(Versioned *v, PyObject *entry, PyObject *value) {
     return r == NULL ? -1 : 0;
 }
 
-static int version_of_put(Versioned *v, PyObject *key, PyObject *stored) {
+/* The header of stored bytes, or NULL with an exception set. */
+static const unsigned char *header_of(PyObject *stored) {
     if (!PyBytes_Check(stored) || PyBytes_GET_SIZE(stored) < HEADER_SIZE) {
-        PyErr_SetString(PyExc_ValueError, "put: stored bytes with their header");
-        return -1;
+        PyErr_SetString(PyExc_ValueError, "stored bytes with their header");
+        return NULL;
     }
-    const unsigned char *h = (const unsigned char *)PyBytes_AS_STRING(stored);
-    uint32_t partition = (uint32_t)get_be(h + PARTITION_AT, 4);
-    return put_version(v, version_key(key, partition, get_be(h + OFFSET_AT, 8)),
-                       Py_NewRef(stored));
+    return (const unsigned char *)PyBytes_AS_STRING(stored);
 }
 
-static int version_of_delete(Versioned *v, PyObject *key, PyObject *const *record) {
+/* `key`'s value before this write, a new reference (None: none). */
+static PyObject *old_value(Versioned *v, PyObject *key) {
+    PyObject *old = PyDict_GetItemWithError(v->pending, key);
+    if (old != NULL)
+        return Py_NewRef(old);
+    if (PyErr_Occurred())
+        return NULL;
+    if (v->written != Py_None) {
+        int seen = key_filter_seen_then_add_one((KeyFilter *)v->written, key);
+        if (seen <= 0)
+            return seen < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    old = PyObject_CallOneArg(v->get, key);
+    if (old != NULL && old != Py_None && !PyBytes_Check(old)) {
+        Py_DECREF(old);
+        PyErr_SetString(PyExc_TypeError, "get: bytes or None");
+        return NULL;
+    }
+    return old;
+}
+
+/* `old` (None: nothing) replaced by the record at (partition, offset): into its version's
+ * entry, unless it is that record's own value. */
+static int move_old(Versioned *v, PyObject *key, PyObject *old, uint64_t partition,
+                    uint64_t offset) {
+    if (old == Py_None)
+        return 0;
+    const unsigned char *h = header_of(old);
+    if (h == NULL)
+        return -1;
+    uint64_t p = get_be(h + PARTITION_AT, 4), o = get_be(h + OFFSET_AT, 8);
+    if (p == partition && o == offset)
+        return 0; /* the same record, applied again */
+    return put_version(v, version_key(key, (uint32_t)p, o), Py_NewRef(old));
+}
+
+static int tombstone_version(Versioned *v, PyObject *key, PyObject *const *record) {
     long long partition = PyLong_AsLongLong(record[0]), offset = PyLong_AsLongLong(record[1]);
     long long timestamp = PyLong_AsLongLong(record[2]);
     if (PyErr_Occurred())
@@ -623,6 +673,22 @@ static int version_of_delete(Versioned *v, PyObject *key, PyObject *const *recor
     return put_version(v, version_key(key, (uint32_t)partition, (uint64_t)offset), tombstone);
 }
 
+/* The versions a put (n == 2) or delete (n == 4) of `args` makes, given the key's old value. */
+static int record_versions(Versioned *v, PyObject *const *args, Py_ssize_t n, PyObject *old) {
+    if (n == 2) {
+        const unsigned char *h = header_of(args[1]);
+        if (h == NULL ||
+            move_old(v, args[0], old, get_be(h + PARTITION_AT, 4), get_be(h + OFFSET_AT, 8)) < 0)
+            return -1;
+        return PyDict_SetItem(v->pending, args[0], args[1]);
+    }
+    /* A tombstone is never a stored value: no offset of the old one's partition matches. */
+    if (move_old(v, args[0], old, UINT64_MAX, UINT64_MAX) < 0 ||
+        tombstone_version(v, args[0], args + 1) < 0)
+        return -1;
+    return PyDict_SetItem(v->pending, args[0], Py_None);
+}
+
 static PyObject *versioned_call(PyObject *self, PyObject *const *args, size_t nargsf,
                                 PyObject *kwnames) {
     Versioned *v = (Versioned *)self;
@@ -632,28 +698,37 @@ static PyObject *versioned_call(PyObject *self, PyObject *const *args, size_t na
                         "put(key, stored) or delete(key, partition, offset, timestamp)");
         return NULL;
     }
-    PyObject *r = PyObject_Vectorcall(v->write, args, n == 2 ? 2 : 1, NULL);
-    if (r == NULL || (n == 2 && r == Py_False))
-        return r;
-    int rc = n == 2 ? version_of_put(v, args[0], args[1]) : version_of_delete(v, args[0], args + 1);
-    if (rc < 0) {
-        Py_DECREF(r);
+    if (n == 2 && header_of(args[1]) == NULL)
         return NULL;
-    }
+    PyObject *old = old_value(v, args[0]);
+    if (old == NULL)
+        return NULL;
+    PyObject *r = PyObject_Vectorcall(v->write, args, n == 2 ? 2 : 1, NULL);
+    if (r != NULL && !(n == 2 && r == Py_False) && record_versions(v, args, n, old) < 0)
+        Py_CLEAR(r);
+    Py_DECREF(old);
     return r;
 }
 
 static PyObject *versioned_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *write, *put, *handle;
-    static char *kwlist[] = {"write", "put_version", "handle", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO", kwlist, &write, &put, &handle))
+    PyObject *write, *put, *handle, *get, *pending, *written;
+    static char *kwlist[] = {"write", "put_version", "handle", "get", "pending", "written", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO!O", kwlist, &write, &put, &handle, &get,
+                                     &PyDict_Type, &pending, &written))
         return NULL;
+    if (written != Py_None && !PyObject_TypeCheck(written, &KeyFilterType)) {
+        PyErr_SetString(PyExc_TypeError, "written: a KeyFilter or None");
+        return NULL;
+    }
     Versioned *v = (Versioned *)type->tp_alloc(type, 0);
     if (v == NULL)
         return NULL;
     v->write = Py_NewRef(write);
     v->put_version = Py_NewRef(put);
     v->handle = Py_NewRef(handle);
+    v->get = Py_NewRef(get);
+    v->pending = Py_NewRef(pending);
+    v->written = Py_NewRef(written);
     v->vectorcall = versioned_call;
     return (PyObject *)v;
 }
@@ -662,6 +737,9 @@ static void versioned_dealloc(Versioned *v) {
     Py_XDECREF(v->write);
     Py_XDECREF(v->put_version);
     Py_XDECREF(v->handle);
+    Py_XDECREF(v->get);
+    Py_XDECREF(v->pending);
+    Py_XDECREF(v->written);
     Py_TYPE(v)->tp_free((PyObject *)v);
 }
 
@@ -669,8 +747,9 @@ static PyTypeObject VersionedType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "globalstore.storage._entries.Versioned",
     .tp_basicsize = sizeof(Versioned),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Versioned(write, put_version, handle): write(key, stored) or write(key), then "
-              "put_version(the version's entry, its value, handle).",
+    .tp_doc = "Versioned(write, put_version, handle, get, pending, written): write(key, stored) "
+              "or write(key, partition, offset, timestamp), moving the value it replaces into "
+              "its version's entry (put_version(entry, value, handle)).",
     .tp_new = versioned_new,
     .tp_dealloc = (destructor)versioned_dealloc,
     .tp_call = PyVectorcall_Call,

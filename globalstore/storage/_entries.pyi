@@ -26,6 +26,12 @@ class Staging:
 
 class Versioned:
     def __init__(
-        self, write: Callable[..., object], put_version: Callable[..., object], handle: object
+        self,
+        write: Callable[..., object],
+        put_version: Callable[..., object],
+        handle: object,
+        get: Callable[[bytes], bytes | None],
+        pending: dict[bytes, bytes | None],
+        written: KeyFilter | None,
     ) -> None: ...
     def __call__(self, key: bytes, *record: bytes | int) -> object: ...
