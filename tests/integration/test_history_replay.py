@@ -228,8 +228,10 @@ def test_a_cold_restore_writes_the_versions_a_follower_would(
     topic = make_topic(partitions=PARTITIONS)
     rng, replay = random.Random(f"cold-{batch}"), Replay()
     produce_workload(kafka_bootstrap, topic, PARTITIONS, replay, rng, _now_ms() + 60_000)
+    # bulk_restore_threshold=0: a bulk restore, however few the records.
     with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", history=HOUR, indexes=INDEXES,
-                     follower=follower, restore_batch_size=batch) as store:  # fmt: skip
+                     follower=follower, restore_batch_size=batch,
+                     bulk_restore_threshold=0) as store:  # fmt: skip
         _caught_up(store, kafka_bootstrap, topic)
         assert store.status().last_restore_at is not None
         start = _oldest_ms(store)
