@@ -529,12 +529,14 @@ static PyTypeObject StagingType = {
 
 /* -- Versioned ------------------------------------------------------------------------------
  * A store with history's put or delete (history.py, layout 3): the data's write, and the
- * version entry it makes, into the index column family of the same WriteBatch, with no
- * Python frame a record. The value a record replaces (its key's current value: `pending`'s,
- * written earlier in this batch, else the database's, read with `get`, unless `written`, a
- * KeyFilter of a bulk restore into an empty store, says the key was never written) moves into
- * the entry of its own partition and offset; a delete also keeps its tombstone's. An entry,
- * as history.version_key makes it:
+ * version entries it makes, into the index column family of the same WriteBatch, with no
+ * Python frame a record. The value a record replaces (its key's current value) moves into
+ * the entry of its own partition and offset; a delete also keeps its tombstone's. That value
+ * is the one the batch wrote last for the key (`pending`), else the database's: a key a
+ * KeyFilter of a bulk restore into an empty store (`written`) says was never written has
+ * none; the others are read after the loop, all with one multi-get (`deferred`: the key and
+ * its record's partition and offset; move_deferred). A point get a record cost several
+ * times the multi-get's share. An entry, as history.version_key makes it:
  *     b"h" + the key, each \x00 as \x00\xff + \x00\x00 + partition (4 bytes)
  *         + 2**64 - 1 - offset (8 bytes), both big-endian
  * put(key, stored) finds the record's partition and offset in the stored bytes' header
@@ -546,15 +548,16 @@ static PyTypeObject StagingType = {
 #define HEADER_SIZE 22
 #define PARTITION_AT 10
 #define OFFSET_AT 14
+#define NO_RECORD UINT64_MAX /* a delete's: no stored value has its partition */
 
 typedef struct {
     PyObject_HEAD
     PyObject *write;       /* the data's put or delete (Staging's, a quarantine's, ...) */
     PyObject *put_version; /* the WriteBatch's put */
     PyObject *handle;      /* the index column family's handle */
-    PyObject *get;         /* the data's get: a key's current value before the batch */
     PyObject *pending;     /* {key: stored bytes, None if deleted}: the batch's writes */
     PyObject *written;     /* a KeyFilter, or None: every key may have a value */
+    PyObject *deferred;    /* [(key, partition, offset)]: old values to read, then move */
     vectorcallfunc vectorcall;
 } Versioned;
 
@@ -599,14 +602,15 @@ static PyObject *version_key(PyObject *key, uint32_t partition, uint64_t offset)
     return out;
 }
 
-static int put_version(Versioned *v, PyObject *entry, PyObject *value) {
+/* put_version(entry, value, handle), stealing both. */
+static int put_entry(PyObject *put_version, PyObject *handle, PyObject *entry, PyObject *value) {
     if (entry == NULL || value == NULL) {
         Py_XDECREF(entry);
         Py_XDECREF(value);
         return -1;
     }
-    PyObject *args[3] = {entry, value, v->handle};
-    PyObject *r = PyObject_Vectorcall(v->put_version, args, 3, NULL);
+    PyObject *args[3] = {entry, value, handle};
+    PyObject *r = PyObject_Vectorcall(put_version, args, 3, NULL);
     Py_DECREF(entry);
     Py_DECREF(value);
     Py_XDECREF(r);
@@ -622,8 +626,25 @@ static const unsigned char *header_of(PyObject *stored) {
     return (const unsigned char *)PyBytes_AS_STRING(stored);
 }
 
-/* `key`'s value before this write, a new reference (None: none). */
-static PyObject *old_value(Versioned *v, PyObject *key) {
+/* `old` (None: nothing) replaced by the record at (partition, offset): into its version's
+ * entry, unless it is that record's own value. */
+static int move_old(PyObject *put_version, PyObject *handle, PyObject *key, PyObject *old,
+                    uint64_t partition, uint64_t offset) {
+    if (old == Py_None)
+        return 0;
+    const unsigned char *h = header_of(old);
+    if (h == NULL)
+        return -1;
+    uint64_t p = get_be(h + PARTITION_AT, 4), o = get_be(h + OFFSET_AT, 8);
+    if (p == partition && o == offset)
+        return 0; /* the same record, applied again */
+    return put_entry(put_version, handle, version_key(key, (uint32_t)p, o), Py_NewRef(old));
+}
+
+/* `key`'s value before this write as a new reference (None: none), or NULL with no
+ * exception: the database's, read later. */
+static PyObject *old_value(Versioned *v, PyObject *key, int *later) {
+    *later = 0;
     PyObject *old = PyDict_GetItemWithError(v->pending, key);
     if (old != NULL)
         return Py_NewRef(old);
@@ -634,28 +655,8 @@ static PyObject *old_value(Versioned *v, PyObject *key) {
         if (seen <= 0)
             return seen < 0 ? NULL : Py_NewRef(Py_None);
     }
-    old = PyObject_CallOneArg(v->get, key);
-    if (old != NULL && old != Py_None && !PyBytes_Check(old)) {
-        Py_DECREF(old);
-        PyErr_SetString(PyExc_TypeError, "get: bytes or None");
-        return NULL;
-    }
-    return old;
-}
-
-/* `old` (None: nothing) replaced by the record at (partition, offset): into its version's
- * entry, unless it is that record's own value. */
-static int move_old(Versioned *v, PyObject *key, PyObject *old, uint64_t partition,
-                    uint64_t offset) {
-    if (old == Py_None)
-        return 0;
-    const unsigned char *h = header_of(old);
-    if (h == NULL)
-        return -1;
-    uint64_t p = get_be(h + PARTITION_AT, 4), o = get_be(h + OFFSET_AT, 8);
-    if (p == partition && o == offset)
-        return 0; /* the same record, applied again */
-    return put_version(v, version_key(key, (uint32_t)p, o), Py_NewRef(old));
+    *later = 1;
+    return Py_NewRef(Py_None);
 }
 
 static int tombstone_version(Versioned *v, PyObject *key, PyObject *const *record) {
@@ -670,20 +671,36 @@ static int tombstone_version(Versioned *v, PyObject *key, PyObject *const *recor
         set_be(w + 1, (uint64_t)timestamp, 8);
         set_be(w + 9, (uint32_t)partition, 4);
     }
-    return put_version(v, version_key(key, (uint32_t)partition, (uint64_t)offset), tombstone);
+    return put_entry(v->put_version, v->handle,
+                     version_key(key, (uint32_t)partition, (uint64_t)offset), tombstone);
+}
+
+/* The old value of `key`, replaced by the record at (partition, offset): moved now, or read
+ * and moved after the loop (`later`). */
+static int replaced(Versioned *v, PyObject *key, PyObject *old, int later, uint64_t partition,
+                    uint64_t offset) {
+    if (!later)
+        return move_old(v->put_version, v->handle, key, old, partition, offset);
+    PyObject *item = Py_BuildValue("(OKK)", key, (unsigned long long)partition,
+                                   (unsigned long long)offset);
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(v->deferred, item);
+    Py_DECREF(item);
+    return rc;
 }
 
 /* The versions a put (n == 2) or delete (n == 4) of `args` makes, given the key's old value. */
-static int record_versions(Versioned *v, PyObject *const *args, Py_ssize_t n, PyObject *old) {
+static int record_versions(Versioned *v, PyObject *const *args, Py_ssize_t n, PyObject *old,
+                           int later) {
     if (n == 2) {
         const unsigned char *h = header_of(args[1]);
-        if (h == NULL ||
-            move_old(v, args[0], old, get_be(h + PARTITION_AT, 4), get_be(h + OFFSET_AT, 8)) < 0)
+        if (h == NULL || replaced(v, args[0], old, later, get_be(h + PARTITION_AT, 4),
+                                  get_be(h + OFFSET_AT, 8)) < 0)
             return -1;
         return PyDict_SetItem(v->pending, args[0], args[1]);
     }
-    /* A tombstone is never a stored value: no offset of the old one's partition matches. */
-    if (move_old(v, args[0], old, UINT64_MAX, UINT64_MAX) < 0 ||
+    if (replaced(v, args[0], old, later, NO_RECORD, NO_RECORD) < 0 ||
         tombstone_version(v, args[0], args + 1) < 0)
         return -1;
     return PyDict_SetItem(v->pending, args[0], Py_None);
@@ -700,21 +717,46 @@ static PyObject *versioned_call(PyObject *self, PyObject *const *args, size_t na
     }
     if (n == 2 && header_of(args[1]) == NULL)
         return NULL;
-    PyObject *old = old_value(v, args[0]);
+    int later;
+    PyObject *old = old_value(v, args[0], &later);
     if (old == NULL)
         return NULL;
     PyObject *r = PyObject_Vectorcall(v->write, args, n == 2 ? 2 : 1, NULL);
-    if (r != NULL && !(n == 2 && r == Py_False) && record_versions(v, args, n, old) < 0)
+    if (r != NULL && !(n == 2 && r == Py_False) && record_versions(v, args, n, old, later) < 0)
         Py_CLEAR(r);
     Py_DECREF(old);
     return r;
 }
 
+/* move_deferred(deferred, olds, put_version, handle): each deferred key's old value (olds,
+ * read after the loop, in its order) into its version's entry. */
+static PyObject *move_deferred(PyObject *self, PyObject *args) {
+    PyObject *deferred, *olds, *put_version, *handle;
+    if (!PyArg_ParseTuple(args, "O!O!OO", &PyList_Type, &deferred, &PyList_Type, &olds,
+                          &put_version, &handle))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(deferred);
+    if (PyList_GET_SIZE(olds) != n) {
+        PyErr_SetString(PyExc_ValueError, "deferred and olds differ in length");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key;
+        unsigned long long partition, offset;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(deferred, i), "SKK", &key, &partition, &offset))
+            return NULL;
+        if (move_old(put_version, handle, key, PyList_GET_ITEM(olds, i), partition, offset) < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *versioned_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *write, *put, *handle, *get, *pending, *written;
-    static char *kwlist[] = {"write", "put_version", "handle", "get", "pending", "written", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO!O", kwlist, &write, &put, &handle, &get,
-                                     &PyDict_Type, &pending, &written))
+    PyObject *write, *put, *handle, *pending, *written, *deferred;
+    static char *kwlist[] = {"write", "put_version", "handle", "pending", "written", "deferred",
+                             NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!OO!", kwlist, &write, &put, &handle,
+                                     &PyDict_Type, &pending, &written, &PyList_Type, &deferred))
         return NULL;
     if (written != Py_None && !PyObject_TypeCheck(written, &KeyFilterType)) {
         PyErr_SetString(PyExc_TypeError, "written: a KeyFilter or None");
@@ -726,9 +768,9 @@ static PyObject *versioned_new(PyTypeObject *type, PyObject *args, PyObject *kwd
     v->write = Py_NewRef(write);
     v->put_version = Py_NewRef(put);
     v->handle = Py_NewRef(handle);
-    v->get = Py_NewRef(get);
     v->pending = Py_NewRef(pending);
     v->written = Py_NewRef(written);
+    v->deferred = Py_NewRef(deferred);
     v->vectorcall = versioned_call;
     return (PyObject *)v;
 }
@@ -737,9 +779,9 @@ static void versioned_dealloc(Versioned *v) {
     Py_XDECREF(v->write);
     Py_XDECREF(v->put_version);
     Py_XDECREF(v->handle);
-    Py_XDECREF(v->get);
     Py_XDECREF(v->pending);
     Py_XDECREF(v->written);
+    Py_XDECREF(v->deferred);
     Py_TYPE(v)->tp_free((PyObject *)v);
 }
 
@@ -747,9 +789,10 @@ static PyTypeObject VersionedType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "globalstore.storage._entries.Versioned",
     .tp_basicsize = sizeof(Versioned),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Versioned(write, put_version, handle, get, pending, written): write(key, stored) "
-              "or write(key, partition, offset, timestamp), moving the value it replaces into "
-              "its version's entry (put_version(entry, value, handle)).",
+    .tp_doc = "Versioned(write, put_version, handle, pending, written, deferred): write(key, "
+              "stored) or write(key, partition, offset, timestamp), moving the value it "
+              "replaces into its version's entry (put_version(entry, value, handle)), or "
+              "noting it in deferred to be read.",
     .tp_new = versioned_new,
     .tp_dealloc = (destructor)versioned_dealloc,
     .tp_call = PyVectorcall_Call,
@@ -757,6 +800,9 @@ static PyTypeObject VersionedType = {
 };
 
 static PyMethodDef methods[] = {
+    {"move_deferred", move_deferred, METH_VARARGS,
+     "move_deferred(deferred, olds, put_version, handle): each old value into its version's "
+     "entry."},
     {"write_changes", write_changes, METH_VARARGS,
      "write_changes(entries_prefix, reverse_prefix, keys, news, get_many, lookup, encode, put, "
      "delete, handle) -> delta"},

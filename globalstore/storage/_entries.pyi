@@ -15,6 +15,13 @@ def write_changes(
     handle: object,
     /,
 ) -> int: ...
+def move_deferred(
+    deferred: list[tuple[bytes, int, int]],
+    olds: list[bytes | None],
+    put_version: Callable[..., object],
+    handle: object,
+    /,
+) -> None: ...
 
 class KeyFilter:
     def seen_then_add(self, keys: list[bytes], /) -> list[int]: ...
@@ -30,8 +37,8 @@ class Versioned:
         write: Callable[..., object],
         put_version: Callable[..., object],
         handle: object,
-        get: Callable[[bytes], bytes | None],
         pending: dict[bytes, bytes | None],
         written: KeyFilter | None,
+        deferred: list[tuple[bytes, int, int]],
     ) -> None: ...
     def __call__(self, key: bytes, *record: bytes | int) -> object: ...

@@ -94,6 +94,7 @@ _ORDER = struct.Struct(">IQ")  # partition, 2**64 - 1 - offset: newest first
 _TOP = 2**64 - 1
 _PAST = b"\xff"  # after a key's escaped form and end, sorts after all its versions
 _TOMBSTONE = b"\x00"
+_NO_RECORD = _TOP  # a delete's partition and offset: no stored value has them
 _PARTITION = struct.Struct(">i")
 _CHUNK = 256  # keys a scan reads per turn of its iterator
 _STEPS = 16  # older versions of a partition stepped over before a seek passes the rest
@@ -293,23 +294,28 @@ def _absent(version: bytes, cutoff_ms: int, ttl_ms: int | None) -> bool:
 class Recorder:
     """The versions of one batch's records, put in its WriteBatch beside their values: the
     put and delete a loop fills the batch with, wrapped, in C (_entries.Versioned) when it is
-    built. Each reads the value its record replaces (the batch's own last write of the key,
-    else `get`'s, unless `written`, a KeyFilter, says the key was never written) and moves it
-    into its version's entry; a delete also writes its tombstone's. A put finds the record's
-    partition and offset in the stored bytes' header; a delete has only the key, so it is
-    given them: the C loop calls each delete with its record's (delete_at), and the Python
-    loop's records are read through follow(), which notes the one being applied (wrap)."""
+    built, and finish() once the loop is done. Each moves the value its record replaces into
+    its version's entry (a delete also writes its tombstone's): the batch's own last write of
+    the key, known at once, else the database's, none for a key `written` (a KeyFilter) says
+    was never written, the others read by finish() with one multi-get (a point get a record
+    cost several times its share). A put finds the record's partition and offset in the
+    stored bytes' header; a delete has only the key, so it is given them: the C loop calls
+    each delete with its record's (delete_at), and the Python loop's records are read
+    through follow(), which notes the one being applied (wrap)."""
 
     def __init__(
         self,
         wb: rocksdict.WriteBatch,
         handle: rocksdict.ColumnFamily,
-        get: Callable[[bytes], bytes | None],
+        get_many: Callable[[list[bytes]], list[bytes | None]],
         written: _entries.KeyFilter | None,
     ) -> None:
         self._put_version, self._handle = wb.put, handle
-        self._get, self._written = get, written
+        self._get_many, self._written = get_many, written
         self._pending: dict[bytes, bytes | None] = {}  # the batch's writes: value, or None
+        # The keys whose old value is the database's: (key, partition, offset of the record
+        # that replaces it), read and moved by finish().
+        self._deferred: list[tuple[bytes, int, int]] = []
         self._current: Record | None = None
 
     def follow(self, records: Records) -> Records:
@@ -339,16 +345,17 @@ class Recorder:
         record it did not write: False, a quarantined one)."""
         if _entries is not None:
             return _entries.Versioned(
-                put, self._put_version, self._handle, self._get, self._pending, self._written
-            )
+                put, self._put_version, self._handle, self._pending, self._written,
+                self._deferred,
+            )  # fmt: skip
         unpack, pending = HEADER.unpack_from, self._pending
 
         def put_recorded(key: bytes, stored: bytes) -> object:
             _, _, _, p, o = unpack(stored)
-            old = self._old(key)
+            known, old = self._old(key)
             written = put(key, stored)
             if written is not False:  # False: a quarantined record, the key unchanged
-                self._move(key, old, p, o)
+                self._replaced(key, known, old, p, o)
                 pending[key] = stored
             return written
 
@@ -359,14 +366,15 @@ class Recorder:
         the value it removes into its version's entry and writing the tombstone's."""
         if _entries is not None:
             return _entries.Versioned(
-                delete, self._put_version, self._handle, self._get, self._pending, self._written
-            )
+                delete, self._put_version, self._handle, self._pending, self._written,
+                self._deferred,
+            )  # fmt: skip
         put_version, handle, pending = self._put_version, self._handle, self._pending
 
         def delete_recorded(key: bytes, p: int, o: int, ts: int) -> object:
-            old = self._old(key)
+            known, old = self._old(key)
             done = delete(key)
-            self._move(key, old, -1, -1)  # a tombstone is no stored value
+            self._replaced(key, known, old, _NO_RECORD, _NO_RECORD)
             tombstone = _TOMBSTONE + TIMESTAMP.pack(ts) + _PARTITION.pack(p)
             put_version(version_key(key, p, o), tombstone, handle)
             pending[key] = None
@@ -374,13 +382,36 @@ class Recorder:
 
         return delete_recorded
 
-    def _old(self, key: bytes) -> bytes | None:
-        """`key`'s value before the record now applied (None: none)."""
+    def finish(self) -> None:
+        """The loop is done: the old values of the keys the batch did not know, read from
+        the database with one multi-get, into their versions' entries."""
+        deferred = self._deferred
+        if not deferred:
+            return
+        olds = self._get_many([key for key, _, _ in deferred])
+        if _entries is not None:
+            _entries.move_deferred(deferred, olds, self._put_version, self._handle)
+        else:
+            for (key, p, o), old in zip(deferred, olds, strict=True):
+                self._move(key, old, p, o)
+        deferred.clear()
+
+    def _old(self, key: bytes) -> tuple[bool, bytes | None]:
+        """(known, `key`'s value before the record now applied (None: none)); not known:
+        the database's, read by finish()."""
         if key in self._pending:
-            return self._pending[key]
+            return True, self._pending[key]
         if self._written is not None and not self._written.seen_then_add([key]):
-            return None
-        return self._get(key)
+            return True, None
+        return False, None
+
+    def _replaced(self, key: bytes, known: bool, old: bytes | None, p: int, o: int) -> None:
+        """The old value of `key` replaced by the record at (`p`, `o`): moved now, or read
+        and moved by finish()."""
+        if known:
+            self._move(key, old, p, o)
+        else:
+            self._deferred.append((key, p, o))
 
     def _move(self, key: bytes, old: bytes | None, p: int, o: int) -> None:
         """`old` (None: nothing) replaced by the record at (`p`, `o`): into its version's
@@ -470,7 +501,7 @@ class History:
         s = self._s
         if s.state.history_ms is None:
             return None
-        return Recorder(wb, s.index_family().handle, s.get, self._written.filter(bulk))
+        return Recorder(wb, s.index_family().handle, s.get_many, self._written.filter(bulk))
 
     # -- reads -------------------------------------------------------------------------------
 
