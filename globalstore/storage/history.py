@@ -14,11 +14,11 @@ the prefix b"h" (no secondary index or time entry starts with it):
 
 A put over a value moves the old value into the entry of its own partition and offset; a
 delete does so too, and writes its tombstone's entry; a put over a tombstone or over nothing
-writes no entry. Finding the old value costs a read before the write, which a bulk restore
-into a store that was empty when it began skips for the keys it has not written yet (a
-KeyFilter, _entries.c, says which it may have); within a batch, the old value is the one the
-batch wrote last (Recorder). The record that wrote the current value, applied again, moves
-nothing.
+writes no entry. Finding the old value costs a read, which a bulk restore into a store that
+was empty when it began skips for the keys it has not written yet (a KeyFilter, _entries.c,
+says which it may have); within a batch, the old value is the one the batch wrote last, and
+the others are read with one multi-get once the batch's loop is done (Recorder). The record
+that wrote the current value, applied again, moves nothing.
 
 The key is escaped (\\x00 as \\x00\\xff) and ended with \\x00\\x00, which keeps the versions
 of one key together and the keys in the data's byte order. A key's versions follow by
