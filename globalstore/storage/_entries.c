@@ -535,8 +535,8 @@ static PyTypeObject StagingType = {
  * is the one the batch wrote last for the key (`pending`), else the database's: a key a
  * KeyFilter of a bulk restore into an empty store (`written`) says was never written has
  * none; the others are read after the loop, all with one multi-get (`deferred`: the key and
- * its record's partition and offset; move_deferred). A point get a record cost several
- * times the multi-get's share. An entry, as history.version_key makes it:
+ * its record's partition and offset; move_deferred): one call a batch, not a point get a
+ * record. An entry, as history.version_key makes it:
  *     b"h" + the key, each \x00 as \x00\xff + \x00\x00 + partition (4 bytes)
  *         + 2**64 - 1 - offset (8 bytes), both big-endian
  * put(key, stored) finds the record's partition and offset in the stored bytes' header

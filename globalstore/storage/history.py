@@ -297,8 +297,8 @@ class Recorder:
     built, and finish() once the loop is done. Each moves the value its record replaces into
     its version's entry (a delete also writes its tombstone's): the batch's own last write of
     the key, known at once, else the database's, none for a key `written` (a KeyFilter) says
-    was never written, the others read by finish() with one multi-get (a point get a record
-    cost several times its share). A put finds the record's partition and offset in the
+    was never written, the others read by finish() with one multi-get (one call a batch,
+    not a point get a record). A put finds the record's partition and offset in the
     stored bytes' header; a delete has only the key, so it is given them: the C loop calls
     each delete with its record's (delete_at), and the Python loop's records are read
     through follow(), which notes the one being applied (wrap)."""
