@@ -35,6 +35,7 @@ from globalstore import GlobalStore, StoreListener
 
 CHILD_TIMEOUT_S = 1800
 CACHE_ENV = "BENCH_AB_VALUE_CACHE"  # entries of the after checkout's value cache, if any
+HISTORY_ENV = "BENCH_AB_HISTORY"  # the stores' history window in seconds, if any
 
 
 class _Restored(StoreListener):
@@ -46,14 +47,16 @@ class _Restored(StoreListener):
 
 
 def settings() -> dict[str, Any]:
-    """The store settings this child was given (--after-value-cache, for the after checkout
-    alone: the before one may not have the setting)."""
-    entries = os.environ.get(CACHE_ENV)
-    if not entries:
-        return {}
-    from globalstore import ValueCache  # noqa: PLC0415 - only the after checkout has it
+    """The store settings this child was given (a history window; --after-value-cache, for
+    the after checkout alone: the before one may not have the setting)."""
+    out: dict[str, Any] = {}
+    if history := os.environ.get(HISTORY_ENV):
+        out["history"] = float(history)
+    if entries := os.environ.get(CACHE_ENV):
+        from globalstore import ValueCache  # noqa: PLC0415 - only the after checkout has it
 
-    return {"value_cache": ValueCache(entries=int(entries))}
+        out["value_cache"] = ValueCache(entries=int(entries))
+    return out
 
 
 def restore_rate(bootstrap: str, topic: str, path: Path) -> dict[str, float]:
@@ -97,8 +100,14 @@ def checkout_env(checkout: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
-def measure(checkout: Path, *args: str, cache: int = 0) -> dict[str, Any]:
-    env = {**checkout_env(checkout), CACHE_ENV: str(cache or "")}
+def measure(
+    checkout: Path, *args: str, cache: int = 0, history: float | None = None
+) -> dict[str, Any]:
+    env = {
+        **checkout_env(checkout),
+        CACHE_ENV: str(cache or ""),
+        HISTORY_ENV: "" if history is None else str(history),
+    }
     # -P: without it the child's sys.path starts with this script's directory, so it would
     # import this checkout's benchmark helpers (and through them modules `checkout` may lack).
     command = [sys.executable, "-P", __file__, "--child", *args]

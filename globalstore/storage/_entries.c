@@ -1,8 +1,9 @@
 /* keys.write_changes in C: the hot loop of an indexed write, without a Python frame per key
  * (keys.py says what the entries are); KeyFilter, the keys a bulk restore into an empty
- * store has written, which tells it whose old entries it need not look up; Staging, the
- * put and delete that note what a batch's keys were given; and Versioned, the put and delete
- * of a store with history, which write each record's version beside its value.
+ * store has written, which tells it whose old entries (or values) it need not look up;
+ * Staging, the put and delete that note what a batch's keys were given; and Versioned, the
+ * put and delete of a store with history, which move the value a record replaces into its
+ * version's entry.
  *
  * The entries a batch changes go into its WriteBatch in key order: RocksDB's memtable
  * inserts a key next to the one before in a few comparisons, but searches its whole skip
@@ -391,6 +392,20 @@ static void key_filter_dealloc(KeyFilter *f) {
     Py_TYPE(f)->tp_free((PyObject *)f);
 }
 
+/* Whether `key` may have been added before (1: every one that was; 0 it was not), then
+ * adds it. -1 on error. */
+static int key_filter_seen_then_add_one(KeyFilter *f, PyObject *key) {
+    uint64_t h = hash64((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
+    for (int j = 0; j < f->nlayers; j++)
+        if (layer_has(&f->layers[j], h))
+            return 1; /* in the filter already */
+    if ((f->nlayers == 0 || f->layers[f->nlayers - 1].keys >= f->layers[f->nlayers - 1].capacity) &&
+        add_layer(f) < 0)
+        return -1;
+    layer_add(&f->layers[f->nlayers - 1], h);
+    return 0;
+}
+
 /* seen_then_add(keys) -> the indexes of the keys that may have been added before (every
  * one that was), then adds them all. */
 static PyObject *key_filter_seen_then_add(KeyFilter *f, PyObject *keys) {
@@ -408,22 +423,16 @@ static PyObject *key_filter_seen_then_add(KeyFilter *f, PyObject *keys) {
             PyErr_SetString(PyExc_TypeError, "keys: a list of bytes");
             goto fail;
         }
-        uint64_t h = hash64((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
-        int seen = 0;
-        for (int j = 0; j < f->nlayers && !seen; j++)
-            seen = layer_has(&f->layers[j], h);
+        int seen = key_filter_seen_then_add_one(f, key);
+        if (seen < 0)
+            goto fail;
         if (seen) {
             PyObject *index = PyLong_FromSsize_t(i);
             int rc = index == NULL ? -1 : PyList_Append(out, index);
             Py_XDECREF(index);
             if (rc < 0)
                 goto fail;
-            continue; /* in the filter already */
         }
-        if ((f->nlayers == 0 || f->layers[f->nlayers - 1].keys >= f->layers[f->nlayers - 1].capacity) &&
-            add_layer(f) < 0)
-            goto fail;
-        layer_add(&f->layers[f->nlayers - 1], h);
     }
     return out;
 fail:
@@ -519,26 +528,36 @@ static PyTypeObject StagingType = {
 };
 
 /* -- Versioned ------------------------------------------------------------------------------
- * A store with history's put or delete (history.py): the data's write, then the version it
- * makes, into the index column family of the same WriteBatch, with no Python frame a record.
- * The version's entry, layout 2 (history.version_key):
+ * A store with history's put or delete (history.py, layout 3): the data's write, and the
+ * version entries it makes, into the index column family of the same WriteBatch, with no
+ * Python frame a record. The value a record replaces (its key's current value) moves into
+ * the entry of its own partition and offset; a delete also keeps its tombstone's. That value
+ * is the one the batch wrote last for the key (`pending`), else the database's: a key a
+ * KeyFilter of a bulk restore into an empty store (`written`) says was never written has
+ * none; the others are read after the loop, all with one multi-get (`deferred`: the key and
+ * its record's partition and offset; move_deferred): one call a batch, not a point get a
+ * record. An entry, as history.version_key makes it:
  *     b"h" + the key, each \x00 as \x00\xff + \x00\x00 + partition (4 bytes)
  *         + 2**64 - 1 - offset (8 bytes), both big-endian
- * put(key, stored) finds the partition and offset in the stored bytes' header (codec.HEADER:
- * layout, format, timestamp at 2, partition at 10, offset at 14) and keeps those bytes as the
- * version, unless the write returned False (a quarantined record: the key is unchanged);
- * delete(key, partition, offset, timestamp) keeps b"\x00" + timestamp (8 bytes) + partition
- * (4 bytes). */
+ * put(key, stored) finds the record's partition and offset in the stored bytes' header
+ * (codec.HEADER: layout, format, timestamp at 2, partition at 10, offset at 14); a write that
+ * returned False (a quarantined record: the key is unchanged) moves nothing, nor does the
+ * record that wrote the current value, applied again. delete(key, partition, offset,
+ * timestamp) keeps b"\x00" + timestamp (8 bytes) + partition (4 bytes). */
 
 #define HEADER_SIZE 22
 #define PARTITION_AT 10
 #define OFFSET_AT 14
+#define NO_RECORD UINT64_MAX /* a delete's: no stored value has its partition */
 
 typedef struct {
     PyObject_HEAD
     PyObject *write;       /* the data's put or delete (Staging's, a quarantine's, ...) */
     PyObject *put_version; /* the WriteBatch's put */
     PyObject *handle;      /* the index column family's handle */
+    PyObject *pending;     /* {key: stored bytes, None if deleted}: the batch's writes */
+    PyObject *written;     /* a KeyFilter, or None: every key may have a value */
+    PyObject *deferred;    /* [(key, partition, offset)]: old values to read, then move */
     vectorcallfunc vectorcall;
 } Versioned;
 
@@ -583,32 +602,64 @@ static PyObject *version_key(PyObject *key, uint32_t partition, uint64_t offset)
     return out;
 }
 
-static int put_version(Versioned *v, PyObject *entry, PyObject *value) {
+/* put_version(entry, value, handle), stealing both. */
+static int put_entry(PyObject *put_version, PyObject *handle, PyObject *entry, PyObject *value) {
     if (entry == NULL || value == NULL) {
         Py_XDECREF(entry);
         Py_XDECREF(value);
         return -1;
     }
-    PyObject *args[3] = {entry, value, v->handle};
-    PyObject *r = PyObject_Vectorcall(v->put_version, args, 3, NULL);
+    PyObject *args[3] = {entry, value, handle};
+    PyObject *r = PyObject_Vectorcall(put_version, args, 3, NULL);
     Py_DECREF(entry);
     Py_DECREF(value);
     Py_XDECREF(r);
     return r == NULL ? -1 : 0;
 }
 
-static int version_of_put(Versioned *v, PyObject *key, PyObject *stored) {
+/* The header of stored bytes, or NULL with an exception set. */
+static const unsigned char *header_of(PyObject *stored) {
     if (!PyBytes_Check(stored) || PyBytes_GET_SIZE(stored) < HEADER_SIZE) {
-        PyErr_SetString(PyExc_ValueError, "put: stored bytes with their header");
-        return -1;
+        PyErr_SetString(PyExc_ValueError, "stored bytes with their header");
+        return NULL;
     }
-    const unsigned char *h = (const unsigned char *)PyBytes_AS_STRING(stored);
-    uint32_t partition = (uint32_t)get_be(h + PARTITION_AT, 4);
-    return put_version(v, version_key(key, partition, get_be(h + OFFSET_AT, 8)),
-                       Py_NewRef(stored));
+    return (const unsigned char *)PyBytes_AS_STRING(stored);
 }
 
-static int version_of_delete(Versioned *v, PyObject *key, PyObject *const *record) {
+/* `old` (None: nothing) replaced by the record at (partition, offset): into its version's
+ * entry, unless it is that record's own value. */
+static int move_old(PyObject *put_version, PyObject *handle, PyObject *key, PyObject *old,
+                    uint64_t partition, uint64_t offset) {
+    if (old == Py_None)
+        return 0;
+    const unsigned char *h = header_of(old);
+    if (h == NULL)
+        return -1;
+    uint64_t p = get_be(h + PARTITION_AT, 4), o = get_be(h + OFFSET_AT, 8);
+    if (p == partition && o == offset)
+        return 0; /* the same record, applied again */
+    return put_entry(put_version, handle, version_key(key, (uint32_t)p, o), Py_NewRef(old));
+}
+
+/* `key`'s value before this write as a new reference (None: none), or NULL with no
+ * exception: the database's, read later. */
+static PyObject *old_value(Versioned *v, PyObject *key, int *later) {
+    *later = 0;
+    PyObject *old = PyDict_GetItemWithError(v->pending, key);
+    if (old != NULL)
+        return Py_NewRef(old);
+    if (PyErr_Occurred())
+        return NULL;
+    if (v->written != Py_None) {
+        int seen = key_filter_seen_then_add_one((KeyFilter *)v->written, key);
+        if (seen <= 0)
+            return seen < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    *later = 1;
+    return Py_NewRef(Py_None);
+}
+
+static int tombstone_version(Versioned *v, PyObject *key, PyObject *const *record) {
     long long partition = PyLong_AsLongLong(record[0]), offset = PyLong_AsLongLong(record[1]);
     long long timestamp = PyLong_AsLongLong(record[2]);
     if (PyErr_Occurred())
@@ -620,7 +671,39 @@ static int version_of_delete(Versioned *v, PyObject *key, PyObject *const *recor
         set_be(w + 1, (uint64_t)timestamp, 8);
         set_be(w + 9, (uint32_t)partition, 4);
     }
-    return put_version(v, version_key(key, (uint32_t)partition, (uint64_t)offset), tombstone);
+    return put_entry(v->put_version, v->handle,
+                     version_key(key, (uint32_t)partition, (uint64_t)offset), tombstone);
+}
+
+/* The old value of `key`, replaced by the record at (partition, offset): moved now, or read
+ * and moved after the loop (`later`). */
+static int replaced(Versioned *v, PyObject *key, PyObject *old, int later, uint64_t partition,
+                    uint64_t offset) {
+    if (!later)
+        return move_old(v->put_version, v->handle, key, old, partition, offset);
+    PyObject *item = Py_BuildValue("(OKK)", key, (unsigned long long)partition,
+                                   (unsigned long long)offset);
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(v->deferred, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* The versions a put (n == 2) or delete (n == 4) of `args` makes, given the key's old value. */
+static int record_versions(Versioned *v, PyObject *const *args, Py_ssize_t n, PyObject *old,
+                           int later) {
+    if (n == 2) {
+        const unsigned char *h = header_of(args[1]);
+        if (h == NULL || replaced(v, args[0], old, later, get_be(h + PARTITION_AT, 4),
+                                  get_be(h + OFFSET_AT, 8)) < 0)
+            return -1;
+        return PyDict_SetItem(v->pending, args[0], args[1]);
+    }
+    if (replaced(v, args[0], old, later, NO_RECORD, NO_RECORD) < 0 ||
+        tombstone_version(v, args[0], args + 1) < 0)
+        return -1;
+    return PyDict_SetItem(v->pending, args[0], Py_None);
 }
 
 static PyObject *versioned_call(PyObject *self, PyObject *const *args, size_t nargsf,
@@ -632,28 +715,62 @@ static PyObject *versioned_call(PyObject *self, PyObject *const *args, size_t na
                         "put(key, stored) or delete(key, partition, offset, timestamp)");
         return NULL;
     }
-    PyObject *r = PyObject_Vectorcall(v->write, args, n == 2 ? 2 : 1, NULL);
-    if (r == NULL || (n == 2 && r == Py_False))
-        return r;
-    int rc = n == 2 ? version_of_put(v, args[0], args[1]) : version_of_delete(v, args[0], args + 1);
-    if (rc < 0) {
-        Py_DECREF(r);
+    if (n == 2 && header_of(args[1]) == NULL)
         return NULL;
-    }
+    int later;
+    PyObject *old = old_value(v, args[0], &later);
+    if (old == NULL)
+        return NULL;
+    PyObject *r = PyObject_Vectorcall(v->write, args, n == 2 ? 2 : 1, NULL);
+    if (r != NULL && !(n == 2 && r == Py_False) && record_versions(v, args, n, old, later) < 0)
+        Py_CLEAR(r);
+    Py_DECREF(old);
     return r;
 }
 
-static PyObject *versioned_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *write, *put, *handle;
-    static char *kwlist[] = {"write", "put_version", "handle", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO", kwlist, &write, &put, &handle))
+/* move_deferred(deferred, olds, put_version, handle): each deferred key's old value (olds,
+ * read after the loop, in its order) into its version's entry. */
+static PyObject *move_deferred(PyObject *self, PyObject *args) {
+    PyObject *deferred, *olds, *put_version, *handle;
+    if (!PyArg_ParseTuple(args, "O!O!OO", &PyList_Type, &deferred, &PyList_Type, &olds,
+                          &put_version, &handle))
         return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(deferred);
+    if (PyList_GET_SIZE(olds) != n) {
+        PyErr_SetString(PyExc_ValueError, "deferred and olds differ in length");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key;
+        unsigned long long partition, offset;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(deferred, i), "SKK", &key, &partition, &offset))
+            return NULL;
+        if (move_old(put_version, handle, key, PyList_GET_ITEM(olds, i), partition, offset) < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *versioned_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    PyObject *write, *put, *handle, *pending, *written, *deferred;
+    static char *kwlist[] = {"write", "put_version", "handle", "pending", "written", "deferred",
+                             NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!OO!", kwlist, &write, &put, &handle,
+                                     &PyDict_Type, &pending, &written, &PyList_Type, &deferred))
+        return NULL;
+    if (written != Py_None && !PyObject_TypeCheck(written, &KeyFilterType)) {
+        PyErr_SetString(PyExc_TypeError, "written: a KeyFilter or None");
+        return NULL;
+    }
     Versioned *v = (Versioned *)type->tp_alloc(type, 0);
     if (v == NULL)
         return NULL;
     v->write = Py_NewRef(write);
     v->put_version = Py_NewRef(put);
     v->handle = Py_NewRef(handle);
+    v->pending = Py_NewRef(pending);
+    v->written = Py_NewRef(written);
+    v->deferred = Py_NewRef(deferred);
     v->vectorcall = versioned_call;
     return (PyObject *)v;
 }
@@ -662,6 +779,9 @@ static void versioned_dealloc(Versioned *v) {
     Py_XDECREF(v->write);
     Py_XDECREF(v->put_version);
     Py_XDECREF(v->handle);
+    Py_XDECREF(v->pending);
+    Py_XDECREF(v->written);
+    Py_XDECREF(v->deferred);
     Py_TYPE(v)->tp_free((PyObject *)v);
 }
 
@@ -669,8 +789,10 @@ static PyTypeObject VersionedType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "globalstore.storage._entries.Versioned",
     .tp_basicsize = sizeof(Versioned),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Versioned(write, put_version, handle): write(key, stored) or write(key), then "
-              "put_version(the version's entry, its value, handle).",
+    .tp_doc = "Versioned(write, put_version, handle, pending, written, deferred): write(key, "
+              "stored) or write(key, partition, offset, timestamp), moving the value it "
+              "replaces into its version's entry (put_version(entry, value, handle)), or "
+              "noting it in deferred to be read.",
     .tp_new = versioned_new,
     .tp_dealloc = (destructor)versioned_dealloc,
     .tp_call = PyVectorcall_Call,
@@ -678,6 +800,9 @@ static PyTypeObject VersionedType = {
 };
 
 static PyMethodDef methods[] = {
+    {"move_deferred", move_deferred, METH_VARARGS,
+     "move_deferred(deferred, olds, put_version, handle): each old value into its version's "
+     "entry."},
     {"write_changes", write_changes, METH_VARARGS,
      "write_changes(entries_prefix, reverse_prefix, keys, news, get_many, lookup, encode, put, "
      "delete, handle) -> delta"},

@@ -15,6 +15,13 @@ def write_changes(
     handle: object,
     /,
 ) -> int: ...
+def move_deferred(
+    deferred: list[tuple[bytes, int, int]],
+    olds: list[bytes | None],
+    put_version: Callable[..., object],
+    handle: object,
+    /,
+) -> None: ...
 
 class KeyFilter:
     def seen_then_add(self, keys: list[bytes], /) -> list[int]: ...
@@ -26,6 +33,12 @@ class Staging:
 
 class Versioned:
     def __init__(
-        self, write: Callable[..., object], put_version: Callable[..., object], handle: object
+        self,
+        write: Callable[..., object],
+        put_version: Callable[..., object],
+        handle: object,
+        pending: dict[bytes, bytes | None],
+        written: KeyFilter | None,
+        deferred: list[tuple[bytes, int, int]],
     ) -> None: ...
     def __call__(self, key: bytes, *record: bytes | int) -> object: ...

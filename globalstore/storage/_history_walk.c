@@ -1,5 +1,6 @@
 /* history.answer in C: the walk down one key's versions to the one a read as of a time
- * answers with (history.py says the layout and the rule). A read as of a time steps through
+ * answers with (history.py says the layout and the rule): its version entries, and its
+ * current value, the newest version of its partition. A read as of a time steps through
  * a key's versions one iterator call at a time; in Python each step also ran a dozen
  * bytecodes of slicing, unpacking and comparing, which took more time than the steps.
  * The iterator is rocksdict's RdictIter, driven through its Python methods. */
@@ -12,6 +13,7 @@
 #define ORDER_SIZE 12   /* partition (4 bytes) and inverted offset (8 bytes) */
 #define TIMESTAMP_AT 2  /* codec.HEADER: the record timestamp after the two format bytes */
 #define HEADER_SIZE 22  /* codec.HEADER_SIZE */
+#define PARTITION_AT 10 /* codec.HEADER: the record's partition */
 #define TOMBSTONE 0     /* a tombstone's version: 0, timestamp (8 bytes), partition (4) */
 #define STEPS 16        /* history._STEPS: older versions stepped over before a seek */
 
@@ -59,6 +61,10 @@ static int timestamp_of(PyObject *version, int64_t *ts) {
     return 0;
 }
 
+static int64_t partition_at(const unsigned char *p) {
+    return ((int64_t)p[0] << 24) | ((int64_t)p[1] << 16) | ((int64_t)p[2] << 8) | p[3];
+}
+
 /* Step past the partition's versions that `prefix` (head + partition) starts, or seek past
  * them after STEPS. 0, or -1 on error. */
 static int pass_partition(PyObject *it, PyObject *head, const char *prefix, Py_ssize_t size) {
@@ -92,53 +98,66 @@ static int pass_partition(PyObject *it, PyObject *head, const char *prefix, Py_s
 }
 
 static PyObject *answer(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "answer(it, head: bytes, t_ms: int)");
+    if (nargs != 4 || !PyBytes_Check(args[1]) || (args[3] != Py_None && !PyBytes_Check(args[3]))) {
+        PyErr_SetString(PyExc_TypeError, "answer(it, head: bytes, t_ms: int, current: bytes | None)");
         return NULL;
     }
-    PyObject *it = args[0], *head = args[1];
+    PyObject *it = args[0], *head = args[1], *current = args[3];
     int64_t t_ms = PyLong_AsLongLong(args[2]);
     if (t_ms == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t h = PyBytes_GET_SIZE(head);
     PyObject *found = NULL; /* owned */
-    int64_t found_ts = -1;
+    int64_t found_ts = -1, found_p = -1;
+    int64_t mine = -1; /* the partition the current value answers for (-1: none) */
+    if (current != Py_None) {
+        int64_t ts;
+        if (timestamp_of(current, &ts) < 0) return NULL;
+        if (ts <= t_ms) {
+            found = Py_NewRef(current);
+            found_ts = ts;
+            found_p = mine = partition_at((const unsigned char *)PyBytes_AS_STRING(current) + PARTITION_AT);
+        }
+    }
     for (;;) {
         int valid = is_valid(it);
         if (valid < 0) goto fail;
         if (!valid) break;
         PyObject *entry = key_of(it);
         if (entry == NULL) goto fail;
-        int mine = PyBytes_GET_SIZE(entry) == h + ORDER_SIZE &&
+        int ours = PyBytes_GET_SIZE(entry) == h + ORDER_SIZE &&
                    memcmp(PyBytes_AS_STRING(entry), PyBytes_AS_STRING(head), h) == 0;
-        if (!mine) {
+        if (!ours) {
             Py_DECREF(entry);
             break;
         }
-        PyObject *version = PyObject_CallMethodNoArgs(it, s_value);
-        if (version == NULL || !PyBytes_Check(version)) {
-            if (version != NULL) PyErr_SetString(PyExc_TypeError, "a version is not bytes");
-            Py_XDECREF(version);
-            Py_DECREF(entry);
-            goto fail;
-        }
-        int64_t ts;
-        if (timestamp_of(version, &ts) < 0) {
-            Py_DECREF(version);
-            Py_DECREF(entry);
-            goto fail;
-        }
-        if (ts > t_ms) {
-            Py_DECREF(version);
-            Py_DECREF(entry);
-            if (step(it) < 0) goto fail;
-            continue;
-        }
-        /* Partitions come in ascending order: on a tie of timestamps the later one wins. */
-        if (ts >= found_ts) {
-            Py_XSETREF(found, version);
-            found_ts = ts;
-        } else {
-            Py_DECREF(version);
+        int64_t p = partition_at((const unsigned char *)PyBytes_AS_STRING(entry) + h);
+        if (p != mine) { /* else the current value answers for the partition: older ones pass */
+            PyObject *version = PyObject_CallMethodNoArgs(it, s_value);
+            if (version == NULL || !PyBytes_Check(version)) {
+                if (version != NULL) PyErr_SetString(PyExc_TypeError, "a version is not bytes");
+                Py_XDECREF(version);
+                Py_DECREF(entry);
+                goto fail;
+            }
+            int64_t ts;
+            if (timestamp_of(version, &ts) < 0) {
+                Py_DECREF(version);
+                Py_DECREF(entry);
+                goto fail;
+            }
+            if (ts > t_ms) {
+                Py_DECREF(version);
+                Py_DECREF(entry);
+                if (step(it) < 0) goto fail;
+                continue;
+            }
+            if (found == NULL || ts > found_ts || (ts == found_ts && p > found_p)) {
+                Py_XSETREF(found, version);
+                found_ts = ts;
+                found_p = p;
+            } else {
+                Py_DECREF(version);
+            }
         }
         int passed = pass_partition(it, head, PyBytes_AS_STRING(entry), h + 4);
         Py_DECREF(entry);
@@ -156,7 +175,7 @@ fail:
 
 static PyMethodDef methods[] = {
     {"answer", (PyCFunction)(void (*)(void))answer, METH_FASTCALL,
-     "answer(it, head, t_ms): history.answer, in C."},
+     "answer(it, head, t_ms, current): history.answer, in C."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -70,6 +70,9 @@ class VersionRecorder(Protocol):
     def delete_at(self, delete: Delete) -> DeleteAt:
         """`delete`, given each delete's record, also writing the tombstone's version."""
 
+    def finish(self) -> None:
+        """The loop is done: the versions it left to write after it, written."""
+
 
 class Batch:
     """One write under way: its WriteBatch, and the state the store holds once written."""
@@ -130,6 +133,7 @@ class Batch:
         else:
             put, delete = recorder.wrap(put, delete)
             out.present = fill(put, delete, recorder.follow(records), out, self.nexts, list_keys)
+            recorder.finish()
         out.records = len(records)
         for p, end in ends.items():
             # Everything before the end was delivered (or was never data).
@@ -153,6 +157,8 @@ class Batch:
         if checked is not None:
             options["checked"] = checked
         out.records = restorer.fill(put, remove, self.nexts, out.skipped, timeout, **options)
+        if recorder is not None:
+            recorder.finish()
         return out
 
     def moved(self) -> dict[int, int]:

@@ -186,6 +186,7 @@ class Storage:
             self._open()
         self.state = StorageState()
         self.indexes.forget_written()
+        self.history.forget_written()
 
     @contextlib.contextmanager
     def _replacing(self, keys: Iterable[bytes] | None = None) -> Iterator[None]:
@@ -333,7 +334,7 @@ class Storage:
         together, so a crash loses the unflushed batches, their offsets with them; the next
         start resumes from the last flushed ones. begin_recount flushes first."""
         batch = self.batch() if exact_count else self._bulk_batch()
-        batch.recorder = self.history.recorder(batch.wb)
+        batch.recorder = self.history.recorder(batch.wb, bulk=not exact_count)
         listed = exact_count or list_keys
         out = batch.records(records, ends, self._tracks_writes, listed)
         batch.changed = out.present if listed else batch.staged
@@ -346,7 +347,7 @@ class Storage:
         records: a bulk restore (exact_count=False) or a follow batch of a store the C loop
         follows, which keeps the count exact and lists the batch's keys in Applied.present."""
         batch = self.batch() if exact_count else self._bulk_batch()
-        batch.recorder = self.history.recorder(batch.wb)
+        batch.recorder = self.history.recorder(batch.wb, bulk=not exact_count)
         out = batch.native(restorer, timeout, self._tracks_writes or exact_count)
         if exact_count:
             staged = batch.staged or {}
@@ -537,6 +538,10 @@ class Storage:
     def get(self, key: bytes) -> bytes | None:
         """The raw value of `key`, None if absent."""
         return self._get(key)
+
+    def data_iterator(self) -> rocksdict.RdictIter:
+        """An iterator over the data as it is now (a scan's: it fills no cache)."""
+        return self._db.iter(uncached())
 
     def get_many(self, keys: list[bytes]) -> list[bytes | None]:
         """Values of `keys` in their order (None where absent), with RocksDB's multi-get."""

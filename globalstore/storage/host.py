@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
+import rocksdict
+
 from globalstore.storage.batch import Batch
 from globalstore.storage.index_family import IndexFamily
 from globalstore.storage.meta import Meta
@@ -53,6 +55,12 @@ class IndexHost(Protocol):
 
     def is_empty(self) -> bool:
         """Whether the store holds no data key (meta entries do not count)."""
+
+    def get(self, key: bytes) -> bytes | None:
+        """The raw value of `key`, None if absent."""
+
+    def data_iterator(self) -> rocksdict.RdictIter:
+        """An iterator over the data as it is now (a scan's: it fills no cache)."""
 
     def get_many(self, keys: list[bytes]) -> list[bytes | None]:
         """Raw values of `keys` in their order (None where absent), read at one instant."""

@@ -4,11 +4,11 @@ the background build. Their entries live in the index column family (index_famil
 keys in keys.py); Storage (database.py) calls `into` from its write path.
 
 A bulk restore into a store that was empty when it began looks up no old entries of a key it
-has not written yet: such a key has none (an empty store holds no entry of an index it
-defines; a dropped index's entries are under another id). Which keys it has written, a
-KeyFilter (_entries.c) keeps, never missing one: a key written in an earlier batch of the
-restore is looked up, so its old entries go. Half of an indexed cold restore's RocksDB work
-was those lookups, all misses (docs/performance.md, "Declared indexes").
+has not written yet (written.py): such a key has none (an empty store holds no entry of an
+index it defines; a dropped index's entries are under another id). A key written in an
+earlier batch of the restore is looked up, so its old entries go. Half of an indexed cold
+restore's RocksDB work was those lookups, all misses (docs/performance.md, "Declared
+indexes").
 """
 
 from __future__ import annotations
@@ -22,11 +22,7 @@ from globalstore.storage.batch import Batch
 from globalstore.storage.host import IndexHost
 from globalstore.storage.keys import KeyIndexValues
 from globalstore.storage.meta import K_INDEX_NEXT_ID, IndexDef, index_key
-
-try:
-    from globalstore.storage import _entries
-except ImportError:  # built without its C extension: every key is looked up
-    _entries = None  # type: ignore[assignment]
+from globalstore.storage.written import WrittenKeys
 
 __all__ = ["Definitions", "IndexValues", "SecondaryIndexes", "reconcile"]
 
@@ -98,14 +94,11 @@ class SecondaryIndexes:
         # The store's index functions (shaping/indexes.py), when it has indexes: every batch
         # indexes the keys it writes.
         self.indexer = indexer
-        # The keys written since the store was empty, while only bulk applies have come
-        # (None: not since the last one, or not decided yet: see `_fresh`).
-        self._written: _entries.KeyFilter | None = None
-        self._fresh: bool | None = None  # None: no batch since the store was opened or wiped
+        self._written = WrittenKeys(host.is_empty)
 
     def forget_written(self) -> None:
         """The store was wiped: whether it is empty is decided again at the next batch."""
-        self._written, self._fresh = None, None
+        self._written.forget()
 
     @property
     def defs(self) -> Mapping[str, IndexDef]:
@@ -179,12 +172,5 @@ class SecondaryIndexes:
     def _lookup(self, keys: list[bytes], bulk: bool) -> list[int] | None:
         """The positions of the `keys` that may have old entries (None: any key may), in a
         bulk restore into a store that was empty when it began: those written before in it."""
-        if not bulk or _entries is None:
-            self._written, self._fresh = None, False  # from now on every key is looked up
-            return None
-        if self._fresh is None:  # the first batch: before it is written
-            self._fresh = self._s.is_empty()
-            self._written = _entries.KeyFilter() if self._fresh else None
-        if self._written is None:
-            return None
-        return self._written.seen_then_add(keys)
+        written = self._written.filter(bulk)
+        return None if written is None else written.seen_then_add(keys)

@@ -103,17 +103,19 @@ class SeekingValues:
 
 
 class _PinnedVersions:
-    """The versions of a pinned database (history.py), read from its index family."""
+    """The versions of a pinned database (history.py), read from its index family and its
+    current values."""
 
-    def __init__(self, index: Cursor | None) -> None:
-        self._index = index
+    def __init__(self, index: Cursor | None, data: Cursor) -> None:
+        self._index, self._data = index, data
 
     def get(self, key: bytes, t_ms: int) -> bytes | None:
         """The stored bytes of `key` as of `t_ms` (None: absent then)."""
         if self._index is None:
             return None
+        current = self._data.get(key)
         with self._index.lend() as it:
-            return version_at(it, key, t_ms)
+            return version_at(it, key, t_ms, current)
 
     def scan(
         self, lower: bytes | None, upper: bytes | None, t_ms: int
@@ -121,7 +123,7 @@ class _PinnedVersions:
         """(key, stored bytes) as of `t_ms` of the keys in [lower, upper) present then."""
         if self._index is None:
             return iter(())
-        return scan_at(self._index.lend, lower, upper, t_ms)
+        return scan_at(self._index.lend, self._data.items(lower), lower, upper, t_ms)
 
 
 class Pinned:
@@ -141,7 +143,7 @@ class Pinned:
         wall time `taken_ms`."""
         self.path, self.state, self.taken_ms = path, state, taken_ms
         self._data, self._index, self._meta = data, index, meta
-        self.history = _PinnedVersions(index)
+        self.history = _PinnedVersions(index, data)
 
     def get(self, key: bytes) -> bytes | None:
         """The raw value of `key` then, None if absent."""

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from globalstore.codec import record_timestamp
 from globalstore.storage.batch import Batch
+from globalstore.storage.history import keep_version
 from globalstore.storage.host import IndexHost
 from globalstore.storage.index_defs import SecondaryIndexes
 from globalstore.storage.keys import (
@@ -162,12 +163,14 @@ class TimeIndex:
         batch = s.batch()
         wb = batch.wb
         deleted = []
+        state = batch.state
+        family = s.index_family()
         for (ts, key), raw in zip(pairs, values, strict=True):
             if raw is not None and record_timestamp(raw) == ts:
                 wb.delete(key)
                 deleted.append(key)
-        state = batch.state
-        family = s.index_family()
+                if state.history_ms is not None:  # a read as of a time before still sees it
+                    keep_version(family, wb, key, raw)
         for entry in entries:
             family.delete(wb, entry)
         staged = dict.fromkeys(deleted)  # {key: None}: the keys deleted

@@ -214,3 +214,62 @@ def test_after_a_snapshot_boot(
         with booted.start(timeout=60):
             assert starts.to_read == [0]  # it resumed from the snapshot
             _answers_from_its_new_start(booted, kafka_bootstrap, topic, replay, rng, start)
+
+
+@pytest.mark.parametrize("batch", [7, 10_000], ids=["across-batches", "one-batch"])
+@pytest.mark.parametrize("follower", ["thread", "process"])
+def test_a_cold_restore_writes_the_versions_a_follower_would(
+    kafka_bootstrap: str, make_topic: TopicFactory, tmp_path: Path, batch: int, follower: Follower
+) -> None:
+    """Records produced before the store starts, timestamped after its start (a producer's
+    clock ahead): the bulk restore into the empty store writes them, reading the old value
+    only of a key it wrote before (in an earlier batch of 7 records, or in the same one),
+    and every time after its start answers as the replay does."""
+    topic = make_topic(partitions=PARTITIONS)
+    rng, replay = random.Random(f"cold-{batch}"), Replay()
+    produce_workload(kafka_bootstrap, topic, PARTITIONS, replay, rng, _now_ms() + 60_000)
+    # bulk_restore_threshold=0: a bulk restore, however few the records.
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", history=HOUR, indexes=INDEXES,
+                     follower=follower, restore_batch_size=batch,
+                     bulk_restore_threshold=0) as store:  # fmt: skip
+        _caught_up(store, kafka_bootstrap, topic)
+        assert store.status().last_restore_at is not None
+        start = _oldest_ms(store)
+        check_as_of(store, replay, replay.times(rng, start, 25), functions=follower == "thread")
+
+
+def test_a_ttl_purge_keeps_what_a_read_before_the_expiry_answers(
+    kafka_bootstrap: str, make_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """The ttl's purge deletes expired values from the data: the ones that are a key's
+    current value (and so its newest version) are kept as versions, and reads as of a time
+    before their expiry answer as the replay does (with the ttl judged at that time)."""
+    topic = make_topic(partitions=PARTITIONS)
+    rng, replay, ttl = random.Random(8), Replay(), 3.0
+    with GlobalStore(topic, kafka_bootstrap, tmp_path / "s", history=HOUR, ttl=ttl,
+                     indexes=INDEXES) as store:  # fmt: skip
+        start = _oldest_ms(store)
+        produce_workload(kafka_bootstrap, topic, PARTITIONS, replay, rng, start + 500, n=60)
+        _caught_up(store, kafka_bootstrap, topic)
+        deadline = time.monotonic() + 60
+        while (status := store.status().ttl) is None or status.time_index_entries:
+            assert time.monotonic() < deadline, status  # until every key expired and purged
+            time.sleep(0.2)
+        assert status.purged > 0
+        for t_ms in replay.times(rng, start, 25):
+            want = {k: v for k, (v, ts) in _winners(replay, t_ms).items()
+                    if v is not None and ts >= t_ms - ttl * 1000}  # fmt: skip
+            assert dict(store.items(as_of=t_ms / 1000)) == want, t_ms
+            assert {k: store.get(k, as_of=t_ms / 1000) for k in want} == want, t_ms
+        assert any(_winners(replay, t) for t in replay.times(rng, start, 5))  # not vacuous
+
+
+def _winners(replay: Replay, t_ms: int) -> dict[str, tuple[Any, int]]:
+    """{key: (value, its record's timestamp)} as of `t_ms`, by the replay's rule."""
+    out: dict[str, tuple[Any, int]] = {}
+    for key in sorted({r.key for r in replay.records}):
+        last = {r.partition: r for r in replay.records if r.key == key and r.ts <= t_ms}
+        if last:
+            won = max(last.values(), key=lambda r: (r.ts, r.partition))
+            out[key] = (won.value, won.ts)
+    return out

@@ -76,29 +76,35 @@ def _random_records(rng: random.Random, n: int, moves: bool = False) -> list[Rec
     return out
 
 
-def _written(path: Path, rng: random.Random, n: int, moves: bool) -> tuple[Storage, list[Record]]:
-    """A store with history holding `n` random records, applied in batches of 1 to 9."""
+def _written(
+    path: Path, rng: random.Random, n: int, moves: bool, follow: bool = True
+) -> tuple[Storage, list[Record]]:
+    """A store with history holding `n` random records, applied in batches of 1 to 9, as
+    a follower does or (not `follow`) as a bulk restore into an empty store does."""
     storage = _open(path)
     records = _random_records(rng, n, moves)
-    _apply_in_batches(storage, records, rng)
+    _apply_in_batches(storage, records, rng, follow)
     return storage, records
 
 
-def _apply_in_batches(storage: Storage, records: list[Record], rng: random.Random) -> None:
+def _apply_in_batches(
+    storage: Storage, records: list[Record], rng: random.Random, follow: bool = True
+) -> None:
     """Apply `records` in batches of 1 to 9."""
     i = 0
     while i < len(records):
         step = rng.randint(1, 9)
-        storage.apply(records[i : i + step], {}, True, 1)
+        storage.apply(records[i : i + step], {}, follow, 1)
         i += step
 
 
+@pytest.mark.parametrize("follow", [True, False], ids=["following", "bulk-restore"])
 @pytest.mark.parametrize("moves", [False, True], ids=["fixed-partitions", "keys-move"])
 def test_every_read_as_of_a_time_equals_a_replay_of_the_records(
-    tmp_path: Path, moves: bool
+    tmp_path: Path, moves: bool, follow: bool
 ) -> None:
     rng = random.Random(45)
-    storage, records = _written(tmp_path / "s", rng, 400, moves)
+    storage, records = _written(tmp_path / "s", rng, 400, moves, follow)
     view, keys = _View(storage), sorted({r[0].decode() for r in records if r[0] is not None})
     times = [rng.randrange(900, 3_200) for _ in range(60)] + [10**12]
     for t in times:
@@ -220,8 +226,9 @@ def test_the_store_threads_prune_purges_versions_older_than_the_window(tmp_path:
     for _ in range(6):  # one key per step, and a step that finds the end
         prune.step()
     assert prune.pruned == 2
-    # Kept: a=2 (the answer at the window's start) and a=3; b's lone tombstone went.
-    assert _versions(storage) == 2
+    # Kept: a=2's entry (the answer at the window's start; a=3 is the current value, no
+    # entry); a=1's went, and so did b's lone tombstone.
+    assert _versions(storage) == 1
     view = _View(storage)
     assert view.get("a", as_of=(now - 30_000) / 1000) == 2
     assert view.get("a", as_of=now / 1000) == 3
@@ -278,16 +285,22 @@ def test_ttl_at_the_time_asked_a_key_expired_then_reads_absent(tmp_path: Path) -
     storage.close()
 
 
-def test_the_purge_drops_a_key_expired_under_the_ttl_for_every_time_left(tmp_path: Path) -> None:
+def test_the_ttl_purge_keeps_a_value_it_deletes_as_its_version(tmp_path: Path) -> None:
     storage = _open(tmp_path / "s")
+    storage.time.define(5_000, bulk=False)  # a ttl of 5 s: a time index, built at once
     storage.apply([_rec("old", 1, 1_000, 0, 0), _rec("young", 1, 9_000, 0, 1)], {}, True, 1)
-    storage.state = dataclasses.replace(storage.state, ttl_ms=5_000)
-    # At the cutoff 10 s "old" is expired (1 s + 5 s < 10 s) and stays so: its version goes.
-    # "young" (9 s) still answers at the cutoff: it stays.
-    assert storage.history.purge(10_000, 100).removed == 1
+    assert _versions(storage) == 0  # current values only
+    # The ttl's purge at 7 s deletes "old" (1 s + 5 s < 7 s): its value becomes its version.
+    assert storage.time.purge(7_000 - 5_000, 100)[1] == [b"old"]
+    assert storage.get(b"old") is None and _versions(storage) == 1
     view = _View(storage)
+    assert view.get("old", as_of=5.0) == 1 and view.get("old", as_of=6.5) is None
+    assert view.get("young", as_of=9.0) == 1
+    # At the cutoff 10 s "old" is expired and stays so: its version goes; "young" (9 s),
+    # a current value, still answers at the cutoff.
+    assert storage.history.purge(10_000, 100).removed == 1
+    assert _versions(storage) == 0
     assert view.get("young", as_of=10.0) == 1 and view.get("old", as_of=10.0) is None
-    assert _versions(storage) == 1
     storage.close()
 
 
@@ -305,8 +318,10 @@ def test_versions_are_written_in_the_values_own_write_batch(tmp_path: Path) -> N
 
     storage.commit = commit  # type: ignore[method-assign]
     storage.apply([_rec("a", 1, 1_000, 0, 0), _rec("b", None, 1_000, 0, 1)], {}, True, 1)
-    # One commit: 2 data operations, 2 versions, the offset, applied_at and the count.
-    assert written == [7]
+    storage.apply([_rec("a", 2, 2_000, 0, 2)], {}, True, 1)
+    # One commit each: 2 data operations, b's tombstone, the offset, applied_at and the
+    # count; then a's new value, its old one moved into its version, and the same three.
+    assert written == [6, 5]
     storage.close()
     reopened = _open(tmp_path / "s")
     assert _versions(reopened) == 2
@@ -332,12 +347,15 @@ def test_history_is_a_setting_turning_it_on_rebuilds_and_off_drops(tmp_path: Pat
     storage.close()
 
 
-@pytest.mark.parametrize("layout", [None, 3], ids=["the-first-layout", "a-newer-layout"])
+@pytest.mark.parametrize(
+    "layout", [None, 2, 4], ids=["the-first-layout", "the-second-layout", "a-newer-layout"]
+)
 def test_versions_of_another_layout_are_rebuilt_never_misread(
     tmp_path: Path, layout: int | None
 ) -> None:
-    """Layout 1 kept a key's versions in (offset, partition) order; this code keeps them by
-    partition, newest first. A store whose meta names another layout (absent: the first) is
+    """Layout 1 kept a key's versions in (offset, partition) order, layout 2 kept the current
+    value as an entry too; this code keeps them by partition, newest first, the current
+    value only in the data. A store whose meta names another layout (absent: the first) is
     rebuilt by a writer, and a reader refuses every read as of a time."""
     storage = _open(tmp_path / "s")
     storage.apply([_rec("a", 1, 1_000, 0, 0), _rec("a", 2, 2_000, 0, 1)], {}, True, 1)
