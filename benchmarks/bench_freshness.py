@@ -105,6 +105,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "readers": 3,
         "switch": 0.0005,
     },
+    "in-process, 3 readers, two declared indexes, switch 0.5 ms": {
+        "mode": "in-process",
+        "readers": 3,
+        "indexes": DECLARED,
+        "switch": 0.0005,
+    },
     "shared, 3 readers": {"mode": "shared", "readers": 3},
     "own writer, 0 readers": {"mode": "own writer", "readers": 0},
     "own writer, 3 readers": {"mode": "own writer", "readers": 3},

@@ -170,8 +170,11 @@ class Batch:
         self, changed: Mapping[bytes, bool], get: Callable[[bytes], bytes | None]
     ) -> int | None:
         """The live-key count after the records ({key: live after the batch}), each key
-        looked up with `get` before the batch is written (None while the count is unknown)."""
-        self.live_delta = sum(changed.values()) - sum(get(k) is not None for k in changed)
+        looked up with `get` before the batch is written (None while the count is unknown).
+        map() calls `get` with no Python frame a key: cheaper than a generator,
+        and the interpreter cannot hand the GIL to a reader in the middle of the batch."""
+        was_live = len(changed) - list(map(get, changed)).count(None)
+        self.live_delta = sum(changed.values()) - was_live
         return None if self.state.count is None else self.state.count + self.live_delta
 
     def _staging(self, track: bool) -> tuple[Put, Delete]:

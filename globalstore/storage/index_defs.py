@@ -166,7 +166,7 @@ class SecondaryIndexes:
         lookup = self._lookup(keys, bulk)
         news = self.indexer.values(staged, defs)
         counts = batch.state.index_entries
-        entries = index.index_into(batch.wb, keys, news, defs, counts, lookup)
+        entries = index.index_into(batch.wb, keys, news, defs, counts, lookup, each=not bulk)
         batch.change(index_entries=entries)
 
     def _lookup(self, keys: list[bytes], bulk: bool) -> list[int] | None:

@@ -19,10 +19,6 @@ from globalstore.storage.scan import Values, index_items
 
 __all__ = ["IndexFamily"]
 
-# Up to this many entries are read one get each (get_many): a few µs each while the GIL
-# stays, against a switch interval behind busy threads for a multi-get.
-_ONE_BY_ONE = 256
-
 
 class IndexFamily:
     """The index column family of one open database: its writes go into the caller's
@@ -46,20 +42,23 @@ class IndexFamily:
         defs: Mapping[str, IndexDef],
         entries: Mapping[str, int],
         lookup: list[int] | None = None,
+        each: bool = False,
     ) -> dict[str, int]:
         """Put in `wb` the changes of the indexes named in `news` ({name: each key's index
         values after the batch, in the order of `keys`}) and the new entry counts of those
         that changed; returns the counts after the batch (`entries` are those before it).
         The reverse entries are read as they were before the batch, those of the keys at
-        `lookup` only (None: of every key; the others have none)."""
+        `lookup` only (None: of every key; the others have none); `each`: one get each
+        (get_each: a follower's batch), else with one multi-get an index (a bulk restore's)."""
         # The entries go in as the batch's default column family's: rocksdict's put takes
         # about 60 ns without a column family argument and 100 ns with one, four times a
         # record of two indexes.
+        read = self.get_each if each else self.get_many
         wb.set_default_column_family(self.handle)
         try:
             deltas = {
                 name: write_changes(
-                    defs[name].id, keys, values, self.get_many, wb.put, wb.delete, None, lookup
+                    defs[name].id, keys, values, read, wb.put, wb.delete, None, lookup
                 )
                 for name, values in news.items()
             }
@@ -118,15 +117,16 @@ class IndexFamily:
         self._family.flush()
 
     def get_many(self, keys: list[bytes]) -> list[bytes | None]:
-        """Raw index entries of `keys` in their order (None where absent). A few are read one
-        get each: rocksdict's multi-get lets go of the GIL and its get does not, and taking
-        the GIL back behind busy threads costs a switch interval (5 ms) each time, so a
-        follower's small batch would hand it over once more per index; many are read with
-        one multi-get, the cheaper read per key."""
-        if len(keys) <= _ONE_BY_ONE:
-            get = self._family.get
-            return [get(key) for key in keys]
+        """Raw index entries of `keys` in their order (None where absent), with one multi-get:
+        the cheapest read per key, but rocksdict's multi-get lets go of the GIL."""
         return self._family.get(keys)
+
+    def get_each(self, keys: list[bytes]) -> list[bytes | None]:
+        """The same, one get each, whatever their number: rocksdict's get keeps the GIL, and
+        a follower that lets it go waits a switch interval (5 ms) or more to take it back
+        behind busy threads, once more per index and batch. map() calls get with no Python
+        frame a key, so the interpreter cannot switch threads in the middle either."""
+        return list(map(self._family.get, keys))
 
     def iterator(self) -> rocksdict.RdictIter:
         """An iterator over the family as it is now, whatever is written later (a view's:

@@ -7,6 +7,7 @@ that are not JSON, on both loops."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,19 +20,24 @@ from tests.unit.store_fakes import LikeTheCLoop, batch
 
 
 class _Lookups:
-    """Counts the reverse entries a storage's index family reads."""
+    """Counts the reverse entries a storage's index family reads (with a multi-get, a bulk
+    restore's, or one get each, a follower's)."""
 
     def __init__(self, storage: Storage) -> None:
         index = storage.index
         assert index is not None
         self.keys = 0
-        read = index.get_many
+        index.get_many = self._counting(index.get_many)  # type: ignore[method-assign]
+        index.get_each = self._counting(index.get_each)  # type: ignore[method-assign]
 
-        def get_many(keys: list[bytes]) -> list[bytes | None]:
+    def _counting(
+        self, read: Callable[[list[bytes]], list[bytes | None]]
+    ) -> Callable[[list[bytes]], list[bytes | None]]:
+        def counted(keys: list[bytes]) -> list[bytes | None]:
             self.keys += len(keys)
             return read(keys)
 
-        index.get_many = get_many  # type: ignore[method-assign]
+        return counted
 
 
 def _bulk(storage: Storage, records: list[tuple[str, str | None]], start: int, i: int) -> None:
