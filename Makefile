@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 # The editable install, and a plain path entry to this tree beside it, which type checkers
 # follow: they do not run an editable install's import hook, and saw every type as Any.
-$(STAMP): pyproject.toml setup.py globalstore/follow/_native.c globalstore/shaping/_json_check.h globalstore/shaping/_fields.c globalstore/storage/_entries.c globalstore/storage/_history_walk.c
+$(STAMP): pyproject.toml setup.py globalstore/follow/_native.c globalstore/shaping/_json_check.h globalstore/shaping/_fields.c globalstore/storage/_entries.c globalstore/storage/_history_walk.c globalstore/storage/_ordered.c
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "Python 3.11+ is needed (found $$($(PYTHON) --version))"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -23,6 +23,9 @@ setup(
             "globalstore.storage._entries", ["globalstore/storage/_entries.c"], optional=True
         ),
         Extension(
+            "globalstore.storage._ordered", ["globalstore/storage/_ordered.c"], optional=True
+        ),
+        Extension(
             "globalstore.storage._history_walk",
             ["globalstore/storage/_history_walk.c"],
             optional=True,

@@ -8,7 +8,8 @@ uncounted send per peer, so a peer that keeps what it learned from a send shows 
     python benchmarks/bench_ab.py /tmp/before . --keys 1000000 --rounds 3
 
 --after-value-cache N gives the after checkout's stores ValueCache(entries=N): what the
-cache's invalidation costs a restore and a follow.
+cache's invalidation costs a restore and a follow. --shuffled produces the restore's keys in
+a random order (as most topics' producers write them) instead of in increasing order.
 
 Each measurement runs in a child process whose PYTHONPATH is that checkout, so the child
 imports that checkout's globalstore (and its C restore loop, if built there). Prints the
@@ -139,6 +140,9 @@ def main() -> None:
     parser.add_argument(
         "--after-value-cache", type=int, default=0, help="the after stores' ValueCache entries"
     )
+    parser.add_argument(
+        "--shuffled", action="store_true", help="produce the restore's keys in a random order"
+    )
     args = parser.parse_args()
     checkouts = {"before": args.before.resolve(), "after": args.after.resolve()}
     results: dict[tuple[str, str], list[float]] = {}
@@ -148,7 +152,9 @@ def main() -> None:
             restore_topic, follow_topic = (f"ab-{uuid.uuid4().hex[:8]}" for _ in range(2))
             for topic in (restore_topic, follow_topic):
                 create_topic(broker.bootstrap, topic)
-            fill_topic(broker.bootstrap, restore_topic, args.keys, "small batches")
+            fill_topic(
+                broker.bootstrap, restore_topic, args.keys, "small batches", shuffled=args.shuffled
+            )
             for r in range(args.rounds):
                 # before, after; then after, before: neither always goes first.
                 order = list(checkouts) if r % 2 == 0 else list(reversed(checkouts))

@@ -51,6 +51,11 @@ try:
 except ImportError:  # built without its C extension: the Python put and delete
     _entries = None  # type: ignore[assignment]
 
+try:
+    from globalstore.storage import _ordered
+except ImportError:  # built without its C extension: values put in the order they come
+    _ordered = None  # type: ignore[assignment]
+
 __all__ = ["Batch", "VersionRecorder"]
 
 
@@ -104,6 +109,7 @@ class Batch:
         # A store with history: what writes each record's version beside its value.
         self.recorder: VersionRecorder | None = None
         self._meta = meta
+        self._order: _ordered.KeyOrder | None = None  # the records' values, until written
 
     def change(self, **fields: Any) -> None:
         """Move the state the batch publishes: `fields` of StorageState."""
@@ -134,6 +140,7 @@ class Batch:
             put, delete = recorder.wrap(put, delete)
             out.present = fill(put, delete, recorder.follow(records), out, self.nexts, list_keys)
             recorder.finish()
+        self._write_in_order()
         out.records = len(records)
         for p, end in ends.items():
             # Everything before the end was delivered (or was never data).
@@ -159,6 +166,7 @@ class Batch:
         out.records = restorer.fill(put, remove, self.nexts, out.skipped, timeout, **options)
         if recorder is not None:
             recorder.finish()
+        self._write_in_order()
         return out
 
     def moved(self) -> dict[int, int]:
@@ -183,7 +191,7 @@ class Batch:
         key was last given, in `staged`, for the indexes; in a store with a quarantine, each
         checked first (quarantine.py). Either loop (Python or C) calls them, so both index
         and quarantine alike."""
-        put, delete = self._tracking() if track else (self.wb.put, self.wb.delete)
+        put, delete = self._tracking() if track else self._data_writes()
         quarantine = self.quarantine
         if quarantine is None:
             return put, delete
@@ -193,18 +201,33 @@ class Batch:
             self.checked = (unchecked, quarantine.keys, self.quarantining)
         return put, delete
 
-    def _tracking(self) -> tuple[Put, Delete]:
+    def _data_writes(self) -> tuple[Put, Delete]:
+        """The put and delete of the records' values: kept and written in key order by
+        _write_in_order() (_ordered.c says why), or the WriteBatch's own where not built."""
         wb = self.wb
+        if _ordered is None:
+            return wb.put, wb.delete
+        self._order = _ordered.KeyOrder(wb.put, wb.delete)
+        return self._order.put, self._order.delete
+
+    def _write_in_order(self) -> None:
+        """The values a loop filled the batch with, into the WriteBatch in key order."""
+        if self._order is not None:
+            self._order.flush()
+            self._order = None
+
+    def _tracking(self) -> tuple[Put, Delete]:
+        write, remove = self._data_writes()
         staged = self.staged = {}
         if _entries is not None:  # the same, in C: no Python frame a record
-            return _entries.Staging(wb.put, staged), _entries.Staging(wb.delete, staged)
+            return _entries.Staging(write, staged), _entries.Staging(remove, staged)
 
         def put(key: bytes, value: bytes) -> None:
-            wb.put(key, value)
+            write(key, value)
             staged[key] = value
 
         def delete(key: bytes) -> None:
-            wb.delete(key)
+            remove(key)
             staged[key] = None
 
         return put, delete
