@@ -1,44 +1,66 @@
 /* A batch's writes to the data column family, put into its WriteBatch in key order.
  *
  * RocksDB inserts a WriteBatch into the memtable in the order it was written, and a memtable
- * takes keys in order for much less than keys in any order (a skip list's insert starts
- * from where the last one ended; docs/performance.md, "Restore", has the figures). A topic's records come in the order they were
- * produced, which for most topics is no key order at all. KeyOrder keeps one batch's puts
- * and deletes, then writes them sorted by key (flush); two writes of one key keep their
- * order, so the batch's outcome is the same, only the order of its inserts changes.
+ * takes keys in order for much less than keys in any order (a skip list's insert starts from
+ * where the last one ended; docs/performance.md, "Restore", has the figures). A topic's
+ * records come in the order they were produced, which for many topics is no key order at
+ * all. KeyOrder passes a batch's writes straight to the WriteBatch while their keys come in
+ * order; from the first key that does not, it keeps the writes, and flush() writes those
+ * sorted by key. Two writes of one key stay in the order they came (a kept one always comes
+ * after one passed), so the batch's outcome is the same: only the order of its inserts
+ * changes, and a batch already in order costs one comparison a write.
  *
  *     order = KeyOrder(wb.put, wb.delete)
- *     fill(order.put, order.delete, ...)     # the loop's writes, kept
- *     order.flush()                          # into the WriteBatch, sorted
+ *     fill(order.put, order.delete, ...)     # the loop's writes
+ *     order.flush()                          # the kept ones, into the WriteBatch, sorted
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* A kept key's first HEAD bytes are copied into its op (its bytes are in the cache then):
+ * the sort compares those, and reads the key's bytes object only for two keys longer than
+ * HEAD that share them. */
+#define HEAD 24
+
 typedef struct {
-    PyObject *key;   /* bytes */
-    PyObject *value; /* bytes, NULL for a delete */
-    Py_ssize_t seq;  /* the write's place in the batch: keeps two writes of a key in order */
+    unsigned char head[HEAD]; /* the key's first HEAD bytes, zeros past its end */
+    Py_ssize_t size;          /* the key's length */
+    PyObject *key;            /* bytes */
+    PyObject *value;          /* bytes, NULL for a delete */
+    Py_ssize_t seq; /* the write's place among the kept: keeps two writes of a key in order */
 } write_op;
 
 typedef struct {
     PyObject_HEAD
     PyObject *put, *delete; /* the WriteBatch's */
+    PyObject *last;         /* the last key passed straight through; NULL: none yet */
+    int keeping;            /* a key came out of order: every write from it on is kept */
     write_op *ops;
     Py_ssize_t n, cap;
 } KeyOrder;
 
 static int by_key_then_seq(const void *a, const void *b) {
     const write_op *x = a, *y = b;
-    Py_ssize_t nx = PyBytes_GET_SIZE(x->key), ny = PyBytes_GET_SIZE(y->key);
-    int c = memcmp(PyBytes_AS_STRING(x->key), PyBytes_AS_STRING(y->key),
-                   (size_t)(nx < ny ? nx : ny));
+    int c = memcmp(x->head, y->head, HEAD);
+    if (c == 0 && x->size > HEAD && y->size > HEAD)
+        c = memcmp(PyBytes_AS_STRING(x->key) + HEAD, PyBytes_AS_STRING(y->key) + HEAD,
+                   (size_t)((x->size < y->size ? x->size : y->size) - HEAD));
     if (c != 0)
         return c;
-    if (nx != ny)
-        return nx < ny ? -1 : 1;
+    /* Equal up to the shorter one's end (zeros past an end tie only with a longer key's
+     * zeros, and so with a key the shorter one is a prefix of). */
+    if (x->size != y->size)
+        return x->size < y->size ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Whether `key` sorts at or after `last` (bytes order). */
+static int not_before(PyObject *last, PyObject *key) {
+    Py_ssize_t nl = PyBytes_GET_SIZE(last), nk = PyBytes_GET_SIZE(key);
+    int c = memcmp(PyBytes_AS_STRING(last), PyBytes_AS_STRING(key), (size_t)(nl < nk ? nl : nk));
+    return c < 0 || (c == 0 && nl <= nk);
 }
 
 static int in_order(const write_op *ops, Py_ssize_t n) {
@@ -48,19 +70,23 @@ static int in_order(const write_op *ops, Py_ssize_t n) {
     return 1;
 }
 
-static void clear_ops(KeyOrder *o) {
+static void clear(KeyOrder *o) {
     for (Py_ssize_t i = 0; i < o->n; i++) {
         Py_DECREF(o->ops[i].key);
         Py_XDECREF(o->ops[i].value);
     }
     o->n = 0;
+    o->keeping = 0;
+    Py_CLEAR(o->last);
+}
+
+static PyObject *write_through(KeyOrder *o, PyObject *key, PyObject *value) {
+    PyObject *args[2] = {key, value};
+    return value == NULL ? PyObject_Vectorcall(o->delete, args, 1, NULL)
+                         : PyObject_Vectorcall(o->put, args, 2, NULL);
 }
 
 static int keep(KeyOrder *o, PyObject *key, PyObject *value) {
-    if (!PyBytes_Check(key) || (value != NULL && !PyBytes_Check(value))) {
-        PyErr_SetString(PyExc_TypeError, "KeyOrder keeps bytes keys and values");
-        return -1;
-    }
     if (o->n == o->cap) {
         Py_ssize_t cap = o->cap ? o->cap * 2 : 1024;
         write_op *ops = PyMem_Realloc(o->ops, (size_t)cap * sizeof(write_op));
@@ -71,9 +97,31 @@ static int keep(KeyOrder *o, PyObject *key, PyObject *value) {
         o->ops = ops;
         o->cap = cap;
     }
-    o->ops[o->n] = (write_op){Py_NewRef(key), Py_XNewRef(value), o->n};
-    o->n++;
+    write_op *op = &o->ops[o->n];
+    op->size = PyBytes_GET_SIZE(key);
+    size_t copied = (size_t)(op->size < HEAD ? op->size : HEAD);
+    memcpy(op->head, PyBytes_AS_STRING(key), copied);
+    memset(op->head + copied, 0, HEAD - copied);
+    op->key = Py_NewRef(key);
+    op->value = Py_XNewRef(value);
+    op->seq = o->n++;
     return 0;
+}
+
+/* A write: straight through while the keys come in order, else kept for flush(). */
+static PyObject *take(KeyOrder *o, PyObject *key, PyObject *value) {
+    if (!PyBytes_Check(key) || (value != NULL && !PyBytes_Check(value))) {
+        PyErr_SetString(PyExc_TypeError, "KeyOrder takes bytes keys and values");
+        return NULL;
+    }
+    if (!o->keeping && (o->last == NULL || not_before(o->last, key))) {
+        PyObject *r = write_through(o, key, value);
+        if (r != NULL)
+            Py_XSETREF(o->last, Py_NewRef(key));
+        return r;
+    }
+    o->keeping = 1;
+    return keep(o, key, value) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 static PyObject *key_order_put(KeyOrder *o, PyObject *const *args, Py_ssize_t n) {
@@ -81,7 +129,7 @@ static PyObject *key_order_put(KeyOrder *o, PyObject *const *args, Py_ssize_t n)
         PyErr_SetString(PyExc_TypeError, "put(key, value)");
         return NULL;
     }
-    return keep(o, args[0], args[1]) < 0 ? NULL : Py_NewRef(Py_None);
+    return take(o, args[0], args[1]);
 }
 
 static PyObject *key_order_delete(KeyOrder *o, PyObject *const *args, Py_ssize_t n) {
@@ -89,26 +137,23 @@ static PyObject *key_order_delete(KeyOrder *o, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "delete(key)");
         return NULL;
     }
-    return keep(o, args[0], NULL) < 0 ? NULL : Py_NewRef(Py_None);
+    return take(o, args[0], NULL);
 }
 
 static PyObject *key_order_flush(KeyOrder *o, PyObject *unused) {
     if (!in_order(o->ops, o->n))
         qsort(o->ops, (size_t)o->n, sizeof(write_op), by_key_then_seq);
-    Py_ssize_t written = o->n;
+    Py_ssize_t kept = o->n;
     for (Py_ssize_t i = 0; i < o->n; i++) {
-        write_op *op = &o->ops[i];
-        PyObject *args[2] = {op->key, op->value};
-        PyObject *r = op->value == NULL ? PyObject_Vectorcall(o->delete, args, 1, NULL)
-                                        : PyObject_Vectorcall(o->put, args, 2, NULL);
+        PyObject *r = write_through(o, o->ops[i].key, o->ops[i].value);
         if (r == NULL) {
-            clear_ops(o); /* the batch fails as a whole: what is left is not written */
+            clear(o); /* the batch fails as a whole: what is left is not written */
             return NULL;
         }
         Py_DECREF(r);
     }
-    clear_ops(o);
-    return PyLong_FromSsize_t(written);
+    clear(o);
+    return PyLong_FromSsize_t(kept);
 }
 
 static PyObject *key_order_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
@@ -125,7 +170,7 @@ static PyObject *key_order_new(PyTypeObject *type, PyObject *args, PyObject *kwd
 }
 
 static void key_order_dealloc(KeyOrder *o) {
-    clear_ops(o);
+    clear(o);
     PyMem_Free(o->ops);
     Py_XDECREF(o->put);
     Py_XDECREF(o->delete);
@@ -134,12 +179,12 @@ static void key_order_dealloc(KeyOrder *o) {
 
 static PyMethodDef key_order_methods[] = {
     {"put", (PyCFunction)(void (*)(void))key_order_put, METH_FASTCALL,
-     "put(key, value): kept until flush()."},
+     "put(key, value): into the WriteBatch now if the keys are in order so far, else kept."},
     {"delete", (PyCFunction)(void (*)(void))key_order_delete, METH_FASTCALL,
-     "delete(key): kept until flush()."},
+     "delete(key): into the WriteBatch now if the keys are in order so far, else kept."},
     {"flush", (PyCFunction)key_order_flush, METH_NOARGS,
-     "flush() -> how many writes: the kept ones, through the WriteBatch's put and delete, in "
-     "key order (two of one key in the order they came); then none is kept."},
+     "flush() -> how many were kept: those, through the WriteBatch's put and delete, in key "
+     "order (two of one key in the order they came); then it starts again, as new."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -147,7 +192,7 @@ static PyTypeObject KeyOrderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "globalstore.storage._ordered.KeyOrder",
     .tp_basicsize = sizeof(KeyOrder),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "KeyOrder(put, delete): a batch's writes, kept, then written in key order.",
+    .tp_doc = "KeyOrder(put, delete): a batch's writes, into a WriteBatch in key order.",
     .tp_new = key_order_new,
     .tp_dealloc = (destructor)key_order_dealloc,
     .tp_methods = key_order_methods,

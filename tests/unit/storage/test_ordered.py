@@ -1,6 +1,7 @@
-"""A batch's values are written in key order (_ordered.KeyOrder): the batch's outcome is the
-same as writing them in the order they came, two writes of one key keep their order, and a
-write that fails fails the batch."""
+"""A batch's values are written in key order (_ordered.KeyOrder): straight through while the
+keys come in order, the rest kept and written sorted. The batch's outcome is the same as
+writing them in the order they came, two writes of one key keep their order, and a write that
+fails fails the batch."""
 
 from __future__ import annotations
 
@@ -15,7 +16,25 @@ from globalstore.storage._ordered import KeyOrder
 from globalstore.storage.records import Record
 
 
-def test_writes_come_out_sorted_by_key_and_in_order_within_a_key() -> None:
+def _in_key_order(keys: list[bytes]) -> list[bytes]:
+    """What KeyOrder writes for `keys`: the run in order from the first, then the rest
+    sorted (stably: two writes of one key in the order they came)."""
+    run = 1
+    while run < len(keys) and keys[run - 1] <= keys[run]:
+        run += 1
+    return keys[:run] + sorted(keys[run:])
+
+
+def test_keys_in_order_go_straight_through() -> None:
+    out: list[bytes] = []
+    order = KeyOrder(lambda k, v: out.append(k), out.append)
+    for key in (b"a", b"a", b"b", b"ba", b"c"):
+        order.put(key, b"v")
+    assert out == [b"a", b"a", b"b", b"ba", b"c"]  # before any flush
+    assert order.flush() == 0
+
+
+def test_from_the_first_key_out_of_order_the_writes_are_kept_and_sorted() -> None:
     out: list[tuple[bytes, bytes | None]] = []
     order = KeyOrder(lambda k, v: out.append((k, v)), lambda k: out.append((k, None)))
     order.put(b"b", b"1")
@@ -25,17 +44,37 @@ def test_writes_come_out_sorted_by_key_and_in_order_within_a_key() -> None:
     order.put(b"b", b"4")
     order.delete(b"b")
     order.put(b"", b"5")
-    assert order.flush() == 7
+    assert out == [(b"b", b"1")]
+    assert order.flush() == 6
     assert out == [
+        (b"b", b"1"),
         (b"", b"5"),
         (b"a", None),
         (b"a", b"3"),
         (b"ab", b"2"),
-        (b"b", b"1"),
         (b"b", b"4"),
         (b"b", None),
     ]
-    assert order.flush() == 0  # nothing is kept after a flush
+    order.put(b"z", b"6")  # a flushed KeyOrder starts again, as new
+    assert out[-1] == (b"z", b"6")
+
+
+def test_any_keys_come_out_in_byte_order() -> None:
+    # Keys sharing long prefixes (past the 24 bytes KeyOrder copies), one another's
+    # prefixes, zero bytes, the empty key.
+    rng = random.Random(3)
+    for _ in range(300):
+        prefix = bytes(rng.choice(b"\x00ab") for _ in range(rng.randrange(40)))
+        keys = [
+            prefix + bytes(rng.choice(b"\x00\x01ab\xff") for _ in range(rng.randrange(12)))
+            for _ in range(rng.randrange(1, 40))
+        ]
+        out: list[bytes] = []
+        order = KeyOrder(lambda k, v, out=out: out.append(k), out.append)
+        for key in keys:
+            order.put(key, b"")
+        order.flush()
+        assert out == _in_key_order(keys)
 
 
 def test_a_failing_write_fails_the_flush_and_nothing_stays_kept() -> None:
@@ -51,11 +90,11 @@ def test_a_failing_write_fails_the_flush_and_nothing_stays_kept() -> None:
         order.put(key, b"v")
     with pytest.raises(OSError, match="disk full"):
         order.flush()
-    assert written == [b"a"]
+    assert written == [b"d", b"a"]
     assert order.flush() == 0
 
 
-def test_only_bytes_are_kept() -> None:
+def test_only_bytes_are_taken() -> None:
     order = KeyOrder(lambda k, v: None, lambda k: None)
     with pytest.raises(TypeError):
         order.put("a", b"v")  # type: ignore[arg-type]
