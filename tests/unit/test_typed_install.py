@@ -10,6 +10,7 @@ import shutil
 import site
 import subprocess
 import sys
+import tomllib
 import venv
 from pathlib import Path
 
@@ -111,3 +112,17 @@ def test_the_editable_install_the_readme_gives_is_seen_by_mypy(tmp_path: Path) -
                             check=False, cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
     assert 'Revealed type is "def (key: str' in result.stdout, result.stdout
     assert result.returncode == 0, result.stdout
+
+
+def test_every_c_module_ships_its_types() -> None:
+    # A C module without its .pyi in the package data is Any to a user's type checker.
+    root = Path(__file__).resolve().parents[2]
+    with (root / "pyproject.toml").open("rb") as f:
+        shipped = set(tomllib.load(f)["tool"]["setuptools"]["package-data"]["globalstore"])
+    modules = [
+        c.relative_to(root / "globalstore").with_suffix(".pyi").as_posix()
+        for c in sorted((root / "globalstore").rglob("*.c"))
+        if "PyInit_" in c.read_text()
+    ]
+    assert len(modules) >= 5
+    assert [m for m in modules if m not in shipped or not (root / "globalstore" / m).exists()] == []
