@@ -5,14 +5,16 @@
  * where the last one ended; docs/performance.md, "Restore", has the figures). A topic's
  * records come in the order they were produced, which for many topics is no key order at
  * all. KeyOrder passes a batch's writes straight to the WriteBatch while their keys come in
- * order; from the first key that does not, it keeps the writes, and flush() writes those
- * sorted by key. Two writes of one key stay in the order they came (a kept one always comes
- * after one passed), so the batch's outcome is the same: only the order of its inserts
- * changes, and a batch already in order costs one comparison a write.
+ * order; from the first key that does not, it keeps the writes (when sorting), and flush()
+ * writes those sorted by key. Two writes of one key stay in the order they came (a kept one
+ * always comes after one passed), so the batch's outcome is the same: only the order of its
+ * inserts changes. flush() says how many writes came before the key they followed (breaks):
+ * a batch of a few long runs (a partition's keys in order, then the next partition's) gains
+ * nothing from a sort, so the caller decides from it whether the next batch sorts.
  *
- *     order = KeyOrder(wb.put, wb.delete)
+ *     order = KeyOrder(wb.put, wb.delete, sorting=True)
  *     fill(order.put, order.delete, ...)     # the loop's writes
- *     order.flush()                          # the kept ones, into the WriteBatch, sorted
+ *     writes, breaks = order.flush()         # the kept ones, into the WriteBatch, sorted
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,8 +37,11 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *put, *delete; /* the WriteBatch's */
-    PyObject *last;         /* the last key passed straight through; NULL: none yet */
-    int keeping;            /* a key came out of order: every write from it on is kept */
+    PyObject *last;         /* the key of the last write; NULL: none yet */
+    int sorting;            /* keep the writes from the first out of order, and sort them */
+    int keeping;            /* sorting, a key came out of order: every write from it is kept */
+    Py_ssize_t writes;      /* the writes taken since the last flush */
+    Py_ssize_t breaks;      /* of those, the ones whose key sorts before the last write's */
     write_op *ops;
     Py_ssize_t n, cap;
 } KeyOrder;
@@ -75,7 +80,7 @@ static void clear(KeyOrder *o) {
         Py_DECREF(o->ops[i].key);
         Py_XDECREF(o->ops[i].value);
     }
-    o->n = 0;
+    o->n = o->writes = o->breaks = 0;
     o->keeping = 0;
     Py_CLEAR(o->last);
 }
@@ -114,13 +119,13 @@ static PyObject *take(KeyOrder *o, PyObject *key, PyObject *value) {
         PyErr_SetString(PyExc_TypeError, "KeyOrder takes bytes keys and values");
         return NULL;
     }
-    if (!o->keeping && (o->last == NULL || not_before(o->last, key))) {
-        PyObject *r = write_through(o, key, value);
-        if (r != NULL)
-            Py_XSETREF(o->last, Py_NewRef(key));
-        return r;
-    }
-    o->keeping = 1;
+    int ordered = o->last == NULL || not_before(o->last, key);
+    o->writes++;
+    o->breaks += !ordered;
+    Py_XSETREF(o->last, Py_NewRef(key));
+    o->keeping = o->keeping || (o->sorting && !ordered);
+    if (!o->keeping)
+        return write_through(o, key, value);
     return keep(o, key, value) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
@@ -143,29 +148,36 @@ static PyObject *key_order_delete(KeyOrder *o, PyObject *const *args, Py_ssize_t
 static PyObject *key_order_flush(KeyOrder *o, PyObject *unused) {
     if (!in_order(o->ops, o->n))
         qsort(o->ops, (size_t)o->n, sizeof(write_op), by_key_then_seq);
-    Py_ssize_t kept = o->n;
+    PyObject *counts = Py_BuildValue("(nn)", o->writes, o->breaks);
+    if (counts == NULL) {
+        clear(o);
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < o->n; i++) {
         PyObject *r = write_through(o, o->ops[i].key, o->ops[i].value);
         if (r == NULL) {
+            Py_DECREF(counts);
             clear(o); /* the batch fails as a whole: what is left is not written */
             return NULL;
         }
         Py_DECREF(r);
     }
     clear(o);
-    return PyLong_FromSsize_t(kept);
+    return counts;
 }
 
 static PyObject *key_order_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     PyObject *put, *delete;
-    static char *kwlist[] = {"put", "delete", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO", kwlist, &put, &delete))
+    int sorting = 1;
+    static char *kwlist[] = {"put", "delete", "sorting", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|p", kwlist, &put, &delete, &sorting))
         return NULL;
     KeyOrder *o = (KeyOrder *)type->tp_alloc(type, 0);
     if (o == NULL)
         return NULL;
     o->put = Py_NewRef(put);
     o->delete = Py_NewRef(delete);
+    o->sorting = sorting;
     return (PyObject *)o;
 }
 
@@ -183,8 +195,9 @@ static PyMethodDef key_order_methods[] = {
     {"delete", (PyCFunction)(void (*)(void))key_order_delete, METH_FASTCALL,
      "delete(key): into the WriteBatch now if the keys are in order so far, else kept."},
     {"flush", (PyCFunction)key_order_flush, METH_NOARGS,
-     "flush() -> how many were kept: those, through the WriteBatch's put and delete, in key "
-     "order (two of one key in the order they came); then it starts again, as new."},
+     "flush() -> (writes, breaks): the kept writes, through the WriteBatch's put and delete, in "
+     "key order (two of one key in the order they came); then it starts again, as new. "
+     "writes: how many it took; breaks: how many of those sorted before the write before."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -192,7 +205,8 @@ static PyTypeObject KeyOrderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "globalstore.storage._ordered.KeyOrder",
     .tp_basicsize = sizeof(KeyOrder),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "KeyOrder(put, delete): a batch's writes, into a WriteBatch in key order.",
+    .tp_doc = "KeyOrder(put, delete, sorting=True): a batch's writes, into a WriteBatch in key "
+              "order (sorting) or as they come, counting how often a key came out of order.",
     .tp_new = key_order_new,
     .tp_dealloc = (destructor)key_order_dealloc,
     .tp_methods = key_order_methods,

@@ -56,7 +56,26 @@ try:
 except ImportError:  # built without its C extension: values put in the order they come
     _ordered = None  # type: ignore[assignment]
 
-__all__ = ["Batch", "VersionRecorder"]
+__all__ = ["Batch", "ValueOrder", "VersionRecorder"]
+
+
+# Keys that come in runs this long or longer, on average, go in as they come: a batch of a few
+# long runs (each partition's keys in order) is written as fast unsorted, and a sort would
+# cost it (docs/performance.md, "Restore").
+_LONG_RUN = 64
+
+
+class ValueOrder:
+    """Whether a batch's values go into its WriteBatch sorted by key (_ordered.c): decided
+    from the batch before, since a topic's key order is its producers' and seldom changes.
+    Sorting pays when keys come in any order; the first batch sorts."""
+
+    def __init__(self) -> None:
+        self.sorting = True
+
+    def learn(self, writes: int, breaks: int) -> None:
+        """A batch of `writes` values, `breaks` of whose keys sorted before the one before."""
+        self.sorting = breaks * _LONG_RUN > writes
 
 
 class VersionRecorder(Protocol):
@@ -109,7 +128,9 @@ class Batch:
         # A store with history: what writes each record's version beside its value.
         self.recorder: VersionRecorder | None = None
         self._meta = meta
-        self._order: _ordered.KeyOrder | None = None  # the records' values, until written
+        # Whether the records' values go in sorted, and what sorts them until they are written.
+        self.value_order: ValueOrder | None = None
+        self._order: _ordered.KeyOrder | None = None
 
     def change(self, **fields: Any) -> None:
         """Move the state the batch publishes: `fields` of StorageState."""
@@ -202,18 +223,19 @@ class Batch:
         return put, delete
 
     def _data_writes(self) -> tuple[Put, Delete]:
-        """The put and delete of the records' values: kept and written in key order by
-        _write_in_order() (_ordered.c says why), or the WriteBatch's own where not built."""
+        """The put and delete of the records' values: in key order as `value_order` says
+        (_ordered.c), or the WriteBatch's own where it is not given or not built."""
         wb = self.wb
-        if _ordered is None:
+        if _ordered is None or self.value_order is None:
             return wb.put, wb.delete
-        self._order = _ordered.KeyOrder(wb.put, wb.delete)
+        self._order = _ordered.KeyOrder(wb.put, wb.delete, self.value_order.sorting)
         return self._order.put, self._order.delete
 
     def _write_in_order(self) -> None:
-        """The values a loop filled the batch with, into the WriteBatch in key order."""
-        if self._order is not None:
-            self._order.flush()
+        """The values a loop filled the batch with and KeyOrder kept, into the WriteBatch in
+        key order; what their order was tells `value_order` whether the next batch sorts."""
+        if self._order is not None and self.value_order is not None:
+            self.value_order.learn(*self._order.flush())
             self._order = None
 
     def _tracking(self) -> tuple[Put, Delete]:

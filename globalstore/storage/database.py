@@ -32,7 +32,7 @@ import rocksdict
 
 from globalstore.config import RocksDBOptions
 from globalstore.errors import StorageError
-from globalstore.storage.batch import Batch
+from globalstore.storage.batch import Batch, ValueOrder
 from globalstore.storage.cache import HotValues
 from globalstore.storage.failures import close_when_unborrowed, reported
 from globalstore.storage.history import History
@@ -109,6 +109,7 @@ class Storage:
         # The check of every value put, with the keys it holds, once define() read them.
         self.quarantine: Quarantine | None = None
         self.history = History(self)  # a store with history keeps versions (history.py)
+        self._value_order = ValueOrder()  # whether its batches' values go in sorted (batch.py)
         # Held while writing, and while a reader opens its two iterators (values and index
         # entries): then both see the database at the same sequence number.
         self.view_lock = threading.Lock()
@@ -335,6 +336,7 @@ class Storage:
         start resumes from the last flushed ones. begin_recount flushes first."""
         batch = self.batch() if exact_count else self._bulk_batch()
         batch.recorder = self.history.recorder(batch.wb, bulk=not exact_count)
+        batch.value_order = self._value_order
         listed = exact_count or list_keys
         out = batch.records(records, ends, self._tracks_writes, listed)
         batch.changed = out.present if listed else batch.staged
@@ -348,6 +350,7 @@ class Storage:
         follows, which keeps the count exact and lists the batch's keys in Applied.present."""
         batch = self.batch() if exact_count else self._bulk_batch()
         batch.recorder = self.history.recorder(batch.wb, bulk=not exact_count)
+        batch.value_order = self._value_order
         out = batch.native(restorer, timeout, self._tracks_writes or exact_count)
         if exact_count:
             staged = batch.staged or {}

@@ -13,6 +13,7 @@ import pytest
 from globalstore.codec import HEADER_SIZE
 from globalstore.storage import Storage
 from globalstore.storage._ordered import KeyOrder
+from globalstore.storage.batch import ValueOrder
 from globalstore.storage.records import Record
 
 
@@ -31,7 +32,7 @@ def test_keys_in_order_go_straight_through() -> None:
     for key in (b"a", b"a", b"b", b"ba", b"c"):
         order.put(key, b"v")
     assert out == [b"a", b"a", b"b", b"ba", b"c"]  # before any flush
-    assert order.flush() == 0
+    assert order.flush() == (5, 0)
 
 
 def test_from_the_first_key_out_of_order_the_writes_are_kept_and_sorted() -> None:
@@ -45,7 +46,7 @@ def test_from_the_first_key_out_of_order_the_writes_are_kept_and_sorted() -> Non
     order.delete(b"b")
     order.put(b"", b"5")
     assert out == [(b"b", b"1")]
-    assert order.flush() == 6
+    assert order.flush() == (7, 3)  # breaks: a after b, a after ab, "" after b
     assert out == [
         (b"b", b"1"),
         (b"", b"5"),
@@ -77,6 +78,24 @@ def test_any_keys_come_out_in_byte_order() -> None:
         assert out == _in_key_order(keys)
 
 
+def test_not_sorting_it_writes_as_they_come_and_counts_the_breaks() -> None:
+    out: list[bytes] = []
+    order = KeyOrder(lambda k, v: out.append(k), out.append, sorting=False)
+    for key in (b"b", b"a", b"c", b"c", b"a"):
+        order.put(key, b"v")
+    assert out == [b"b", b"a", b"c", b"c", b"a"]
+    assert order.flush() == (5, 2)
+
+
+def test_a_batch_of_long_runs_makes_the_next_go_in_as_it_comes() -> None:
+    order = ValueOrder()
+    assert order.sorting  # the first batch sorts
+    order.learn(10_000, 5)  # six partitions' keys, each in order
+    assert not order.sorting
+    order.learn(10_000, 5_000)  # keys in any order
+    assert order.sorting
+
+
 def test_a_failing_write_fails_the_flush_and_nothing_stays_kept() -> None:
     written: list[bytes] = []
 
@@ -91,7 +110,7 @@ def test_a_failing_write_fails_the_flush_and_nothing_stays_kept() -> None:
     with pytest.raises(OSError, match="disk full"):
         order.flush()
     assert written == [b"d", b"a"]
-    assert order.flush() == 0
+    assert order.flush() == (0, 0)
 
 
 def test_only_bytes_are_taken() -> None:
