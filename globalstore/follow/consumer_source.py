@@ -130,8 +130,8 @@ def split(messages: Sequence[Any]) -> tuple[MessageRecords, dict[int, int], list
 
 class MessageRecords:
     """The records of consumed messages (events left out), each made as fill() reads it: a
-    list of them, made first, cost 0.1 to 0.7 µs more a record (the garbage collector walks
-    every tuple and header list kept)."""
+    list of them, made first, cost more a record (the garbage collector walks every tuple
+    and header list kept; docs/store.md, "Performance notes")."""
 
     __slots__ = ("_messages",)
 

@@ -50,9 +50,9 @@ class IndexFamily:
         The reverse entries are read as they were before the batch, those of the keys at
         `lookup` only (None: of every key; the others have none); `each`: one get each
         (get_each: a follower's batch), else with one multi-get an index (a bulk restore's)."""
-        # The entries go in as the batch's default column family's: rocksdict's put takes
-        # about 60 ns without a column family argument and 100 ns with one, four times a
-        # record of two indexes.
+        # The entries go in as the batch's default column family's: rocksdict's put costs
+        # less without a column family argument, and it is made four times a record of two
+        # indexes (docs/performance.md, "One pass over a value; the floor that stops 50 %").
         read = self.get_each if each else self.get_many
         wb.set_default_column_family(self.handle)
         try:
