@@ -24,13 +24,22 @@ timeindex.py  the time index of a store with a ttl: its entries written with eac
               the purge of expired keys, its build, a count without the expired keys
 rules.py      WriteRules: what a store's writes do beyond storing records (indexes, the
               check of each value, ttl, history), given at construction, defined by define()
-host.py       IndexHost: what those two indexes use of the Storage holding them
+history.py    the versions of a store with history (layout 3: an entry for each value
+              replaced and each tombstone), the walk to a key's version as of a time, their
+              recorder beside each batch, their purge
+written.py    the keys a bulk restore into an empty store has written (a KeyFilter): which
+              keys may have an old value, index entries or a version to move
+host.py       IndexHost: what those indexes use of the Storage holding them
 index_family.py  the index column family both keep their entries in
 opening.py    how the database is opened (access, column families), and a damaged one wiped
 options.py    RocksDBOptions as rocksdict Options
 lock.py       the directory lock (one process per store directory)
 failures.py   what an error RocksDB raised means (locked, damaged, refused, a full or failing
               disk, ...), and the one wrapper that makes it a StorageError
+
+In C (each with a Python path where it is not built): _entries.c (index entries, the
+KeyFilter, staging and versioning a batch's writes), _history_walk.c (the walk of a key's
+versions), _ordered.c (a batch's values into its WriteBatch in key order).
 """
 
 from globalstore.storage.database import Storage
