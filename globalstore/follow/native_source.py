@@ -123,8 +123,8 @@ def native_source(
     loop is turned off or not built, a setting is a Python callable, or the count is exact
     (a warm start) for a store the C loop cannot follow. A transform function runs in Python
     on each value the C loop writes; a store with history has each record's version written
-    beside its value (storage/history.py). The C loop goes on to follow a store that runs no
-    Python function per record (follows_in_c, NativeSource.follow)."""
+    beside its value (storage/version_recorder.py). The C loop goes on to follow a store
+    that runs no Python function per record (follows_in_c, NativeSource.follow)."""
     in_c = follows_in_c(config)
     if list_keys or not config.native_restore or (plan.exact_count and not in_c):
         return None

@@ -1,4 +1,4 @@
-"""Reads as of a time (storage/history.py says which version answers): the time a caller
+"""Reads as of a time (storage/versions.py says which version answers): the time a caller
 gives, the horizon it must not be older than, and the lookups and scans of the versions.
 
 A time is epoch seconds (int or float) or an aware datetime; it is compared with record
@@ -17,8 +17,8 @@ from globalstore.errors import HistoryUnavailable
 from globalstore.read.protocols import AsOf
 from globalstore.shaping import ttl
 from globalstore.shaping.history import horizon_ms
-from globalstore.storage.history import LAYOUT
 from globalstore.storage.reads import Reads
+from globalstore.storage.versions import LAYOUT
 
 __all__ = ["AsOf", "lookup", "moment", "parse", "scan", "to_ms"]
 

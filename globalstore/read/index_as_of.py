@@ -2,7 +2,7 @@
 index values asked, each with that value.
 
 An index holds the entries of the current values only, so the answer comes from the
-versions: every key's value as of t (read/as_of.py: the version rule of storage/history.py,
+versions: every key's value as of t (read/as_of.py: the version rule of storage/versions.py,
 a ttl's expiry judged at t) is given to the index's own definition, through the code that
 writes its entries (shaping/indexes.Indexer): a declared index reads the field its meta
 definition records (so any reader of the store has it), a function index calls the

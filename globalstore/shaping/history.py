@@ -14,8 +14,9 @@ from __future__ import annotations
 import time
 
 from globalstore.config import StoreConfig
-from globalstore.storage.history import LAYOUT, History
+from globalstore.storage.history import History
 from globalstore.storage.meta import Meta
+from globalstore.storage.versions import LAYOUT
 
 __all__ = ["Prune", "horizon_ms", "rebuild_reason", "to_ms"]
 

@@ -24,9 +24,10 @@ timeindex.py  the time index of a store with a ttl: its entries written with eac
               the purge of expired keys, its build, a count without the expired keys
 rules.py      WriteRules: what a store's writes do beyond storing records (indexes, the
               check of each value, ttl, history), given at construction, defined by define()
-history.py    the versions of a store with history (layout 3: an entry for each value
-              replaced and each tombstone), the walk to a key's version as of a time, their
-              recorder beside each batch, their purge
+history.py    History: a store's window of versions, its reads as of a time, its purge
+versions.py   the versions' layout (3: an entry for each value replaced and each
+              tombstone) and the walk to a key's version as of a time
+version_recorder.py  the versions a batch's records make, beside their values
 written.py    the keys a bulk restore into an empty store has written (a KeyFilter): which
               keys may have an old value, index entries or a version to move
 host.py       IndexHost: what those indexes use of the Storage holding them

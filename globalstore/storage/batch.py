@@ -79,7 +79,7 @@ class ValueOrder:
 
 
 class VersionRecorder(Protocol):
-    """What writes the versions of a batch's records beside their values (history.py's
+    """What writes the versions of a batch's records beside their values (version_recorder.py's
     Recorder): declared here, so a batch needs nothing of history to use one."""
 
     def wrap(self, put: Put, delete: Delete) -> tuple[Put, Delete]:

@@ -26,7 +26,8 @@ class IndexFamily:
 
     def __init__(self, db: rocksdict.Rdict) -> None:
         self._family = db.get_column_family(INDEX_CF)
-        # Public for the writers that put into a WriteBatch themselves (history.py's, in C).
+        # Public for the writers that put into a WriteBatch themselves (version_recorder.py's,
+        # in C).
         self.handle = db.get_column_family_handle(INDEX_CF)
 
     def entries(self, index_id: int) -> int:

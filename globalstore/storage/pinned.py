@@ -25,11 +25,11 @@ from pathlib import Path
 
 import rocksdict
 
-from globalstore.storage.history import scan_at, version_at
 from globalstore.storage.keys import expired_range, split_entry
 from globalstore.storage.meta import I64, K_COUNT
 from globalstore.storage.scan import bounded
 from globalstore.storage.state import StorageState
+from globalstore.storage.versions import scan_at, version_at
 
 __all__ = ["Cursor", "Pinned", "SeekingValues"]
 

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 
 from globalstore.codec import record_timestamp
 from globalstore.storage.batch import Batch
-from globalstore.storage.history import keep_version
 from globalstore.storage.host import IndexHost
 from globalstore.storage.index_defs import SecondaryIndexes
 from globalstore.storage.keys import (
@@ -32,6 +31,7 @@ from globalstore.storage.meta import (
     parse_cursor,
 )
 from globalstore.storage.state import StorageState
+from globalstore.storage.versions import keep_version
 
 __all__ = ["TimeIndex"]
 

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 from globalstore import GlobalStore, ReadOnlyStore, SharedStore, end_offsets
 from globalstore.aio import AsyncGlobalStore
 from globalstore.storage import Storage
-from globalstore.storage.history import PREFIX
+from globalstore.storage.versions import PREFIX
 from globalstore.stores.global_store import Follower
 from tests.conftest import TopicFactory
 from tests.integration.history_replay import (

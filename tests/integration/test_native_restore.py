@@ -20,7 +20,7 @@ from globalstore.codec import VALUE_FORMAT_HEADER, format_headers
 from globalstore.follow import native as native_restore
 from globalstore.follow.topic import end_offsets
 from globalstore.storage import Storage
-from globalstore.storage.history import PREFIX
+from globalstore.storage.versions import PREFIX
 from tests.integration.store_support import produce, producer
 
 PARTITIONS = 3

@@ -16,8 +16,8 @@ from globalstore import Shape
 from globalstore.config import StoreConfig
 from globalstore.follow.native_source import NativeSource, follows_in_c
 from globalstore.storage import Storage
-from globalstore.storage.history import PREFIX, version_key
 from globalstore.storage.records import Put
+from globalstore.storage.versions import PREFIX, version_key
 
 TOPIC = "t"
 

@@ -25,8 +25,8 @@ from globalstore.follow.topic import Marks, TopicInfo
 from globalstore.read.report import history_status
 from globalstore.shaping.history import Prune
 from globalstore.storage import Record, Storage
-from globalstore.storage.history import PREFIX
 from globalstore.storage.meta import I64, K_HISTORY_LAYOUT
+from globalstore.storage.versions import PREFIX
 from tests.unit.shaping.test_indexes import TOPIC, _View
 
 WINDOW_MS = 10**13  # wide enough that nothing a test writes is outside it

@@ -1,5 +1,5 @@
 """The walk down a key's versions in C (_history_walk.c) against the same walk in Python
-(history.walk), on real RocksDB: the same answer for every key and time, given the key's
+(versions.walk), on real RocksDB: the same answer for every key and time, given the key's
 current value or none, and the iterator left at the same place, with tombstones, timestamps
 that go backwards, keys that moved partition, a key with more versions in a partition than
 the walk steps over before it seeks, and a key with one timestamp in two partitions."""
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import rocksdict
 
-from globalstore.storage import history
-from globalstore.storage.history import PREFIX, walk
+from globalstore.storage import versions
+from globalstore.storage.versions import PREFIX, walk
 from tests.unit.read.test_as_of import _rec, _written
 
 pytestmark = pytest.mark.skipif(
-    history._history_walk is None, reason="built without the C extensions: nothing to compare"
+    versions._history_walk is None, reason="built without the C extensions: nothing to compare"
 )
 
 
@@ -29,7 +29,7 @@ def _heads(keys: set[bytes]) -> list[tuple[bytes, bytes]]:
 def test_the_c_walk_answers_and_moves_as_the_python_walk(tmp_path: Path, moves: bool) -> None:
     rng = random.Random(46)
     storage, records = _written(tmp_path / "s", rng, 400, moves)
-    # One key with 40 versions in a partition: past history._STEPS, the walk seeks.
+    # One key with 40 versions in a partition: past versions._STEPS, the walk seeks.
     storage.apply([_rec("long", {"n": i}, 2_000 + (i % 7) * 3, 1, 1_000 + i) for i in range(40)],
                   {}, True, 1)  # fmt: skip
     # A key in two partitions at one timestamp: the greater partition answers.
@@ -37,7 +37,7 @@ def test_the_c_walk_answers_and_moves_as_the_python_walk(tmp_path: Path, moves: 
                   {}, True, 1)  # fmt: skip
     assert storage.index is not None
     heads = _heads({r[0] for r in records if r[0] is not None} | {b"long", b"none", b"tie"})
-    c_walk = history._history_walk.answer
+    c_walk = versions._history_walk.answer
     answered = set()
     for t in [rng.randrange(900, 3_200) for _ in range(40)] + [0, 10**12]:
         for key, head in heads:
@@ -63,6 +63,6 @@ def test_a_version_too_short_for_its_timestamp_is_an_error_not_a_guess(tmp_path:
     it = db.iter()
     it.seek(head)
     with pytest.raises(ValueError, match="too short"):
-        history._history_walk.answer(it, head, 10**12, None)
+        versions._history_walk.answer(it, head, 10**12, None)
     del it
     db.close()

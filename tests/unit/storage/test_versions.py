@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from globalstore.codec import format_headers
-from globalstore.storage import Record, Storage, history
-from globalstore.storage.history import PREFIX, version_key
+from globalstore.storage import Record, Storage, version_recorder
+from globalstore.storage.versions import PREFIX, version_key
 from tests.unit.store_fakes import LikeTheCLoop
 
 TOPIC = "t"
@@ -104,7 +104,7 @@ def _replayed(records: list[Record]) -> set[bytes]:
 
 
 def test_the_c_writer_is_built_here() -> None:
-    assert history._entries is not None
+    assert version_recorder._entries is not None
 
 
 @pytest.mark.parametrize("follow", [False, True], ids=["bulk", "follow"])
@@ -114,7 +114,7 @@ def test_the_c_writer_writes_the_entries_of_the_python_recorder(
 ) -> None:
     records = _records()
     by_c = _written(tmp_path / "c", records, c_loop, follow)
-    monkeypatch.setattr(history, "_entries", None)  # the Recorder as where it is not built
+    monkeypatch.setattr(version_recorder, "_entries", None)  # the Recorder as where it is not built
     by_python = _written(tmp_path / "py", records, c_loop=False, follow=follow)
 
     assert by_c == by_python
