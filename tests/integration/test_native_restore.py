@@ -120,7 +120,7 @@ def test_c_loop_writes_what_the_python_loop_writes(
 ) -> None:
     topic = make_topic(partitions=PARTITIONS)
     fill_topic(kafka_bootstrap, topic)
-    with caplog.at_level(logging.INFO, logger="globalstore.follow.sources"):
+    with caplog.at_level(logging.INFO, logger="globalstore.follow.native_source"):
         by_c = restore(kafka_bootstrap, topic, tmp_path / "c", native=True)
     assert f"restoring {topic} with the C loop" in caplog.text
     by_python = restore(kafka_bootstrap, topic, tmp_path / "py", native=False)
@@ -151,7 +151,7 @@ def test_c_loop_transforms_what_the_python_loop_transforms(
 ) -> None:
     topic = make_topic(partitions=PARTITIONS)
     fill_topic(kafka_bootstrap, topic)
-    with caplog.at_level(logging.INFO, logger="globalstore.follow.sources"):
+    with caplog.at_level(logging.INFO, logger="globalstore.follow.native_source"):
         by_c = restore(kafka_bootstrap, topic, tmp_path / "c", True, transform=odd_shape)
     assert f"restoring {topic} with the C loop, transforming each value in Python" in caplog.text
     by_python = restore(kafka_bootstrap, topic, tmp_path / "py", False, transform=odd_shape)
@@ -191,7 +191,7 @@ def test_c_loop_writes_the_versions_the_python_loop_writes(
 ) -> None:
     topic = make_topic(partitions=PARTITIONS)
     fill_topic(kafka_bootstrap, topic)
-    with caplog.at_level(logging.INFO, logger="globalstore.follow.sources"):
+    with caplog.at_level(logging.INFO, logger="globalstore.follow.native_source"):
         by_c = restore(kafka_bootstrap, topic, tmp_path / "c", True, history=3600, **settings)
     assert f"restoring {topic} with the C loop" in caplog.text
     by_python = restore(kafka_bootstrap, topic, tmp_path / "py", False, history=3600, **settings)
