@@ -63,15 +63,27 @@ __all__ = ["Batch", "ValueOrder", "VersionRecorder"]
 # long runs (each partition's keys in order) is written as fast unsorted, and a sort would
 # cost it (docs/performance.md, "Restore").
 _LONG_RUN = 64
+# A store that writes its values as they come passes all but one batch in this many straight
+# to the WriteBatch, without even counting their order: that one tells whether it changed.
+_RECHECK = 16
 
 
 class ValueOrder:
     """Whether a batch's values go into its WriteBatch sorted by key (_ordered.c): decided
-    from the batch before, since a topic's key order is its producers' and seldom changes.
+    from a batch before, since a topic's key order is its producers' and seldom changes.
     Sorting pays when keys come in any order; the first batch sorts."""
 
     def __init__(self) -> None:
         self.sorting = True
+        self._passed = 0  # batches passed straight through since the last one looked at
+
+    def looks(self) -> bool:
+        """Whether the next batch's values go through KeyOrder: each while sorting, else one
+        in _RECHECK."""
+        if self.sorting:
+            return True
+        self._passed = (self._passed + 1) % _RECHECK
+        return self._passed == 0
 
     def learn(self, writes: int, breaks: int) -> None:
         """A batch of `writes` values, `breaks` of whose keys sorted before the one before."""
@@ -225,10 +237,10 @@ class Batch:
     def _data_writes(self) -> tuple[Put, Delete]:
         """The put and delete of the records' values: in key order as `value_order` says
         (_ordered.c), or the WriteBatch's own where it is not given or not built."""
-        wb = self.wb
-        if _ordered is None or self.value_order is None:
+        wb, order = self.wb, self.value_order
+        if _ordered is None or order is None or not order.looks():
             return wb.put, wb.delete
-        self._order = _ordered.KeyOrder(wb.put, wb.delete, self.value_order.sorting)
+        self._order = _ordered.KeyOrder(wb.put, wb.delete, order.sorting)
         return self._order.put, self._order.delete
 
     def _write_in_order(self) -> None:

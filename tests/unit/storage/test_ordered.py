@@ -90,10 +90,13 @@ def test_not_sorting_it_writes_as_they_come_and_counts_the_breaks() -> None:
 def test_a_batch_of_long_runs_makes_the_next_go_in_as_it_comes() -> None:
     order = ValueOrder()
     assert order.sorting  # the first batch sorts
+    assert order.looks()
     order.learn(10_000, 5)  # six partitions' keys, each in order
     assert not order.sorting
+    looked = [order.looks() for _ in range(32)]  # one batch in 16 counts its order again
+    assert looked.count(True) == 2 and looked[15] and looked[31]
     order.learn(10_000, 5_000)  # keys in any order
-    assert order.sorting
+    assert order.sorting and order.looks()
 
 
 def test_a_failing_write_fails_the_flush_and_nothing_stays_kept() -> None:
