@@ -54,10 +54,12 @@ _FAILURES_LOGGED_PER_BATCH = 10  # an index function failing on every key must n
 class _Failures:
     """The keys one batch's index functions failed on: counted per index, a few logged."""
 
-    def __init__(self, topic: str, totals: dict[str, int]) -> None:
-        self.topic, self.totals, self.seen = topic, totals, 0
+    def __init__(self, topic: str, totals: dict[str, int], counted: bool = True) -> None:
+        self.topic, self.totals, self.seen, self.counted = topic, totals, 0, counted
 
     def add(self, name: str | None, key: bytes, exc: Exception) -> None:
+        if not self.counted:  # a value stored before: its failures were counted then
+            return
         for index in [name] if name is not None else list(self.totals):
             self.totals[index] += 1
         self.seen += 1
@@ -99,12 +101,16 @@ class Indexer:
         self.failures = dict.fromkeys(self.fns, 0)  # since this start, per index
 
     def values(
-        self, staged: Mapping[bytes, bytes | None], defs: Mapping[str, IndexDef]
+        self,
+        staged: Mapping[bytes, bytes | None],
+        defs: Mapping[str, IndexDef],
+        before: bool = False,
     ) -> dict[str, list[KeyIndexValues]]:
         """The index values each key of a batch ({key: stored bytes, None if deleted}) has
         after it, in the order of `staged`, for each index of `defs` this store has a
-        function for (storage.index_defs.IndexValues)."""
-        failures = _Failures(self.topic, self.failures)
+        function for (storage.index_defs.IndexValues). `before`: the values are those the
+        keys held before the batch, whose failures were counted and logged when written."""
+        failures = _Failures(self.topic, self.failures, counted=not before)
         decoded = _Decoded(staged, self.decode, self.topic, failures)
         names = [name for name in defs if name in self.fns]
         native = self.native

@@ -172,48 +172,59 @@ fail:
     return NULL;
 }
 
-/* What key `key` changes, from its stored index values `old_raw` (bytes or None) to `new`
- * (one value as bytes, or a frozenset): its entries gone and added and its reverse entry.
- * Adds to *delta. */
+/* What key `key` changes, from its index values before the batch `old` (None: none; bytes:
+ * one value or, read from a reverse entry, several SEP-joined; or a set) to `new` (one value
+ * as bytes, or a frozenset): its entries gone and added and, given `rkey`, its reverse entry
+ * (NULL: the index keeps none). Adds to *delta. */
 static int key_changes(ops *o, PyObject *prefix, PyObject *key, PyObject *rkey, PyObject *new,
-                       PyObject *old_raw, PyObject *encode, PyObject *empty, PyObject *sep,
+                       PyObject *old, PyObject *encode, PyObject *empty, PyObject *sep,
                        long long *delta) {
     if (PyBytes_Check(new)) {
-        if (old_raw == Py_None) { /* the common case: one value, none before */
+        if (old == Py_None) { /* the common case: one value, none before */
             PyObject *e = joined(prefix, new, key);
             if (e == NULL || ops_add(o, e, Py_NewRef(empty)) < 0)
                 return -1;
             *delta += 1;
-            return ops_add(o, Py_NewRef(rkey), Py_NewRef(new));
+            return rkey == NULL ? 0 : ops_add(o, Py_NewRef(rkey), Py_NewRef(new));
+        }
+        if (PyBytes_Check(old)) { /* the same one value: nothing changes */
+            int same = PyObject_RichCompareBool(new, old, Py_EQ);
+            if (same != 0)
+                return same < 0 ? -1 : 0;
         }
         PyObject *one = PyFrozenSet_New(NULL);
         if (one == NULL || PySet_Add(one, new) < 0) {
             Py_XDECREF(one);
             return -1;
         }
-        int rc = key_changes(o, prefix, key, rkey, one, old_raw, encode, empty, sep, delta);
+        int rc = key_changes(o, prefix, key, rkey, one, old, encode, empty, sep, delta);
         Py_DECREF(one);
         return rc;
     }
     PyObject *gone = NULL, *added = NULL;
-    if (old_raw == Py_None) {
+    if (old == Py_None) {
         if (PySet_GET_SIZE(new) == 0)
             return 0;
         added = Py_NewRef(new);
     } else {
-        PyObject *parts = PyObject_CallMethod(old_raw, "split", "O", sep);
-        PyObject *old = parts == NULL ? NULL : PyFrozenSet_New(parts);
-        Py_XDECREF(parts);
-        if (old == NULL)
+        PyObject *was;
+        if (PyAnySet_Check(old)) {
+            was = Py_NewRef(old);
+        } else {
+            PyObject *parts = PyObject_CallMethod(old, "split", "O", sep);
+            was = parts == NULL ? NULL : PyFrozenSet_New(parts);
+            Py_XDECREF(parts);
+        }
+        if (was == NULL)
             return -1;
-        int same = PyObject_RichCompareBool(new, old, Py_EQ);
+        int same = PyObject_RichCompareBool(new, was, Py_EQ);
         if (same != 0) {
-            Py_DECREF(old);
+            Py_DECREF(was);
             return same < 0 ? -1 : 0;
         }
-        gone = PyNumber_Subtract(old, new);
-        added = PyNumber_Subtract(new, old);
-        Py_DECREF(old);
+        gone = PyNumber_Subtract(was, new);
+        added = PyNumber_Subtract(new, was);
+        Py_DECREF(was);
         if (gone == NULL || added == NULL) {
             Py_XDECREF(gone);
             Py_XDECREF(added);
@@ -227,6 +238,8 @@ static int key_changes(ops *o, PyObject *prefix, PyObject *key, PyObject *rkey, 
     Py_DECREF(added);
     if (bad)
         return -1;
+    if (rkey == NULL)
+        return 0;
     PyObject *encoded = NULL;
     if (PySet_GET_SIZE(new) == 1) { /* the common case: the value itself */
         PyObject *it = PyObject_GetIter(new);
@@ -242,71 +255,120 @@ static int key_changes(ops *o, PyObject *prefix, PyObject *key, PyObject *rkey, 
     return ops_add(o, Py_NewRef(rkey), encoded); /* no values: the reverse entry goes */
 }
 
-/* write_changes(entries_prefix, reverse_prefix, keys, news, get_many, lookup, encode, put,
- * delete, handle) -> delta */
-static PyObject *write_changes(PyObject *self, PyObject *args) {
-    PyObject *prefix, *rprefix, *keys, *news, *get_many, *lookup, *encode, *put, *del, *handle;
-    if (!PyArg_ParseTuple(args, "SSO!O!OOOOOO", &prefix, &rprefix, &PyList_Type, &keys,
-                          &PyList_Type, &news, &get_many, &lookup, &encode, &put, &del, &handle))
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(keys);
-    if (PyList_GET_SIZE(news) != n) {
-        PyErr_SetString(PyExc_ValueError, "keys and news differ in length");
-        return NULL;
-    }
-    if (lookup != Py_None && !PyList_Check(lookup)) {
-        PyErr_SetString(PyExc_TypeError, "lookup: a list of indexes into keys, or None");
-        return NULL;
-    }
+/* The changes of every key (`rkeys`: their reverse entries, NULL: none kept), written with
+ * `put` and `delete` in key order; the change in the index's number of entries, or -1 with
+ * an exception (*failed set). */
+static long long write_all(PyObject *prefix, PyObject *rkeys, PyObject *keys, PyObject *news,
+                           PyObject *olds, PyObject *encode, PyObject *put, PyObject *del,
+                           PyObject *handle, int *failed) {
     ops o = {NULL, 0, 0};
-    PyObject *reverse = PyList_New(n), *olds = NULL;
-    PyObject *empty = PyBytes_FromStringAndSize("", 0), *sep = PyBytes_FromStringAndSize("\0", 1);
-    if (reverse == NULL || empty == NULL || sep == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *key = PyList_GET_ITEM(keys, i), *new = PyList_GET_ITEM(news, i);
-        if (!PyBytes_Check(key) || !(PyAnySet_Check(new) || PyBytes_Check(new))) {
-            PyErr_SetString(PyExc_TypeError, "keys: bytes; news: bytes or frozensets of bytes");
-            goto fail;
-        }
-        PyObject *rkey = joined(rprefix, key, NULL);
-        if (rkey == NULL)
-            goto fail;
-        PyList_SET_ITEM(reverse, i, rkey);
-    }
-    olds = olds_of(reverse, get_many, lookup);
-    if (olds == NULL)
-        goto fail;
     long long delta = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    *failed = 1;
+    PyObject *empty = PyBytes_FromStringAndSize("", 0), *sep = PyBytes_FromStringAndSize("\0", 1);
+    if (empty == NULL || sep == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
         PyObject *old = PyList_GET_ITEM(olds, i);
-        if (old != Py_None && !PyBytes_Check(old)) {
-            PyErr_SetString(PyExc_TypeError, "get_many: bytes or None per key");
-            goto fail;
+        if (old != Py_None && !PyBytes_Check(old) && !PyAnySet_Check(old)) {
+            PyErr_SetString(PyExc_TypeError, "olds: bytes, a frozenset of bytes or None per key");
+            goto done;
         }
-        if (key_changes(&o, prefix, PyList_GET_ITEM(keys, i), PyList_GET_ITEM(reverse, i),
-                        PyList_GET_ITEM(news, i), old, encode, empty, sep, &delta) < 0)
-            goto fail;
+        PyObject *rkey = rkeys == NULL ? NULL : PyList_GET_ITEM(rkeys, i);
+        if (key_changes(&o, prefix, PyList_GET_ITEM(keys, i), rkey, PyList_GET_ITEM(news, i), old,
+                        encode, empty, sep, &delta) < 0)
+            goto done;
     }
     qsort(o.items, (size_t)o.n, sizeof(op), by_key);
     for (Py_ssize_t i = 0; i < o.n; i++) {
         op *e = &o.items[i];
         if (call(e->value == NULL ? del : put, e->key, e->value, handle) < 0)
-            goto fail;
+            goto done;
     }
+    *failed = 0;
+done:
     ops_free(&o);
-    Py_DECREF(reverse);
-    Py_DECREF(olds);
-    Py_DECREF(empty);
-    Py_DECREF(sep);
-    return PyLong_FromLongLong(delta);
-fail:
-    ops_free(&o);
-    Py_XDECREF(reverse);
-    Py_XDECREF(olds);
     Py_XDECREF(empty);
     Py_XDECREF(sep);
-    return NULL;
+    return delta;
+}
+
+/* keys and news: lists of one length, bytes and bytes or frozensets; else -1 with an error. */
+static int check_keys(PyObject *keys, PyObject *news) {
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(news) != n) {
+        PyErr_SetString(PyExc_ValueError, "keys and news differ in length");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i), *new = PyList_GET_ITEM(news, i);
+        if (!PyBytes_Check(key) || !(PyAnySet_Check(new) || PyBytes_Check(new))) {
+            PyErr_SetString(PyExc_TypeError, "keys: bytes; news: bytes or frozensets of bytes");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* write_changes(entries_prefix, reverse_prefix, keys, news, get_many, lookup, encode, put,
+ * delete, handle) -> delta: an index that keeps reverse entries, its old values read there. */
+static PyObject *write_changes(PyObject *self, PyObject *args) {
+    PyObject *prefix, *rprefix, *keys, *news, *get_many, *lookup, *encode, *put, *del, *handle;
+    if (!PyArg_ParseTuple(args, "SSO!O!OOOOOO", &prefix, &rprefix, &PyList_Type, &keys,
+                          &PyList_Type, &news, &get_many, &lookup, &encode, &put, &del, &handle))
+        return NULL;
+    if (check_keys(keys, news) < 0)
+        return NULL;
+    if (lookup != Py_None && !PyList_Check(lookup)) {
+        PyErr_SetString(PyExc_TypeError, "lookup: a list of indexes into keys, or None");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    PyObject *reverse = PyList_New(n), *olds = NULL, *out = NULL;
+    if (reverse == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *rkey = joined(rprefix, PyList_GET_ITEM(keys, i), NULL);
+        if (rkey == NULL)
+            goto done;
+        PyList_SET_ITEM(reverse, i, rkey);
+    }
+    olds = olds_of(reverse, get_many, lookup);
+    if (olds == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *old = PyList_GET_ITEM(olds, i);
+        if (old != Py_None && !PyBytes_Check(old)) {
+            PyErr_SetString(PyExc_TypeError, "get_many: bytes or None per key");
+            goto done;
+        }
+    }
+    int failed;
+    long long delta = write_all(prefix, reverse, keys, news, olds, encode, put, del, handle,
+                                &failed);
+    if (!failed)
+        out = PyLong_FromLongLong(delta);
+done:
+    Py_DECREF(reverse);
+    Py_XDECREF(olds);
+    return out;
+}
+
+/* write_entries(entries_prefix, keys, news, olds, put, delete, handle) -> delta: an index
+ * that keeps no reverse entries, each key's values before the batch given in `olds`. */
+static PyObject *write_entries(PyObject *self, PyObject *args) {
+    PyObject *prefix, *keys, *news, *olds, *put, *del, *handle;
+    if (!PyArg_ParseTuple(args, "SO!O!O!OOO", &prefix, &PyList_Type, &keys, &PyList_Type, &news,
+                          &PyList_Type, &olds, &put, &del, &handle))
+        return NULL;
+    if (check_keys(keys, news) < 0)
+        return NULL;
+    if (PyList_GET_SIZE(olds) != PyList_GET_SIZE(keys)) {
+        PyErr_SetString(PyExc_ValueError, "keys and olds differ in length");
+        return NULL;
+    }
+    int failed;
+    long long delta = write_all(prefix, NULL, keys, news, olds, NULL, put, del, handle, &failed);
+    return failed ? NULL : PyLong_FromLongLong(delta);
 }
 
 /* -- KeyFilter ------------------------------------------------------------------------------
@@ -803,6 +865,8 @@ static PyMethodDef methods[] = {
     {"move_deferred", move_deferred, METH_VARARGS,
      "move_deferred(deferred, olds, put_version, handle): each old value into its version's "
      "entry."},
+    {"write_entries", write_entries, METH_VARARGS,
+     "write_entries(entries_prefix, keys, news, olds, put, delete, handle) -> delta"},
     {"write_changes", write_changes, METH_VARARGS,
      "write_changes(entries_prefix, reverse_prefix, keys, news, get_many, lookup, encode, put, "
      "delete, handle) -> delta"},

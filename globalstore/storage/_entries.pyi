@@ -15,6 +15,16 @@ def write_changes(
     handle: object,
     /,
 ) -> int: ...
+def write_entries(
+    entries: bytes,
+    keys: list[bytes],
+    news: list[bytes | frozenset[bytes]],
+    olds: list[bytes | frozenset[bytes] | None],
+    put: Callable[..., object],
+    delete: Callable[..., object],
+    handle: object,
+    /,
+) -> int: ...
 def move_deferred(
     deferred: list[tuple[bytes, int, int]],
     olds: list[bytes | None],

@@ -129,6 +129,9 @@ class Batch:
         # tracked) {key: stored bytes, None if deleted}, the last write of each key.
         self.nexts: dict[int, int] = {}
         self.staged: dict[bytes, bytes | None] | None = None
+        # {key: stored bytes before the batch, None if absent} where count_exactly read them
+        # and was asked to keep them, for the indexes.
+        self.olds: dict[bytes, bytes | None] | None = None
         # The data keys it writes, for the cache of decoded values (cache.py): None when
         # they are not listed (the whole cache is then emptied), empty for a meta-only write.
         self.changed: Collection[bytes] | None = None
@@ -208,13 +211,17 @@ class Batch:
         return {p: o for p, o in self.nexts.items() if o > positions.get(p, -1)}
 
     def count_exactly(
-        self, changed: Mapping[bytes, bool], get: Callable[[bytes], bytes | None]
+        self, changed: Mapping[bytes, bool], get: Callable[[bytes], bytes | None], keep: bool
     ) -> int | None:
         """The live-key count after the records ({key: live after the batch}), each key
-        looked up with `get` before the batch is written (None while the count is unknown).
-        map() calls `get` with no Python frame a key: cheaper than a generator,
-        and the interpreter cannot hand the GIL to a reader in the middle of the batch."""
-        was_live = len(changed) - list(map(get, changed)).count(None)
+        looked up with `get` before the batch is written (None while the count is unknown);
+        `keep`: the values read kept in `olds`. map() calls `get` with no Python frame a
+        key: cheaper than a generator, and the interpreter cannot hand the GIL to a reader
+        in the middle of the batch."""
+        olds = list(map(get, changed))
+        if keep:
+            self.olds = dict(zip(changed, olds, strict=True))
+        was_live = len(changed) - olds.count(None)
         self.live_delta = sum(changed.values()) - was_live
         return None if self.state.count is None else self.state.count + self.live_delta
 

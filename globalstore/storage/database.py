@@ -373,11 +373,13 @@ class Storage:
             return out
         count = None
         if exact_count:
-            count = batch.count_exactly(out.present, self._get)
+            count = batch.count_exactly(out.present, self._get, keep=batch.staged is not None)
         elif self._recount is not None:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
         if batch.staged:
-            self.indexes.into(batch, batch.staged, batch.state.indexes, bulk=not exact_count)
+            self.indexes.into(
+                batch, batch.staged, batch.state.indexes, bulk=not exact_count, olds=batch.olds
+            )
             self.time.into(batch, batch.staged)
         batch.advance(moved, count, now_ms)
         batch.logged = exact_count

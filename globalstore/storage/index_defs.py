@@ -37,11 +37,15 @@ class IndexValues(Protocol):
         """Keys each index's function failed on since this start, for status()."""
 
     def values(
-        self, staged: Mapping[bytes, bytes | None], defs: Mapping[str, IndexDef]
+        self,
+        staged: Mapping[bytes, bytes | None],
+        defs: Mapping[str, IndexDef],
+        before: bool = False,
     ) -> dict[str, list[KeyIndexValues]]:
         """{index name: the index values of each key of `staged` ({key: stored bytes, None
         if deleted}) after the batch, in its order}, for the indexes of `defs` it has a
-        function for."""
+        function for; `before`: the keys' values before the batch, their failures counted
+        when they were written."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ class SecondaryIndexes:
         """Index the `staged` keys (a chunk of stored values) in index `name`, and record its
         definition `new` (its cursor past the chunk), in one batch: a crash resumes there."""
         batch = self._s.batch(data=False)
-        self.into(batch, staged, {name: new})
+        self.into(batch, staged, {name: new}, olds={})  # no key it reaches has entries yet
         batch.put_meta(index_key(name), new.to_bytes())
         batch.change(indexes={**batch.state.indexes, name: new})
         self._s.commit(batch)
@@ -156,18 +160,62 @@ class SecondaryIndexes:
         staged: Mapping[bytes, bytes | None],
         defs: Mapping[str, IndexDef],
         bulk: bool = False,
+        olds: Mapping[bytes, bytes | None] | None = None,
     ) -> None:
         """Put in `batch` the changes the `staged` keys make to the indexes `defs` and their
-        new entry counts. `bulk`: a batch of a bulk restore."""
+        new entry counts. `bulk`: a batch of a bulk restore. `olds`: the keys' stored values
+        before the batch, where the caller has them (a key not in it had none); else read
+        here, for an index that finds its old entries from them."""
         index = self._s.index
         if self.indexer is None or index is None or not defs:
             return
         keys = list(staged)
         lookup = self._lookup(keys, bulk)
         news = self.indexer.values(staged, defs)
+        fresh = {name: defs[name] for name in news if not defs[name].reverse}
+        before = self._before(keys, lookup, fresh, news, olds, each=not bulk) if fresh else {}
         counts = batch.state.index_entries
-        entries = index.index_into(batch.wb, keys, news, defs, counts, lookup, each=not bulk)
+        entries = index.index_into(
+            batch.wb, keys, news, before, defs, counts, lookup, each=not bulk
+        )
         batch.change(index_entries=entries)
+
+    def _before(
+        self,
+        keys: list[bytes],
+        lookup: list[int] | None,
+        defs: Mapping[str, IndexDef],
+        news: Mapping[str, list[KeyIndexValues]],
+        olds: Mapping[bytes, bytes | None] | None,
+        each: bool,
+    ) -> dict[str, list[KeyIndexValues | None]]:
+        """{index name: each key's values in it before the batch (None: none)}, for indexes
+        keeping no reverse entries: the index values of the stored values then (`olds`, else
+        read, of the keys at `lookup` only where given). A key an unbuilt index's build has
+        not reached is given its new values as its old: no change, as the build indexes it
+        with the value it finds there (shaping/indexes.IndexBuild)."""
+        assert self.indexer is not None  # called by into() only
+        at = range(len(keys)) if lookup is None else lookup
+        wanted = [keys[i] for i in at]
+        if olds is not None:
+            raws = [olds.get(key) for key in wanted]
+        else:
+            raws = list(map(self._s.get, wanted)) if each else self._s.get_many(wanted)
+        held = [(i, raw) for i, raw in zip(at, raws, strict=True) if raw is not None]
+        stored = {keys[i]: raw for i, raw in held}
+        values = self.indexer.values(stored, defs, before=True) if stored else {}
+        out: dict[str, list[KeyIndexValues | None]] = {}
+        for name, d in defs.items():
+            before: list[KeyIndexValues | None] = [None] * len(keys)
+            for (i, _), value in zip(held, values.get(name, ()), strict=False):
+                before[i] = value
+            if not d.built and d.cursor is not None:
+                new, cursor = news[name], d.cursor
+                for i, key in enumerate(keys):
+                    if key >= cursor:
+                        before[i] = new[i]
+            out[name] = before
+        return out
 
     def _lookup(self, keys: list[bytes], bulk: bool) -> list[int] | None:
         """The positions of the `keys` that may have old entries (None: any key may), in a

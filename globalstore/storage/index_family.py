@@ -13,7 +13,13 @@ from collections.abc import Iterator, Mapping
 
 import rocksdict
 
-from globalstore.storage.keys import KeyIndexValues, count_key, id_ranges, write_changes
+from globalstore.storage.keys import (
+    KeyIndexValues,
+    count_key,
+    id_ranges,
+    write_changes,
+    write_entries,
+)
 from globalstore.storage.meta import I64, INDEX_CF, IndexDef
 from globalstore.storage.scan import Values, index_items
 
@@ -40,6 +46,7 @@ class IndexFamily:
         wb: rocksdict.WriteBatch,
         keys: list[bytes],
         news: Mapping[str, list[KeyIndexValues]],
+        olds: Mapping[str, list[KeyIndexValues | None]],
         defs: Mapping[str, IndexDef],
         entries: Mapping[str, int],
         lookup: list[int] | None = None,
@@ -48,17 +55,22 @@ class IndexFamily:
         """Put in `wb` the changes of the indexes named in `news` ({name: each key's index
         values after the batch, in the order of `keys`}) and the new entry counts of those
         that changed; returns the counts after the batch (`entries` are those before it).
-        The reverse entries are read as they were before the batch, those of the keys at
-        `lookup` only (None: of every key; the others have none); `each`: one get each
-        (get_each: a follower's batch), else with one multi-get an index (a bulk restore's)."""
+        An index in `olds` goes from the values given there (its keys' before the batch,
+        None: none); the others keep reverse entries, read as they were before the batch,
+        those of the keys at `lookup` only (None: of every key; the others have none);
+        `each`: one get each (get_each: a follower's batch), else with one multi-get an
+        index (a bulk restore's)."""
         # The entries go in as the batch's default column family's: rocksdict's put costs
-        # less without a column family argument, and it is made four times a record of two
-        # indexes (docs/performance.md, "One pass over a value; the floor that stops 50 %").
+        # less without a column family argument, and it is made two to four times a record
+        # of two indexes (docs/performance.md, "One pass over a value; the floor that stops
+        # 50 %").
         read = self.get_each if each else self.get_many
         wb.set_default_column_family(self.handle)
         try:
             deltas = {
-                name: write_changes(
+                name: write_entries(defs[name].id, keys, values, olds[name], wb.put, wb.delete)
+                if name in olds
+                else write_changes(
                     defs[name].id, keys, values, read, wb.put, wb.delete, None, lookup
                 )
                 for name, values in news.items()

@@ -5,11 +5,12 @@ and the ttl's time index (shaping/ttl.py), and what a batch's keys change in the
 Secondary indexes (<id> is the index's id, 4 bytes big-endian):
     e<id><value>\\x00<key>   an entry: `key` has index value `value` (empty bytes); in value
                             order, then key order, which is the order find() answers in
-    k<id><key>              the key's index values, \\x00-separated: what to delete when the
-                            key changes. Reading this small entry (one multi-get per batch)
-                            is cheaper and safer than reading the old value and calling the
-                            function on it again: no decode, and right even if the function
-                            is not deterministic
+    k<id><key>              the key's index values, \\x00-separated, kept only by an index
+                            defined by an earlier globalstore (IndexDef.reverse): what
+                            to delete when the key changes. A newer index finds them from
+                            the key's old value instead (index_defs.py), which a follower
+                            has read already for the live-key count: two of four writes a
+                            record and a read a key less
     n<id>                   how many entries the index holds (i64), for the metric
 An index value may not hold a NUL character (SEP: it separates value and key).
 
@@ -24,7 +25,7 @@ the value (timeindex.py): its previous entry is found from the old value's heade
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from globalstore.codec import HEADER_SIZE, TIMESTAMP, TIMESTAMP_AT, V1
 
@@ -52,6 +53,7 @@ __all__ = [
     "time_changes",
     "time_key",
     "write_changes",
+    "write_entries",
 ]
 
 ENTRY, KEYS, COUNT = b"e", b"k", b"n"
@@ -198,33 +200,54 @@ def write_changes(
     return _write_changes(entries, keys, reverses, news, olds, put, delete)
 
 
-def _write_changes(
-    entries: bytes,
+def write_entries(
+    index_id: int,
     keys: list[bytes],
-    reverse: list[bytes],
     news: list[KeyIndexValues],
-    olds: list[bytes | None],
+    olds: list[KeyIndexValues | None],
     put: Callable[..., object],
     delete: Callable[..., object],
 ) -> int:
-    """write_changes in Python (where the C module is not built): a key that had no entry
-    (every key of a new store) takes no set arithmetic."""
+    """Put the entries of index `index_id` that `keys` gain and delete those they lose,
+    going from `olds` (each key's index values before the batch, None: it had none) to
+    `news`, for an index that keeps no reverse entries; returns the change in its number
+    of entries. `put` and `delete` as write_changes's, without a column family."""
+    entries = ENTRY + _ID.pack(index_id)
+    if _entries is not None:
+        return int(_entries.write_entries(entries, keys, news, olds, put, delete, None))
+    return _write_changes(entries, keys, None, news, olds, put, delete)
+
+
+def _write_changes(
+    entries: bytes,
+    keys: list[bytes],
+    reverse: list[bytes] | None,
+    news: list[KeyIndexValues],
+    olds: Sequence[KeyIndexValues | None],
+    put: Callable[..., object],
+    delete: Callable[..., object],
+) -> int:
+    """write_changes and write_entries in Python (where the C module is not built); an old
+    value as bytes is one value or, read from a reverse entry (`reverse`: theirs, None: the
+    index keeps none), several SEP-joined. A key that had no entry (every key of a new
+    store) takes no set arithmetic."""
     delta = 0
     changes: list[tuple[bytes, bytes | None]] = []  # (entry, value; None: delete it)
-    for key, rkey, one_or_set, old_raw in zip(keys, reverse, news, olds, strict=True):
+    for i, (key, one_or_set, old_raw) in enumerate(zip(keys, news, olds, strict=True)):
         new = frozenset((one_or_set,)) if isinstance(one_or_set, bytes) else one_or_set
         if old_raw is None:
             if not new:
                 continue
             gone, added = _NONE, new
         else:
-            old = frozenset(old_raw.split(SEP))
+            old = old_raw if isinstance(old_raw, frozenset) else frozenset(old_raw.split(SEP))
             if new == old:
                 continue
             gone, added = old - new, new - old
         changes += [(entries + v + SEP + key, None) for v in gone]
         changes += [(entries + v + SEP + key, b"") for v in added]
-        changes.append((rkey, encode_values(new) if new else None))
+        if reverse is not None:
+            changes.append((reverse[i], encode_values(new) if new else None))
         delta += len(added) - len(gone)
     changes.sort(key=lambda change: change[0])  # distinct entries: the key decides
     for entry, value in changes:

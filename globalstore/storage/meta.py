@@ -161,7 +161,9 @@ class IndexDef:
     the index column family (a new one for a new version, so old entries never mix in);
     `cursor` is the key its build resumes from (None once built), `scanned` the keys the
     build has visited so far; `path` the JSON field a declared index reads (None: a
-    function), so a reader without the store's config can index a value as of a time."""
+    function), so a reader without the store's config can index a value as of a time;
+    `reverse` whether it keeps each key's index values in a reverse entry (keys.py), as
+    indexes defined before they were found from the old values did."""
 
     id: int
     version: int
@@ -169,13 +171,14 @@ class IndexDef:
     cursor: bytes | None = b""
     scanned: int = 0
     path: str | None = None
+    reverse: bool = False
 
     def to_bytes(self) -> bytes:
         """The JSON entry the meta column family stores; parse() reads it back."""
         cursor = None if self.cursor is None else self.cursor.hex()
         return orjson.dumps(
             {"id": self.id, "version": self.version, "built": self.built, "cursor": cursor,
-             "scanned": self.scanned, "path": self.path}
+             "scanned": self.scanned, "path": self.path, "reverse": self.reverse}
         )  # fmt: skip
 
     @classmethod
@@ -186,6 +189,7 @@ class IndexDef:
         return cls(
             int(d["id"]), int(d["version"]), bool(d["built"]),
             None if cursor is None else bytes.fromhex(cursor), int(d["scanned"]), d.get("path"),
+            bool(d.get("reverse", True)),  # an entry without it: written before, with them
         )  # fmt: skip
 
 

@@ -177,7 +177,8 @@ class TimeIndex:
         batch.forget(deleted)
         batch.changed = deleted
         if staged:
-            self._secondary.into(batch, staged, state.indexes)
+            olds = dict(zip(keys, values, strict=True))
+            self._secondary.into(batch, staged, state.indexes, olds=olds)
         time_entries = state.time_entries - len(entries)
         family.put(wb, TIME, I64.pack(time_entries))
         count = None if state.count is None else state.count - len(deleted)

@@ -26,7 +26,8 @@ from globalstore.shaping.indexes import IndexBuild
 from globalstore.shaping.migrate import Migration
 from globalstore.shaping.rules import write_rules
 from globalstore.storage import Storage
-from globalstore.storage.keys import id_ranges
+from globalstore.storage.keys import bounds, id_ranges
+from globalstore.storage.meta import IndexDef, index_key
 from globalstore.stores.store import Store
 from tests.unit.prepared import prepared
 from tests.unit.store_fakes import FakeConsumer, LikeTheCLoop, OneCopy, batch, messages
@@ -104,6 +105,14 @@ def _as_set(out: Any) -> set[str]:
 
 def _keys(found: Iterator[tuple[str, Any]]) -> list[str]:
     return [k for k, _ in found]
+
+
+def _counts_hold_the_entries(storage: Storage) -> None:
+    """Each index's stored count of entries is how many it holds."""
+    index = storage.index
+    assert index is not None
+    for name, d in storage.state.indexes.items():
+        assert storage.state.index_entries.get(name, 0) == index.count(*bounds(d.id)), name
 
 
 def _entries_hold_the_model(view: Store, model: _Model) -> None:
@@ -213,7 +222,9 @@ def test_unknown_and_unbuilt_indexes_are_refused(tmp_path: Path) -> None:
     storage.close()
 
 
-def _fill(storage: Storage, model: _Model, rng: random.Random, n: int, offset: int) -> int:
+def _fill(
+    storage: Storage, model: _Model, rng: random.Random, n: int, offset: int, exact: bool = True
+) -> int:
     records = []
     for _ in range(n):
         key = f"k{rng.randrange(40):02d}"
@@ -223,7 +234,7 @@ def _fill(storage: Storage, model: _Model, rng: random.Random, n: int, offset: i
             else _v(rng.choice(["c-1", "c-2", None]), *rng.sample("xyz", rng.randrange(3)))
         )
         records.append((key, value))
-    storage.apply(batch(*records, start=offset), {}, True, 1)
+    storage.apply(batch(*records, start=offset), {}, exact, 1)
     model.apply(records)
     return offset + n
 
@@ -250,6 +261,44 @@ def test_a_build_runs_in_chunks_resumes_after_an_interruption_and_follows_writes
             offset = _fill(storage, model, rng, 5, offset)
     assert steps > 10  # in chunks, not in one go
     _entries_hold_the_model(_View(storage), model)
+    _counts_hold_the_entries(storage)
+    storage.close()
+
+
+def test_an_index_defined_with_reverse_entries_keeps_them_and_stays_right(
+    tmp_path: Path,
+) -> None:
+    """A store whose indexes were defined when every index kept reverse entries (a meta entry
+    without "reverse") goes on reading and writing them; a new one finds its old entries
+    from the old values and writes none."""
+    storage, _ = _open(tmp_path / "s")
+    assert not any(d.reverse for d in storage.state.indexes.values())
+    older = {}
+    for name, d in storage.state.indexes.items():
+        stored = orjson.loads(d.to_bytes())
+        del stored["reverse"]  # as an older version wrote it
+        older[name] = IndexDef.parse(orjson.dumps(stored))
+    assert all(d.reverse for d in older.values())
+    written = storage.batch(data=False)
+    for name, d in older.items():
+        written.put_meta(index_key(name), d.to_bytes())
+    written.change(indexes=older)
+    storage.commit(written)
+    del written  # it holds a column family, which keeps the database open
+    storage.close()
+    storage, _ = _open(tmp_path / "s")
+    assert all(d.reverse for d in storage.state.indexes.values())
+    rng, model, offset = random.Random(11), _Model(), 0
+    for i in range(12):
+        offset = _fill(storage, model, rng, 15, offset, exact=i % 3 != 0)
+        _entries_hold_the_model(_View(storage), model)
+        _counts_hold_the_entries(storage)
+    index = storage.index
+    assert index is not None
+    reverse = index.keys(b"k", b"l", 10**6)
+    assert len(reverse) == sum(bool(_as_set(by_tag("", v))) for v in model.values.values()) + sum(
+        by_courier("", v) is not None for v in model.values.values()
+    )  # one a key that has values in an index
     storage.close()
 
 
