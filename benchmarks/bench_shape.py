@@ -77,6 +77,12 @@ def order(i: int) -> dict[str, Any]:
     }
 
 
+def order_of_means(i: int) -> dict[str, Any]:
+    """The same order with its amount a mean, as an aggregation writes it: a float of 16 or
+    17 significant digits."""
+    return {**order(i), "amount": (i * 37) % 100_000 / 7}
+
+
 def by_customer(key: str, value: Any) -> str | None:
     return value.get("customer")  # type: ignore[no-any-return]
 
@@ -149,7 +155,8 @@ def run(args: argparse.Namespace, bootstrap: str, kafka_version: str, work: Path
     topic = f"bench-shape-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic)
     log(f"producing {args.keys:,} orders of 10 fields into {topic}")
-    seconds = fill_topic(bootstrap, topic, args.keys, "small batches", order)
+    make = order_of_means if args.means else order
+    seconds = fill_topic(bootstrap, topic, args.keys, "small batches", make)
     total = sum(end_offsets(bootstrap, topic).values())
     log(f"produced {total:,} records in {seconds:.1f} s")
 
@@ -227,6 +234,9 @@ def main() -> None:
         "--streams", action="store_true", help="also Kafka Streams' plain globalTable (needs mvn)"
     )
     parser.add_argument("--bootstrap-servers", help="Use this broker instead of a fresh one.")
+    parser.add_argument(
+        "--means", action="store_true", help="amounts as means: floats of 16-17 digits"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-shape-") as tmp:
         work = Path(tmp)

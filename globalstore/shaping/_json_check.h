@@ -1,16 +1,20 @@
 /* A check that a value is JSON, for the C loop of a store that quarantines values that do not
  * decode (storage/quarantine.py). It only ever answers "certainly valid": every document it
  * accepts, orjson (which the store's queries decode with) accepts too. Whatever it is unsure
- * of (invalid JSON, but also a lone surrogate escape, a number with many digits or a large
- * exponent, nesting deeper than JSON_CHECK_DEPTH) goes to the Python check, which decides as
- * a query would. Valid values cost a pass over their bytes here and no Python call. */
+ * of (invalid JSON, but also a lone surrogate escape, a number that might overflow a double,
+ * which orjson refuses, nesting deeper than JSON_CHECK_DEPTH) goes to the Python check, which
+ * decides as a query would. Valid values cost a pass over their bytes here and no Python
+ * call. */
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #define JSON_CHECK_DEPTH 64
-#define JSON_CHECK_DIGITS 15 /* digits of a number's integer and fraction parts together */
+/* Digits of a number's integer part: with an exponent of at most 99 it stays below 1e300, a
+ * finite double (orjson refuses a number that is not; any fraction and any negative exponent
+ * are read, the smallest as 0). */
+#define JSON_CHECK_INTEGER_DIGITS 200
 
 typedef struct {
     const unsigned char *p, *end;
@@ -124,7 +128,7 @@ static int json_digits(json_cursor *c, int *count) {
 }
 
 static int json_number(json_cursor *c) {
-    int digits = 0, exp = 0;
+    int digits = 0, fraction = 0, exp = 0;
     if (*c->p == '-')
         c->p++;
     if (c->p < c->end && *c->p == '0') {
@@ -135,7 +139,7 @@ static int json_number(json_cursor *c) {
     }
     if (c->p < c->end && *c->p == '.') {
         c->p++;
-        if (!json_digits(c, &digits))
+        if (!json_digits(c, &fraction))
             return 0;
     }
     if (c->p < c->end && (*c->p == 'e' || *c->p == 'E')) {
@@ -145,7 +149,7 @@ static int json_number(json_cursor *c) {
         if (!json_digits(c, &exp) || exp > 2)
             return 0; /* exponents past 99: left to the Python check */
     }
-    return digits <= JSON_CHECK_DIGITS;
+    return digits <= JSON_CHECK_INTEGER_DIGITS;
 }
 
 static int json_word(json_cursor *c, const char *word, size_t n) {

@@ -71,13 +71,17 @@ bad:
 
 static int is_ws(unsigned char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
 
+/* Digits of a number, integer and fraction parts together, that canonical_number vouches for:
+ * an integer of as many is an int to orjson, a float of as many reads back as itself. */
+#define SHAPE_NUMBER_DIGITS 15
+
 /* Whether the number at c->p is written as orjson writes what it reads from it, moving past
- * it: 1, or 0 when unsure. An integer is, but -0 (read as 0). A float without an exponent,
- * of at most 15 significant digits (json_certain lets no more through), is written back as
- * the shortest text that reads as the same float (orjson, as Python's repr, where repr has
- * no exponent): with 15 digits or fewer two texts read as one float only if they are the
- * same number, so the text is that shortest one unless its fraction ends in a 0 it does not
- * need ("1.50"; "1.0" keeps its one 0), and repr has no exponent from 1e-4 up to 1e16. */
+ * it: 1, or 0 when unsure. An integer of at most 15 digits is, but -0 (read as 0). A float
+ * without an exponent, of at most 15 significant digits, is written back as the shortest
+ * text that reads as the same float (orjson, as Python's repr, where repr has no exponent):
+ * with 15 digits or fewer two texts read as one float only if they are the same number, so
+ * the text is that shortest one unless its fraction ends in a 0 it does not need ("1.50";
+ * "1.0" keeps its one 0), and repr has no exponent from 1e-4 up to 1e16. */
 static int canonical_number(json_cursor *c) {
     const unsigned char *start = c->p, *point = NULL;
     while (c->p < c->end && !is_ws(*c->p) && *c->p != ',' && *c->p != '}' && *c->p != ']') {
@@ -88,6 +92,8 @@ static int canonical_number(json_cursor *c) {
         c->p++;
     }
     const unsigned char *digits = start + (*start == '-');
+    if (c->p - digits - (point != NULL) > SHAPE_NUMBER_DIGITS)
+        return 0; /* a longer integer may be a float to orjson, a longer float read rounded */
     if (point == NULL)
         return !(c->p - digits == 1 && *digits == '0' && digits != start); /* -0 reads as 0 */
     const unsigned char *fraction = point + 1, *end = c->p;

@@ -54,8 +54,33 @@ def test_what_orjson_refuses_is_never_certain(value: bytes) -> None:
 
 def test_unsure_cases_go_to_python() -> None:
     # Valid for orjson or not, the check leaves these to the Python check.
-    for value in (b'"\\ud83d\\ude80"', b"1e999", b"12345678901234567890", b"[" * 65 + b"]" * 65):
+    for value in (b'"\\ud83d\\ude80"', b"1e999", b"1" * 201, b"[" * 65 + b"]" * 65):
         assert not json_certain(value)
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        b"0.8444218515250481",  # a float as Python's repr writes it: 16 digits
+        b"-0.12345678901234567890123456789",  # a fraction longer than a double holds
+        b"12345678901234567890",  # an integer past 64 bits: a float to orjson
+        b"1" * 200,
+        b"9" * 200 + b".5e99",  # the largest the check takes: below 1e300
+        b"1e-99",
+        b"0." + b"0" * 400 + b"1",  # read as 0.0
+    ],
+)
+def test_numbers_of_any_precision_are_certainly_json(number: bytes) -> None:
+    value = b'{"customer": "c-1", "amount": ' + number + b"}"
+    assert orjson.loads(value)["customer"] == "c-1"
+    assert json_certain(value)
+
+
+def test_a_number_that_could_overflow_a_double_is_never_certain() -> None:
+    for number in (b"2" * 309, b"1e309", b"9" * 200 + b"e999"):
+        with pytest.raises(orjson.JSONDecodeError):
+            orjson.loads(number)
+        assert not json_certain(number)
 
 
 def test_mutations_it_accepts_orjson_accepts_too() -> None:
