@@ -71,17 +71,45 @@ bad:
 
 static int is_ws(unsigned char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
 
-/* Digits of a number, integer and fraction parts together, that canonical_number vouches for:
- * an integer of as many is an int to orjson, a float of as many reads back as itself. */
+/* Digits of a number that canonical_number vouches for without more: an integer of as many is
+ * an int to orjson, and with as many two float texts read as one float only if they are the
+ * same number. */
 #define SHAPE_NUMBER_DIGITS 15
+/* An integer of up to 18 digits is below 2^63: an int to orjson too, written as it is. */
+#define SHAPE_INTEGER_DIGITS 18
+
+/* Whether the float text p[0..n) is the one repr writes for the float it reads as: the
+ * shortest that reads back as it, the closest of that length. Python's own conversions,
+ * which no locale changes; called with the GIL held, as the loops run. */
+static int repr_text(const unsigned char *p, Py_ssize_t n) {
+    char text[40];
+    if (n >= (Py_ssize_t)sizeof text)
+        return 0;
+    memcpy(text, p, (size_t)n);
+    text[n] = '\0';
+    double d = PyOS_string_to_double(text, NULL, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    char *r = PyOS_double_to_string(d, 'r', 0, 0, NULL);
+    if (r == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int same = strlen(r) == (size_t)n && memcmp(r, text, (size_t)n) == 0;
+    PyMem_Free(r);
+    return same;
+}
 
 /* Whether the number at c->p is written as orjson writes what it reads from it, moving past
- * it: 1, or 0 when unsure. An integer of at most 15 digits is, but -0 (read as 0). A float
- * without an exponent, of at most 15 significant digits, is written back as the shortest
- * text that reads as the same float (orjson, as Python's repr, where repr has no exponent):
- * with 15 digits or fewer two texts read as one float only if they are the same number, so
- * the text is that shortest one unless its fraction ends in a 0 it does not need ("1.50";
- * "1.0" keeps its one 0), and repr has no exponent from 1e-4 up to 1e16. */
+ * it: 1, or 0 when unsure. An integer of at most 18 digits is, but -0 (read as 0). A float
+ * without an exponent is written back as the shortest text that reads as the same float
+ * (orjson, as Python's repr, where repr has no exponent: from 1e-4 up to 1e16). With 15
+ * digits or fewer two texts read as one float only if they are the same number, so the text
+ * is that shortest one unless its fraction ends in a 0 it does not need ("1.50"; "1.0" keeps
+ * its one 0); a longer one (a float as repr writes it has up to 17) is compared with repr's
+ * text for what it reads as. */
 static int canonical_number(json_cursor *c) {
     const unsigned char *start = c->p, *point = NULL;
     while (c->p < c->end && !is_ws(*c->p) && *c->p != ',' && *c->p != '}' && *c->p != ']') {
@@ -92,13 +120,12 @@ static int canonical_number(json_cursor *c) {
         c->p++;
     }
     const unsigned char *digits = start + (*start == '-');
-    if (c->p - digits - (point != NULL) > SHAPE_NUMBER_DIGITS)
-        return 0; /* a longer integer may be a float to orjson, a longer float read rounded */
-    if (point == NULL)
+    if (point == NULL) {
+        if (c->p - digits > SHAPE_INTEGER_DIGITS)
+            return 0; /* a longer integer may be a float to orjson */
         return !(c->p - digits == 1 && *digits == '0' && digits != start); /* -0 reads as 0 */
+    }
     const unsigned char *fraction = point + 1, *end = c->p;
-    if (end - fraction > 1 && end[-1] == '0')
-        return 0; /* a 0 the shortest text does not have */
     if (point - digits > 16)
         return 0; /* 1e16 and up: repr writes an exponent */
     if (point - digits == 1 && *digits == '0') { /* below 1: at most 3 zeros after the point */
@@ -108,7 +135,9 @@ static int canonical_number(json_cursor *c) {
         if (q < end && q - fraction > 3)
             return 0; /* below 1e-4: repr writes an exponent */
     }
-    return 1;
+    if (end - digits - 1 > SHAPE_NUMBER_DIGITS)
+        return repr_text(start, end - start);
+    return !(end - fraction > 1 && end[-1] == '0'); /* a 0 the shortest text does not have */
 }
 
 /* Whether the string at c->p has no escape, moving past it (its bytes are then orjson's). */

@@ -13,19 +13,20 @@ whatever loop fills the batch, the keys it wrote are indexed when the batch is c
 The keys of the column family "index" are laid out in storage/keys.py: an entry per
 (index value, key), in the order find() answers in. Storage writes them from the index values
 an Indexer gives it for a batch's keys, and deletes those of the keys' old values, which the
-Indexer indexes again: an index function must answer the same for the same key and value. An index value may not hold a NUL character (it separates value
-and key there); a function that returns one, returns something else than a str, or raises,
-is counted and logged like a transform failure, and the key gets no entries in that index
-(its old ones are deleted).
+Indexer indexes again: an index function must answer the same for the same key and value.
+An index value may not hold a NUL character (it separates value and key there); a function
+that returns one, returns something else than a str, or raises, is counted and logged like a
+transform failure, and the key gets no entries in that index (its old ones are deleted).
 
 An index added to a store that holds keys (or given a new version) is built on the store
 thread between follow batches, a chunk of keys at a time, from a cursor kept in its meta
 entry (meta.IndexDef) and written in the same batch as the chunk: a crash resumes where it
 stopped. Writes meanwhile index the keys they touch before the cursor, so the built part
 stays right, and leave the others to the build (an index defined by an earlier globalstore,
-which keeps reverse entries, indexes every key written). Until built, find() raises IndexNotReady. A removed index (or the
-old version of one) is deleted with range deletions in the write that drops its definition,
-so it costs nothing now and RocksDB reclaims the space in its background compactions.
+which keeps reverse entries, indexes every key written). Until built, find() raises
+IndexNotReady. A removed index (or the old version of one) is deleted with range deletions
+in the write that drops its definition, so it costs nothing now and RocksDB reclaims the
+space in its background compactions.
 """
 
 from __future__ import annotations

@@ -156,3 +156,27 @@ def test_numbers_are_copied_only_as_orjson_writes_them() -> None:
             copied += 1
             assert got == orjson.dumps({"a": orjson.loads(text)}), text
     assert copied > 5_000  # the others: a 0 too many, an exponent, more than 15 digits
+
+
+def test_floats_as_repr_writes_them_and_long_integers_are_copied() -> None:
+    """A float of 16 or 17 digits (a mean, a ratio: what an aggregation writes) is copied when
+    its text is repr's; a text of as many digits that is not (not the shortest, not the
+    closest, a digit too many) goes to the function; so does an integer past 18 digits."""
+    assert native_shape is not None
+    rng, spec = random.Random(9), Shape(fields=["a"]).spec()
+    copied, unsure = 0, 0
+    texts = ["0.30000000000000004", "0.30000000000000005", "0.1000000000000000055511151231257827"]
+    for _ in range(20_000):
+        x = rng.uniform(-1, 1) * 10 ** rng.randrange(-4, 16)
+        texts.append(repr(x))  # 1e-4 up to 1e16: repr writes no exponent
+        texts.append(repr(x) + rng.choice("0123456789"))  # reads as x or its neighbour
+        texts.append(str(rng.randrange(10 ** rng.randrange(15, 21))))
+    for text in texts:
+        doc = b'{"a":' + text.encode() + b"}"
+        got = native_shape(doc, spec)
+        if got is False:
+            unsure += 1
+        else:
+            copied += 1
+            assert got == orjson.dumps({"a": orjson.loads(text)}), text
+    assert copied > 30_000 and unsure > 15_000  # repr's texts copied, most others not
