@@ -191,6 +191,16 @@ static int key_changes(ops *o, PyObject *prefix, PyObject *key, PyObject *rkey, 
             int same = PyObject_RichCompareBool(new, old, Py_EQ);
             if (same != 0)
                 return same < 0 ? -1 : 0;
+            if (memchr(PyBytes_AS_STRING(old), 0, (size_t)PyBytes_GET_SIZE(old)) == NULL) {
+                /* one value for another (a follower's common case): no set is made */
+                PyObject *gone = joined(prefix, old, key), *added = NULL;
+                if (gone == NULL || ops_add(o, gone, NULL) < 0)
+                    return -1;
+                added = joined(prefix, new, key);
+                if (added == NULL || ops_add(o, added, Py_NewRef(empty)) < 0)
+                    return -1;
+                return rkey == NULL ? 0 : ops_add(o, Py_NewRef(rkey), Py_NewRef(new));
+            }
         }
         PyObject *one = PyFrozenSet_New(NULL);
         if (one == NULL || PySet_Add(one, new) < 0) {
