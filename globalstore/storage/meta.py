@@ -174,22 +174,25 @@ class IndexDef:
     reverse: bool = False
 
     def to_bytes(self) -> bytes:
-        """The JSON entry the meta column family stores; parse() reads it back."""
+        """The JSON entry the meta column family stores; parse() reads it back. An index
+        without reverse entries names its id "index_id", not "id": a version from before
+        them, which would keep such an index the old way and leave entries behind, cannot
+        parse the entry, takes the store for damaged and rebuilds it from the topic."""
         cursor = None if self.cursor is None else self.cursor.hex()
         return orjson.dumps(
-            {"id": self.id, "version": self.version, "built": self.built, "cursor": cursor,
-             "scanned": self.scanned, "path": self.path, "reverse": self.reverse}
+            {"id" if self.reverse else "index_id": self.id, "version": self.version,
+             "built": self.built, "cursor": cursor, "scanned": self.scanned, "path": self.path}
         )  # fmt: skip
 
     @classmethod
     def parse(cls, raw: bytes) -> IndexDef:
         """The IndexDef to_bytes() wrote; KeyError or ValueError if `raw` is not one."""
         d = orjson.loads(raw)
-        cursor = d["cursor"]
+        cursor, reverse = d["cursor"], "id" in d
         return cls(
-            int(d["id"]), int(d["version"]), bool(d["built"]),
+            int(d["id"] if reverse else d["index_id"]), int(d["version"]), bool(d["built"]),
             None if cursor is None else bytes.fromhex(cursor), int(d["scanned"]), d.get("path"),
-            bool(d.get("reverse", True)),  # an entry without it: written before, with them
+            reverse,
         )  # fmt: skip
 
 

@@ -269,14 +269,17 @@ def test_an_index_defined_with_reverse_entries_keeps_them_and_stays_right(
     tmp_path: Path,
 ) -> None:
     """A store whose indexes were defined when every index kept reverse entries (a meta entry
-    without "reverse") goes on reading and writing them; a new one finds its old entries
-    from the old values and writes none."""
+    naming its id "id") goes on reading and writing them; a new one finds its old entries
+    from the old values and writes none, and names its id so that such a version cannot
+    read its definition."""
     storage, _ = _open(tmp_path / "s")
     assert not any(d.reverse for d in storage.state.indexes.values())
+    # The older versions read int(entry["id"]): they cannot, and rebuild the store.
+    assert not any("id" in orjson.loads(d.to_bytes()) for d in storage.state.indexes.values())
     older = {}
     for name, d in storage.state.indexes.items():
         stored = orjson.loads(d.to_bytes())
-        del stored["reverse"]  # as an older version wrote it
+        stored["id"] = stored.pop("index_id")  # as an older version wrote it
         older[name] = IndexDef.parse(orjson.dumps(stored))
     assert all(d.reverse for d in older.values())
     written = storage.batch(data=False)
