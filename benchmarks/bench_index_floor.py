@@ -32,6 +32,15 @@ Each variant prints its records/s (median) and share of the values-only rate, th
 with the final flush of the memtables counted too, then, right after the writes (before that
 flush), the time of --gets random gets of reverse entries (a follower's reads; all hit) and
 of --finds scans of one customer's 20 entries (find's), per call.
+
+With --follow, the floor of a follower's write instead: into a database holding the records
+and the entries of two indexes without reverse entries, batches of --batch updates of
+random keys, each moving the key to another customer and status (as bench_freshness.py's
+updates do), written with the write-ahead log as a follower writes: the value alone, or the
+value and, per index, the old entry's delete and the new entry's put, in key order. What is
+timed is the WriteBatch's puts and rocksdict's write, which holds the GIL (a thread spinning
+beside a write of 600,000 puts got 1 % of its turns): per record, the time the follower
+takes from readers for RocksDB alone.
 """
 
 from __future__ import annotations
@@ -202,13 +211,88 @@ def run(d: Data, family: str, write: Callable[..., None], path: Path) -> list[fl
     ]
 
 
+def follow_floor(keys: int, batch: int, batches: int, rounds: int) -> None:
+    """--follow: µs a record of a follower's write, the value alone against it with the
+    four entry changes of two indexes, alternating batch by batch in one database."""
+    rng = random.Random(11)
+    current: list[tuple[bytes, bytes]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
+        db = open_db(Path(tmp) / "db", "store")
+        index = db.get_column_family_handle("index")
+        for start in range(0, keys, BATCH):
+            wb = rocksdict.WriteBatch(raw_mode=True)
+            for i in range(start, min(keys, start + BATCH)):
+                o, key = order(i), str(i).encode()
+                c, st = o["customer"].encode(), o["status"].encode()
+                current.append((c, st))
+                wb.put(key, bytes(22) + orjson.dumps(o))
+                wb.put(ONE + c + b"\x00" + key, b"", index)
+                wb.put(TWO + st + b"\x00" + key, b"", index)
+            db.write(wb, UNLOGGED)
+        spent: dict[str, list[float]] = {"value": [], "value + 4 entry changes": []}
+        for _ in range(rounds):
+            for name, rows in spent.items():
+                took = 0.0
+                for _ in range(batches):
+                    took += _follow_batch(db, index, current, rng, batch, name != "value")
+                rows.append(took / (batch * batches) * 1e6)
+        del index
+        db.close()
+    plain = statistics.median(spent["value"])
+    print(f"{keys:,} keys, batches of {batch}, {batches} a round, {rounds} rounds; medians")
+    for name, rows in spent.items():
+        med = statistics.median(rows)
+        raw = ", ".join(f"{x:.2f}" for x in rows)
+        print(f"{name}: {med:.2f} us a record ({med / plain:.2f}x the value alone) [{raw}]")
+
+
+def _follow_batch(
+    db: rocksdict.Rdict,
+    index: rocksdict.ColumnFamily,
+    current: list[tuple[bytes, bytes]],
+    rng: random.Random,
+    batch: int,
+    entries: bool,
+) -> float:
+    """Seconds of one follow batch of `batch` updates: its WriteBatch filled and written."""
+    updates = []
+    for i in rng.sample(range(len(current)), batch):
+        o = order(rng.randrange(len(current)))
+        updates.append((i, o["customer"].encode(), o["status"].encode(), orjson.dumps(o)))
+    changes: list[tuple[bytes, bytes | None]] = []
+    if entries:
+        for i, c, st, _ in updates:
+            key, (old_c, old_st) = str(i).encode(), current[i]
+            changes += [(ONE + old_c + b"\x00" + key, None), (ONE + c + b"\x00" + key, b"")]
+            changes += [(TWO + old_st + b"\x00" + key, None), (TWO + st + b"\x00" + key, b"")]
+            current[i] = (c, st)
+        changes.sort(key=lambda change: change[0])
+    began = time.perf_counter()
+    wb = rocksdict.WriteBatch(raw_mode=True)
+    for i, _, _, value in sorted(updates):
+        wb.put(str(i).encode(), bytes(22) + value)
+    for key, value in changes:
+        if value is None:
+            wb.delete(key, index)
+        else:
+            wb.put(key, value, index)
+    db.write(wb)
+    return time.perf_counter() - began
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keys", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--chunk", type=int, default=250_000, help="records a table file")
     parser.add_argument("--only", help="variant names, separated by | (default: all)")
+    parser.add_argument("--follow", action="store_true", help="a follower's write instead")
+    parser.add_argument("--batch", type=int, default=150, help="updates a follow batch")
+    parser.add_argument("--batches", type=int, default=200, help="follow batches a round")
     args = parser.parse_args()
+    if args.follow:
+        follow_floor(args.keys, args.batch, args.batches, args.rounds)
+        return
     d = Data(args.keys, args.chunk)
     chosen = variants(d)
     if args.only:
