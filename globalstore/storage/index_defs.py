@@ -178,7 +178,8 @@ class SecondaryIndexes:
         entries = index.index_into(
             batch.wb, keys, news, before, defs, counts, lookup, each=not bulk
         )
-        batch.change(index_entries=entries)
+        if entries != counts:  # a batch of updates moving keys between values counts none
+            batch.change(index_entries=entries)
 
     def _before(
         self,
