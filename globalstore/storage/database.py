@@ -359,9 +359,14 @@ class Storage:
         return self._commit_applied(batch, out, exact_count, now_ms)
 
     @property
+    def _indexed(self) -> bool:
+        """Whether the store has secondary indexes: their writes need the keys' old values."""
+        return self.indexes.indexer is not None
+
+    @property
     def _tracks_writes(self) -> bool:
         """Whether a batch must note the keys it writes: the store indexes them."""
-        return self.indexes.indexer is not None or self.time.tracks_writes
+        return self._indexed or self.time.tracks_writes
 
     def _commit_applied(
         self, batch: Batch, out: Applied, exact_count: bool, now_ms: int
@@ -373,7 +378,7 @@ class Storage:
             return out
         count = None
         if exact_count:
-            count = batch.count_exactly(out.present, self._get, keep=batch.staged is not None)
+            count = batch.count_exactly(out.present, self._get, keep=self._indexed)
         elif self._recount is not None:
             raise StorageError("a bulk apply cannot run while keys are being recounted")
         if batch.staged:

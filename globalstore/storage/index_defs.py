@@ -208,7 +208,7 @@ class SecondaryIndexes:
         out: dict[str, list[KeyIndexValues | None]] = {}
         for name, d in defs.items():
             before: list[KeyIndexValues | None] = [None] * len(keys)
-            for (i, _), value in zip(held, values.get(name, ()), strict=False):
+            for (i, _), value in zip(held, values.get(name, []), strict=True):
                 before[i] = value
             if not d.built and d.cursor is not None:
                 new, cursor = news[name], d.cursor
